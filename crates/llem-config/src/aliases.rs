@@ -1,0 +1,163 @@
+//! Other spellings of keys, accepted in YAML and rewritten to the canonical key before typing.
+//!
+//! The seed writes `pytorch:` for the transformers section and `tensorrt.quant_config` for
+//! `tensorrt.quant`; vLLM and Python-llem users write `speculative:` / `backend:`. Rewriting
+//! the tree (instead of serde aliases) keeps one spelling in resolved configs, hashes and
+//! error paths.
+
+use crate::error::{Diagnostic, ErrorKind};
+use crate::source::SourceMap;
+use crate::yaml::Node;
+
+/// One accepted alias.
+pub struct KeyAlias {
+    /// Path of the mapping the key lives in (canonical keys).
+    pub parent: &'static [&'static str],
+    /// Name of that mapping's type in the JSON Schema (`None` = the experiment itself).
+    pub schema_def: Option<&'static str>,
+    /// The other spelling.
+    pub alias: &'static str,
+    /// The canonical key.
+    pub canonical: &'static str,
+}
+
+/// Every accepted alias.
+pub const KEY_ALIASES: &[KeyAlias] = &[
+    KeyAlias {
+        parent: &[],
+        schema_def: None,
+        alias: "pytorch",
+        canonical: "transformers",
+    },
+    KeyAlias {
+        parent: &["tensorrt"],
+        schema_def: Some("TensorRtConfig"),
+        alias: "quant_config",
+        canonical: "quant",
+    },
+    KeyAlias {
+        parent: &["tensorrt"],
+        schema_def: Some("TensorRtConfig"),
+        alias: "backend",
+        canonical: "engine",
+    },
+    KeyAlias {
+        parent: &["vllm", "engine"],
+        schema_def: Some("VllmEngineConfig"),
+        alias: "speculative",
+        canonical: "speculative_config",
+    },
+    KeyAlias {
+        parent: &["vllm", "engine", "attention"],
+        schema_def: Some("VllmAttentionConfig"),
+        alias: "backend",
+        canonical: "engine",
+    },
+    KeyAlias {
+        parent: &["measurement"],
+        schema_def: Some("MeasurementConfig"),
+        alias: "measurement_methodology",
+        canonical: "methodology",
+    },
+    KeyAlias {
+        parent: &["measurement"],
+        schema_def: Some("MeasurementConfig"),
+        alias: "measurement_window",
+        canonical: "window",
+    },
+];
+
+/// Rewrites alias keys of an experiment tree to their canonical spelling, in place.
+/// Both spellings in one mapping is an error.
+pub fn normalize_keys(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagnostic> {
+    for a in KEY_ALIASES {
+        // Look first, write only when needed: trees share structure across grid points.
+        let needs = tree
+            .get_path(a.parent)
+            .and_then(Node::as_map)
+            .is_some_and(|m| m.contains(a.alias));
+        if !needs {
+            continue;
+        }
+        let Some(map) = tree.get_path_mut(a.parent).and_then(Node::as_map_mut) else {
+            continue;
+        };
+        if let Some(existing) = map.entry(a.canonical) {
+            let span = map
+                .entry(a.alias)
+                .map_or(existing.key_span, |e| e.key_span);
+            return Err(Diagnostic::new(
+                ErrorKind::Type,
+                format!(
+                    "`{}` and `{}` are the same key; give only one",
+                    a.alias, a.canonical
+                ),
+            )
+            .at(sources.location(span)));
+        }
+        if let Some(mut entry) = map.remove(a.alias) {
+            entry.key = a.canonical.into();
+            map.entries.push(entry);
+        }
+    }
+    Ok(())
+}
+
+/// The canonical form of a dotted path written in a sweep (`pytorch.batch_size` ->
+/// `transformers.batch_size`).
+pub fn canonical_path(segments: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(segments.len());
+    for seg in segments {
+        let parent: Vec<&str> = out.iter().map(String::as_str).collect();
+        let canonical = KEY_ALIASES
+            .iter()
+            .find(|a| a.alias == *seg && a.parent == parent.as_slice())
+            .map_or(*seg, |a| a.canonical);
+        out.push(canonical.to_string());
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::source::SourceId;
+    use crate::yaml::parse;
+
+    #[test]
+    fn rewrites_aliases() {
+        let mut t = parse(
+            "pytorch: {batch_size: 2}\ntensorrt: {quant_config: {quant_algo: INT8}}\n",
+            SourceId(0),
+        )
+        .unwrap();
+        normalize_keys(&mut t, &SourceMap::new()).unwrap();
+        assert!(t.get_path(&["transformers", "batch_size"]).is_some());
+        assert!(t.get_path(&["tensorrt", "quant", "quant_algo"]).is_some());
+        assert!(t.get_path(&["pytorch"]).is_none());
+    }
+
+    #[test]
+    fn both_spellings_is_an_error() {
+        let mut t = parse("pytorch: {}\ntransformers: {}\n", SourceId(0)).unwrap();
+        assert!(normalize_keys(&mut t, &SourceMap::new()).is_err());
+    }
+
+    #[test]
+    fn canonical_paths() {
+        assert_eq!(
+            canonical_path(&["pytorch", "batch_size"]),
+            ["transformers", "batch_size"]
+        );
+        assert_eq!(
+            canonical_path(&["tensorrt", "quant_config", "quant_algo"]),
+            ["tensorrt", "quant", "quant_algo"]
+        );
+        assert_eq!(
+            canonical_path(&["vllm", "engine", "attention", "backend"]),
+            ["vllm", "engine", "attention", "engine"]
+        );
+        assert_eq!(canonical_path(&["dataset", "n_prompts"]), ["dataset", "n_prompts"]);
+    }
+}

@@ -1,0 +1,71 @@
+//! `study_execution:` — cycles, order, pacing and robustness limits of a study.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::names::ExperimentOrder;
+
+/// `study_execution:` as written; unset fields are filled by [`StudyExecution`] resolution
+/// (command line > YAML > user config > defaults).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct StudyExecutionConfig {
+    /// Times the whole list of configurations is run (default: 3 for studies, 1 for a
+    /// single experiment).
+    #[schemars(range(min = 1))]
+    pub n_cycles: Option<u32>,
+    /// sequential, interleave, shuffle, reverse, latin_square (default: shuffle for studies).
+    pub experiment_order: Option<ExperimentOrder>,
+    /// Seed of the shuffle order (null = derived from study_design_hash).
+    pub shuffle_seed: Option<i64>,
+    /// Pause between experiments in seconds (default: user config, else 60).
+    #[schemars(range(min = 0.0))]
+    pub experiment_gap_seconds: Option<f64>,
+    /// Pause between cycles in seconds (default: user config, else 300).
+    #[schemars(range(min = 0.0))]
+    pub cycle_gap_seconds: Option<f64>,
+    /// Circuit breaker: stop after this many failures in a row (0 = off, 1 = fail fast;
+    /// default 10).
+    pub max_consecutive_failures: Option<u32>,
+    /// Pause before the circuit breaker's probe experiment, in seconds (default 60).
+    #[schemars(range(min = 0.0))]
+    pub circuit_breaker_cooldown_seconds: Option<f64>,
+    /// Hard limit for the whole study in hours (null = none).
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub wall_clock_timeout_hours: Option<f64>,
+    /// Per-experiment limit in seconds; the cell is killed past it (default 600).
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub experiment_timeout_seconds: Option<f64>,
+    /// Run configurations with equal measurement_config_hash once (default true).
+    pub deduplicate_equivalent: Option<bool>,
+}
+
+/// Resolved execution settings: every value concrete.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StudyExecution {
+    /// Cycles.
+    pub n_cycles: u32,
+    /// Order across cycles.
+    pub experiment_order: ExperimentOrder,
+    /// Shuffle seed as configured (null = derived from the design hash).
+    pub shuffle_seed: Option<i64>,
+    /// Pause between experiments, seconds.
+    pub experiment_gap_seconds: f64,
+    /// Pause between cycles, seconds.
+    pub cycle_gap_seconds: f64,
+    /// Circuit breaker threshold.
+    pub max_consecutive_failures: u32,
+    /// Circuit breaker cooldown, seconds.
+    pub circuit_breaker_cooldown_seconds: f64,
+    /// Study wall-clock limit, hours.
+    pub wall_clock_timeout_hours: Option<f64>,
+    /// Per-experiment limit, seconds.
+    pub experiment_timeout_seconds: f64,
+    /// Deduplicate equivalent configurations.
+    pub deduplicate_equivalent: bool,
+}
+
+/// Built-in pause between experiments when neither YAML nor user config sets one.
+pub const DEFAULT_EXPERIMENT_GAP_SECONDS: f64 = 60.0;
+/// Built-in pause between cycles when neither YAML nor user config sets one.
+pub const DEFAULT_CYCLE_GAP_SECONDS: f64 = 300.0;

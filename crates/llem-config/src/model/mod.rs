@@ -1,0 +1,20 @@
+//! The typed configuration: experiment fields, engine sections, study execution.
+
+pub mod engines;
+pub mod execution;
+pub mod experiment;
+pub mod names;
+pub mod runner;
+pub mod sections;
+
+pub use execution::{StudyExecution, StudyExecutionConfig};
+pub use experiment::ExperimentConfig;
+pub use names::{
+    Arrival, BaselineStrategy, BatchingStrategy, DatasetOrder, Dtype, EnergySampler, Engine,
+    ExperimentOrder, Methodology, Preset,
+};
+pub use runner::{RunnerKind, RunnerSpec};
+pub use sections::{
+    BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, SloConfig,
+    TrafficConfig, WarmupConfig,
+};

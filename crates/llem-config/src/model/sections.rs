@@ -1,0 +1,279 @@
+//! The engine-independent sections of an experiment: dataset, decoder, warmup, baseline,
+//! measurement, traffic, LoRA.
+//!
+//! Ranges are declared once, as `#[schemars(range(..))]` / `extend("exclusiveMinimum" ..)`
+//! attributes: they appear in `llem config schema` and the validator reads them from there.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::names::{
+    Arrival, BaselineStrategy, DatasetOrder, Methodology, Preset,
+};
+
+/// Which prompts to use and how they are loaded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatasetConfig {
+    /// Built-in alias (`aienergyscore`, `sharegpt`, `synthetic`) or a `.jsonl` file path.
+    pub source: String,
+    /// Number of prompts to load.
+    #[schemars(range(min = 1))]
+    pub n_prompts: u32,
+    /// Prompt ordering: interleaved (round-robin by source), grouped, shuffled (seeded).
+    pub order: DatasetOrder,
+}
+
+impl Default for DatasetConfig {
+    fn default() -> Self {
+        DatasetConfig {
+            source: "aienergyscore".into(),
+            n_prompts: 100,
+            order: DatasetOrder::Interleaved,
+        }
+    }
+}
+
+/// Universal decoding parameters, honoured by every engine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct DecoderConfig {
+    /// Sampling temperature (0 = greedy).
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub temperature: f64,
+    /// Enable sampling (greedy when false or when temperature is 0).
+    pub do_sample: bool,
+    /// Top-k sampling (0 = disabled).
+    pub top_k: u32,
+    /// Top-p nucleus sampling (1.0 = disabled).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub top_p: f64,
+    /// Repetition penalty (1.0 = none).
+    #[schemars(range(min = 0.1, max = 10.0))]
+    pub repetition_penalty: f64,
+    /// Minimum token probability relative to the most likely token (null = disabled).
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub min_p: Option<f64>,
+    /// Minimum number of generated tokens before EOS may end a sequence (null = none).
+    #[schemars(range(min = 1))]
+    pub min_new_tokens: Option<u32>,
+    /// Preset expanded into the fields above; explicitly written fields win over it.
+    pub preset: Option<Preset>,
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        DecoderConfig {
+            temperature: 1.0,
+            do_sample: true,
+            top_k: 50,
+            top_p: 1.0,
+            repetition_penalty: 1.0,
+            min_p: None,
+            min_new_tokens: None,
+            preset: None,
+        }
+    }
+}
+
+impl DecoderConfig {
+    /// True when decoding is greedy (no sampling or temperature 0).
+    pub fn is_greedy(&self) -> bool {
+        !self.do_sample || self.temperature == 0.0
+    }
+}
+
+impl Preset {
+    /// The concrete values a preset stands for, as `(decoder key, YAML value)` pairs.
+    pub fn values(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Preset::Deterministic => &[("temperature", "0.0"), ("do_sample", "false")],
+            Preset::Standard => &[
+                ("temperature", "1.0"),
+                ("do_sample", "true"),
+                ("top_p", "0.95"),
+            ],
+            Preset::Creative => &[
+                ("temperature", "0.8"),
+                ("do_sample", "true"),
+                ("top_p", "0.9"),
+                ("repetition_penalty", "1.1"),
+            ],
+            Preset::Factual => &[("temperature", "0.3"), ("do_sample", "true")],
+        }
+    }
+}
+
+/// Warmup before the measurement window: a fixed number of prompts, or until latency
+/// converges (coefficient of variation below a threshold); then a thermal floor wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WarmupConfig {
+    /// Run a warmup phase.
+    pub enabled: bool,
+    /// Warmup prompts in fixed mode (ignored when convergence_detection is on).
+    #[schemars(range(min = 1))]
+    pub n_warmup: u32,
+    /// Wait after warmup so temperatures plateau, in seconds. The methodology recommends at
+    /// least 30 s; shorter waits are allowed (for demos and CPU runs) and flagged.
+    #[schemars(range(min = 0.0))]
+    pub thermal_floor_seconds: f64,
+    /// Adaptive warmup: run until the latency CV drops below cv_threshold.
+    pub convergence_detection: bool,
+    /// CV target for convergence.
+    #[schemars(range(min = 0.01, max = 0.5))]
+    pub cv_threshold: f64,
+    /// Safety cap on warmup prompts in CV mode.
+    #[schemars(range(min = 5))]
+    pub max_prompts: u32,
+    /// Sliding window size for the CV.
+    #[schemars(range(min = 3))]
+    pub window_size: u32,
+    /// Prompts before convergence is first checked.
+    #[schemars(range(min = 1))]
+    pub min_prompts: u32,
+}
+
+impl Default for WarmupConfig {
+    fn default() -> Self {
+        WarmupConfig {
+            enabled: true,
+            n_warmup: 5,
+            thermal_floor_seconds: 60.0,
+            convergence_detection: false,
+            cv_threshold: 0.05,
+            max_prompts: 20,
+            window_size: 3,
+            min_prompts: 5,
+        }
+    }
+}
+
+/// Idle (baseline) power measurement, subtracted for adjusted energy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct BaselineConfig {
+    /// Measure baseline power.
+    pub enabled: bool,
+    /// Baseline measurement duration in seconds.
+    #[schemars(range(min = 5.0, max = 120.0))]
+    pub duration_seconds: f64,
+    /// validated (cached + periodic spot check), cached (disk cache with TTL), fresh (every
+    /// experiment).
+    pub strategy: BaselineStrategy,
+    /// How long a cached baseline stays valid, in seconds.
+    #[schemars(range(min = 60.0))]
+    pub cache_ttl_seconds: f64,
+    /// Spot-check the cached baseline every N experiments (validated strategy).
+    #[schemars(range(min = 1))]
+    pub validation_interval: u32,
+    /// Relative power drift that triggers re-measurement (validated strategy).
+    #[schemars(range(min = 0.01, max = 0.5))]
+    pub drift_threshold: f64,
+}
+
+impl Default for BaselineConfig {
+    fn default() -> Self {
+        BaselineConfig {
+            enabled: true,
+            duration_seconds: 30.0,
+            strategy: BaselineStrategy::Validated,
+            cache_ttl_seconds: 7200.0,
+            validation_interval: 5,
+            drift_threshold: 0.10,
+        }
+    }
+}
+
+/// How the measurement window is chosen and what latency detail is captured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct MeasurementConfig {
+    /// total (whole run), steady_state (all slots busy), windowed (explicit window).
+    pub methodology: Methodology,
+    /// Per-token timing where an engine must pay for it; flagged in the result, part of
+    /// the config hash.
+    pub latency_profiling: bool,
+    /// `[start_s, end_s]` relative to the start of the workload; methodology windowed only.
+    pub window: Option<[f64; 2]>,
+}
+
+impl Default for MeasurementConfig {
+    fn default() -> Self {
+        MeasurementConfig {
+            methodology: Methodology::Total,
+            latency_profiling: false,
+            window: None,
+        }
+    }
+}
+
+/// Request traffic for serving engines (vLLM, SGLang, TensorRT-LLM, TGI, llama-server,
+/// any OpenAI-compatible URL).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrafficConfig {
+    /// all_at_once, constant, poisson, gamma.
+    pub arrival: Arrival,
+    /// Mean request rate in requests per second (constant, poisson, gamma).
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub rate_qps: Option<f64>,
+    /// Coefficient of variation of inter-arrival times (gamma; 1 = Poisson).
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub burstiness: Option<f64>,
+    /// Closed-loop cap on requests in flight.
+    #[schemars(range(min = 1))]
+    pub max_concurrency: Option<u32>,
+    /// Stop sending new requests after this many seconds.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub duration_seconds: Option<f64>,
+    /// Send this many requests (prompts are reused in order when it exceeds the dataset).
+    #[schemars(range(min = 1))]
+    pub n_requests: Option<u32>,
+    /// Seed of the arrival process (null = `random_seed`).
+    pub seed: Option<i64>,
+    /// Latency objectives for goodput.
+    pub slo: Option<SloConfig>,
+}
+
+impl Default for TrafficConfig {
+    fn default() -> Self {
+        TrafficConfig {
+            arrival: Arrival::AllAtOnce,
+            rate_qps: None,
+            burstiness: None,
+            max_concurrency: None,
+            duration_seconds: None,
+            n_requests: None,
+            seed: None,
+            slo: None,
+        }
+    }
+}
+
+/// Latency objectives; a request meets the SLO when every bound that is set holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SloConfig {
+    /// Time to first token bound, in milliseconds.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub ttft_ms: Option<f64>,
+    /// Time per output token bound, in milliseconds.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub tpot_ms: Option<f64>,
+    /// End-to-end latency bound, in milliseconds.
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub e2e_ms: Option<f64>,
+}
+
+/// A LoRA adapter applied to the model: exactly one of adapter_id / adapter_path.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoraConfig {
+    /// Hugging Face Hub adapter id.
+    pub adapter_id: Option<String>,
+    /// Local adapter path (a GGUF adapter for llamacpp).
+    pub adapter_path: Option<String>,
+    /// Merge the adapter into the base weights at load time.
+    pub merge_weights: bool,
+}
