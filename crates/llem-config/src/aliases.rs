@@ -6,6 +6,7 @@
 //! error paths.
 
 use crate::error::{Diagnostic, ErrorKind};
+use crate::model::Engine;
 use crate::source::SourceMap;
 use crate::yaml::Node;
 
@@ -97,6 +98,46 @@ pub fn normalize_keys(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagno
         }
         if let Some(mut entry) = map.remove(a.alias) {
             entry.key = a.canonical.into();
+            map.entries.push(entry);
+        }
+    }
+    for parent in ["runners", "images"] {
+        normalize_engine_keys(tree, parent, sources)?;
+    }
+    Ok(())
+}
+
+/// Rewrites engine aliases used as keys (`runners: {pytorch: docker}`) to engine names, so
+/// a value from the user config can never shadow the one written under the alias.
+fn normalize_engine_keys(tree: &mut Node, parent: &str, sources: &SourceMap) -> Result<(), Diagnostic> {
+    let renames: Vec<(String, &'static str)> = match tree.get_path(&[parent]).and_then(Node::as_map) {
+        Some(m) => m
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let engine = Engine::from_name(&e.key)?;
+                (engine.as_str() != &*e.key).then(|| (e.key.to_string(), engine.as_str()))
+            })
+            .collect(),
+        None => return Ok(()),
+    };
+    if renames.is_empty() {
+        return Ok(());
+    }
+    let Some(map) = tree.get_path_mut(&[parent]).and_then(Node::as_map_mut) else {
+        return Ok(());
+    };
+    for (alias, canonical) in renames {
+        if map.contains(canonical) {
+            let span = map.entry(&alias).map_or(map.entries.first().map(|e| e.key_span).unwrap_or(crate::source::Span::whole(crate::source::SourceId(0))), |e| e.key_span);
+            return Err(Diagnostic::new(
+                ErrorKind::Type,
+                format!("`{parent}.{alias}` and `{parent}.{canonical}` name the same engine; give only one"),
+            )
+            .at(sources.location(span)));
+        }
+        if let Some(mut entry) = map.remove(&alias) {
+            entry.key = canonical.into();
             map.entries.push(entry);
         }
     }

@@ -3,15 +3,26 @@
 //! YAML files are read into a tree that remembers where every value was written
 //! ([`yaml`]), expanded (`_extends`, `base:`, `sweep:`, `experiments:`), typed into
 //! [`ExperimentConfig`]s with located errors, validated, hashed and put in execution order:
-//! the result is a [`StudyPlan`].
+//! the result is a [`StudyPlan`] ([`plan::plan`]).
 
+pub mod aliases;
+pub mod canonical;
 pub mod de;
 pub mod error;
-pub mod source;
-pub mod yaml;
+pub mod load;
 pub mod model;
-
-pub use model::*;
-pub mod aliases;
+pub mod order;
+pub mod plan;
+pub mod rng;
+pub mod rules;
 pub mod schema;
+pub mod source;
+pub mod sweep;
 pub mod user_config;
+pub mod yaml;
+
+pub use canonical::ConfigDigest;
+pub use error::{ConfigError, Diagnostic, ErrorKind};
+pub use model::*;
+pub use plan::{Overrides, PlanKind, PlanRequest, StudyPlan, plan};
+pub use user_config::{Env, UserSettings};

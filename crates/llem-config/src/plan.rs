@@ -1,0 +1,742 @@
+//! From a configuration file (or command-line options alone) to a [`StudyPlan`]: every
+//! configuration typed, validated, hashed, deduplicated and put in execution order.
+//!
+//! Precedence of values, highest first: command line > YAML (explicit entry > sweep value >
+//! study fields > `base:` > `_extends` parents) > `LLEM_*` variables > user config file >
+//! built-in defaults.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::canonical::{ConfigDigest, config_digest, design_digest};
+use crate::error::{ConfigError, Diagnostic, ErrorKind, did_you_mean};
+use crate::load::{EXTENDS_KEY, Loader};
+use crate::model::{
+    Engine, ExperimentConfig, ExperimentOrder, Preset, StudyExecution, StudyExecutionConfig,
+    execution,
+};
+use crate::order::{schedule, williams_row_count};
+use crate::schema::{Violation, check_numeric, experiment_rules, study_execution_rules};
+use crate::source::{SourceKind, SourceMap, Span};
+use crate::sweep::{self, Origin, Point};
+use crate::user_config::{Env, UserSettings};
+use crate::yaml::{Node, deep_merge};
+
+/// Keys that belong to a study file rather than to its experiments.
+pub const STUDY_KEYS: &[&str] = &["sweep", "experiments", "study_execution", "base", "name"];
+
+/// Keys stripped from a `base:` file (seed 003), plus `images` which is environment like
+/// `runners`.
+const BASE_STRIPPED: &[&str] = &[
+    "sweep",
+    "experiments",
+    "study_execution",
+    "base",
+    "name",
+    "runners",
+    "images",
+];
+
+/// Values given on the command line; they override the YAML for every configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `-m/--model`.
+    pub model: Option<String>,
+    /// `-e/--engine`.
+    pub engine: Option<Engine>,
+    /// `-n/--n-prompts`.
+    pub n_prompts: Option<u32>,
+    /// `-o/--output`.
+    pub output_dir: Option<String>,
+    /// `--cycles`.
+    pub cycles: Option<u32>,
+    /// `--order`.
+    pub order: Option<ExperimentOrder>,
+}
+
+/// What to plan.
+#[derive(Clone, Debug)]
+pub struct PlanRequest<'a> {
+    /// The experiment or study file; `None` plans a single experiment from overrides alone.
+    pub config: Option<&'a Path>,
+    /// Command-line values.
+    pub overrides: Overrides,
+    /// False for `--no-dedup`.
+    pub dedup: bool,
+    /// Environment (user config location, `LLEM_*`).
+    pub env: &'a Env,
+}
+
+/// Whether the file was a single experiment or a study.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanKind {
+    /// No `sweep:` or `experiments:`.
+    Experiment,
+    /// `sweep:` and/or `experiments:`.
+    Study,
+}
+
+/// A valid, unique configuration.
+#[derive(Clone, Debug)]
+pub struct PlannedConfig {
+    /// The resolved configuration.
+    pub config: ExperimentConfig,
+    /// Its digest (`measurement_config_hash` is the short form).
+    pub digest: ConfigDigest,
+    /// What distinguishes it within the study.
+    pub label: String,
+    /// Settings that will not act as written.
+    pub warnings: Vec<String>,
+}
+
+/// One run: a configuration in a cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedRun {
+    /// 1-based position in execution order.
+    pub index: usize,
+    /// Cycle, from 0.
+    pub cycle: u32,
+    /// Index into [`StudyPlan::configs`].
+    pub config: usize,
+}
+
+/// A grid point that failed validation.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedPoint {
+    /// What distinguishes it.
+    pub label: String,
+    /// The merged configuration as written (before typing).
+    pub config: Value,
+    /// One line per problem, with location.
+    pub reason: String,
+    /// The problems.
+    pub errors: Vec<Diagnostic>,
+}
+
+/// A configuration dropped because an earlier one has the same hash.
+#[derive(Clone, Debug, Serialize)]
+pub struct Duplicate {
+    /// What distinguishes it.
+    pub label: String,
+    /// Its hash (equal to the kept one's).
+    pub config_hash: String,
+    /// Index (from 0) of the configuration that is kept.
+    pub duplicate_of: usize,
+}
+
+/// Everything `llem run` needs to execute a study, in order.
+#[derive(Clone, Debug)]
+pub struct StudyPlan {
+    /// Experiment or study.
+    pub kind: PlanKind,
+    /// Name used for the results directory.
+    pub study_name: String,
+    /// The file planned, if any.
+    pub source: Option<PathBuf>,
+    /// Digest of the ordered configuration list.
+    pub design: ConfigDigest,
+    /// Resolved execution settings.
+    pub execution: StudyExecution,
+    /// The seed actually used for `shuffle`.
+    pub shuffle_seed: Option<u64>,
+    /// Results directory.
+    pub output_dir: String,
+    /// Unique valid configurations, in expansion order.
+    pub configs: Vec<PlannedConfig>,
+    /// Runs in execution order.
+    pub runs: Vec<PlannedRun>,
+    /// Grid points skipped with reasons.
+    pub skipped: Vec<SkippedPoint>,
+    /// Configurations dropped as duplicates.
+    pub duplicates: Vec<Duplicate>,
+    /// Plan-level warnings (each configuration's warnings summarised).
+    pub warnings: Vec<String>,
+}
+
+impl StudyPlan {
+    /// `study_design_hash`.
+    pub fn study_design_hash(&self) -> String {
+        self.design.short()
+    }
+}
+
+struct CliNodes {
+    model: Option<Node>,
+    engine: Option<Node>,
+    n_prompts: Option<Node>,
+    output_dir: Option<Node>,
+}
+
+impl CliNodes {
+    fn new(o: &Overrides, sources: &mut SourceMap) -> CliNodes {
+        let mut mk = |flag: &str, text: Option<String>, quoted: bool| {
+            text.map(|t| {
+                let span = Span::whole(sources.add_synthetic(flag, SourceKind::CommandLine));
+                if quoted {
+                    Node::string(&t, span)
+                } else {
+                    Node::plain(&t, span)
+                }
+            })
+        };
+        CliNodes {
+            model: mk("--model", o.model.clone(), true),
+            engine: mk("--engine", o.engine.map(|e| e.as_str().to_string()), false),
+            n_prompts: mk("--n-prompts", o.n_prompts.map(|n| n.to_string()), false),
+            output_dir: mk("--output", o.output_dir.clone(), true),
+        }
+    }
+}
+
+enum Outcome {
+    Valid(PlannedConfig),
+    Skipped(SkippedPoint),
+}
+
+fn set(tree: &mut Node, path: &[&str], node: &Node) {
+    // Paths here are fixed top-level keys, which are mappings or absent after decoding
+    // checks; a conflict simply leaves the tree for the decoder to report.
+    let _ = tree.set_path(path, node.clone());
+}
+
+fn missing(tree: &Node, path: &[&str]) -> bool {
+    tree.get_path(path).is_none()
+}
+
+/// Applies command line, user defaults and presets, then types, resolves, validates and
+/// hashes one point.
+fn finish(
+    point: Point,
+    cli: &CliNodes,
+    user: &UserSettings,
+    sources: &SourceMap,
+) -> Result<Outcome, ConfigError> {
+    let Point {
+        mut tree, label, ..
+    } = point;
+    if let Some(n) = &cli.model {
+        set(&mut tree, &["model"], n);
+    }
+    if let Some(n) = &cli.engine {
+        set(&mut tree, &["engine"], n);
+    }
+    if let Some(n) = &cli.n_prompts {
+        set(&mut tree, &["dataset", "n_prompts"], n);
+    }
+    if let Some(n) = &cli.output_dir {
+        set(&mut tree, &["output_dir"], n);
+    }
+    crate::aliases::normalize_keys(&mut tree, sources)?;
+
+    let engine = match tree.get_path(&["engine"]) {
+        None => Some(Engine::DEFAULT),
+        Some(n) if n.is_null() => Some(Engine::DEFAULT),
+        Some(n) => n.as_str().and_then(Engine::from_name),
+    };
+    if let Some(e) = engine {
+        for section in ["runners", "images"] {
+            if let Some(n) = user.node(&[section, e.as_str()]) {
+                if missing(&tree, &[section, e.as_str()]) {
+                    set(&mut tree, &[section, e.as_str()], n);
+                }
+            }
+        }
+    }
+    if let Some(n) = user.node(&["measurement", "energy_sampler"]) {
+        if missing(&tree, &["energy_sampler"]) {
+            set(&mut tree, &["energy_sampler"], n);
+        }
+    }
+    if let Some(n) = user.node(&["output", "results_dir"]) {
+        if missing(&tree, &["output_dir"]) {
+            set(&mut tree, &["output_dir"], n);
+        }
+    }
+    if let Some(p) = tree.get_path(&["decoder", "preset"]).cloned() {
+        if let Some(preset) = p.as_str().and_then(Preset::from_name) {
+            for (key, value) in preset.values() {
+                if missing(&tree, &["decoder", key]) {
+                    set(&mut tree, &["decoder", key], &Node::plain(value, p.span));
+                }
+            }
+        }
+    }
+
+    let mut config: ExperimentConfig =
+        crate::de::from_node(&tree).map_err(|e| ConfigError::from(e.into_diagnostic(sources)))?;
+    let mut warnings = Vec::new();
+    crate::rules::resolve(&mut config, &mut warnings);
+    let value = serde_json::to_value(&config).unwrap_or(Value::Null);
+    let mut ranges = Vec::new();
+    check_numeric(experiment_rules(), &value, &mut ranges);
+    let mut rules = Vec::new();
+    crate::rules::check(&config, &mut rules, &mut warnings);
+    if !ranges.is_empty() || !rules.is_empty() {
+        let locate = |v: &Violation, kind: ErrorKind| {
+            Diagnostic::new(kind, v.message.clone()).at(sources.location(tree.locate(&v.path)))
+        };
+        let errors: Vec<Diagnostic> = ranges
+            .iter()
+            .map(|v| locate(v, ErrorKind::Range))
+            .chain(rules.iter().map(|v| locate(v, ErrorKind::Rule)))
+            .collect();
+        let reason = errors
+            .iter()
+            .map(Diagnostic::one_line)
+            .collect::<Vec<_>>()
+            .join("; ");
+        return Ok(Outcome::Skipped(SkippedPoint {
+            label,
+            config: tree.to_json(),
+            reason,
+            errors,
+        }));
+    }
+    let digest = config_digest(&value);
+    Ok(Outcome::Valid(PlannedConfig {
+        config,
+        digest,
+        label,
+        warnings,
+    }))
+}
+
+fn check_root_keys(root: &Node, sources: &SourceMap) -> Result<(), ConfigError> {
+    let Some(map) = root.as_map() else {
+        return Ok(());
+    };
+    for e in &map.entries {
+        let k = &*e.key;
+        if ExperimentConfig::KEYS.contains(&k) || STUDY_KEYS.contains(&k) {
+            continue;
+        }
+        let candidates = ExperimentConfig::KEYS
+            .iter()
+            .chain(STUDY_KEYS)
+            .copied()
+            .chain([EXTENDS_KEY]);
+        let mut d = Diagnostic::new(ErrorKind::UnknownKey, format!("unknown key `{k}`"))
+            .at(sources.location(e.key_span));
+        if let Some(c) = did_you_mean(k, candidates) {
+            d = d.with_help(format!("did you mean `{c}`?"));
+        } else if let Some(hint) = section_hint(k) {
+            d = d.with_help(hint);
+        }
+        return Err(d.into());
+    }
+    Ok(())
+}
+
+/// "`batch_size` is a key of `llamacpp`, `transformers`" for keys written at the wrong level.
+fn section_hint(key: &str) -> Option<String> {
+    let schema = crate::schema::experiment_schema();
+    let defs = schema.get("$defs")?.as_object()?;
+    let props = schema.get("properties")?.as_object()?;
+    let mut owners: Vec<String> = Vec::new();
+    for (field, sub) in props {
+        let def = sub
+            .get("$ref")
+            .or_else(|| {
+                sub.get("anyOf")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find_map(|b| b.get("$ref")))
+            })
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            .and_then(|n| defs.get(n));
+        if def
+            .and_then(|d| d.get("properties"))
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key(key))
+            && !crate::aliases::KEY_ALIASES.iter().any(|a| a.parent.is_empty() && a.alias == field)
+        {
+            owners.push(format!("`{field}.{key}`"));
+        }
+    }
+    (!owners.is_empty()).then(|| format!("`{key}` belongs in a section: {}", owners.join(", ")))
+}
+
+fn study_name(root: &Node, path: Option<&Path>, overrides: &Overrides) -> String {
+    if let Some(n) = root.get_path(&["name"]).and_then(Node::as_str) {
+        return n.to_string();
+    }
+    if let Some(stem) = path.and_then(Path::file_stem) {
+        return stem.to_string_lossy().into_owned();
+    }
+    overrides
+        .model
+        .as_deref()
+        .and_then(|m| Path::new(m).file_stem())
+        .map_or_else(|| "llem".to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+fn summarise_warnings(configs: &[PlannedConfig], out: &mut Vec<String>) {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for c in configs {
+        for w in &c.warnings {
+            match counts.iter_mut().find(|(m, _)| m == w) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((w.clone(), 1)),
+            }
+        }
+    }
+    let total = configs.len();
+    for (msg, n) in counts {
+        if n == total {
+            out.push(msg);
+        } else {
+            out.push(format!("{msg} ({n} of {total} configurations)"));
+        }
+    }
+}
+
+/// Plans a file (or a command-line-only experiment).
+pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
+    let mut sources = SourceMap::new();
+    let user = UserSettings::load(req.env, &mut sources)?;
+    let mut warnings = user.warnings.clone();
+
+    let (root, dir) = match req.config {
+        Some(path) => {
+            let mut loader = Loader::new(&mut sources);
+            let root = loader.load(path, None, &mut Vec::new())?;
+            (root, path.parent().map(Path::to_path_buf).unwrap_or_default())
+        }
+        None => {
+            if req.overrides.model.is_none() {
+                return Err(Diagnostic::new(
+                    ErrorKind::Missing,
+                    "nothing to run: give a configuration file or `--model`",
+                )
+                .into());
+            }
+            let id = sources.add_synthetic("<command line>", SourceKind::CommandLine);
+            (Node::empty_map(Span::whole(id)), PathBuf::new())
+        }
+    };
+    check_root_keys(&root, &sources)?;
+    let root_map = root.as_map().cloned().unwrap_or_default();
+    let kind = if root_map.contains("sweep") || root_map.contains("experiments") {
+        PlanKind::Study
+    } else {
+        PlanKind::Experiment
+    };
+
+    let exec_yaml: StudyExecutionConfig = match root_map.get("study_execution") {
+        Some(n) => crate::de::from_node(n).map_err(|e| ConfigError::from(e.into_diagnostic(&sources)))?,
+        None => StudyExecutionConfig::default(),
+    };
+    if let Some(n) = root_map.get("study_execution") {
+        let mut v = Vec::new();
+        check_numeric(
+            study_execution_rules(),
+            &serde_json::to_value(&exec_yaml).unwrap_or(Value::Null),
+            &mut v,
+        );
+        if let Some(v) = v.first() {
+            return Err(Diagnostic::new(
+                ErrorKind::Range,
+                format!("study_execution: {}", v.message),
+            )
+            .at(sources.location(n.locate(&v.path)))
+            .into());
+        }
+    }
+    if let Some(n) = root_map.get("name") {
+        if n.as_str().is_none() {
+            return Err(Diagnostic::new(
+                ErrorKind::Type,
+                format!("`name` must be a string, found {}", n.describe()),
+            )
+            .at(sources.location(n.span))
+            .into());
+        }
+    }
+
+    let mut fixed = root.clone();
+    if let Some(m) = fixed.as_map_mut() {
+        let drop: &[&str] = match kind {
+            PlanKind::Study => STUDY_KEYS,
+            PlanKind::Experiment => &["study_execution", "base"],
+        };
+        for k in drop {
+            m.remove(k);
+        }
+    }
+    if let Some(base) = root_map.entry("base") {
+        let Some(rel) = base.value.as_str() else {
+            return Err(Diagnostic::new(ErrorKind::Inheritance, "`base:` takes a file path")
+                .at(sources.location(base.value.span))
+                .into());
+        };
+        let mut loader = Loader::new(&mut sources);
+        let mut base_tree = loader.load(&dir.join(rel), Some(base.value.span), &mut Vec::new())?;
+        if let Some(m) = base_tree.as_map_mut() {
+            for k in BASE_STRIPPED {
+                m.remove(k);
+            }
+        }
+        let span = fixed.span;
+        fixed = deep_merge(&base_tree, &fixed);
+        fixed.span = span;
+    }
+
+    let points = {
+        let mut loader = Loader::new(&mut sources);
+        match kind {
+            PlanKind::Study => sweep::expand(
+                &fixed,
+                root_map.get("sweep"),
+                root_map.get("experiments"),
+                &mut loader,
+                &dir,
+            )?,
+            PlanKind::Experiment => {
+                let mut pts = sweep::expand(&fixed, None, None, &mut loader, &dir)?;
+                let label = root_map
+                    .get("name")
+                    .and_then(Node::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                for p in &mut pts {
+                    if p.label.is_empty() {
+                        p.label.clone_from(&label);
+                    }
+                    p.origin = Origin::Experiment;
+                }
+                pts
+            }
+        }
+    };
+
+    let cli = CliNodes::new(&req.overrides, &mut sources);
+    let n_points = points.len();
+    let mut configs: Vec<PlannedConfig> = Vec::with_capacity(n_points);
+    let mut skipped: Vec<SkippedPoint> = Vec::new();
+    let mut duplicates: Vec<Duplicate> = Vec::new();
+    let mut seen: HashMap<ConfigDigest, usize> = HashMap::with_capacity(n_points);
+    let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
+    for point in points {
+        match finish(point, &cli, &user, &sources)? {
+            Outcome::Skipped(s) => skipped.push(s),
+            Outcome::Valid(c) => {
+                if dedup {
+                    if let Some(&first) = seen.get(&c.digest) {
+                        duplicates.push(Duplicate {
+                            label: c.label,
+                            config_hash: c.digest.short(),
+                            duplicate_of: first,
+                        });
+                        continue;
+                    }
+                    seen.insert(c.digest, configs.len());
+                }
+                configs.push(c);
+            }
+        }
+    }
+    if configs.is_empty() {
+        let mut diagnostics: Vec<Diagnostic> = Vec::new();
+        for s in &skipped {
+            for d in &s.errors {
+                if !diagnostics.contains(d) {
+                    diagnostics.push(d.clone());
+                }
+            }
+        }
+        if kind == PlanKind::Study {
+            let mut first = Diagnostic::new(
+                ErrorKind::Rule,
+                format!("all {n_points} configurations of the study are invalid"),
+            );
+            first.help = Some("each problem is listed below".into());
+            diagnostics.insert(0, first);
+        }
+        diagnostics.truncate(12);
+        return Err(ConfigError { diagnostics });
+    }
+
+    let digests: Vec<ConfigDigest> = configs.iter().map(|c| c.digest).collect();
+    let design = design_digest(&digests);
+    let study = kind == PlanKind::Study;
+    let uc = &user.config;
+    let execution = StudyExecution {
+        n_cycles: req
+            .overrides
+            .cycles
+            .or(exec_yaml.n_cycles)
+            .unwrap_or(if study { 3 } else { 1 }),
+        experiment_order: req.overrides.order.or(exec_yaml.experiment_order).unwrap_or(
+            if study {
+                ExperimentOrder::Shuffle
+            } else {
+                ExperimentOrder::Sequential
+            },
+        ),
+        shuffle_seed: exec_yaml.shuffle_seed,
+        experiment_gap_seconds: exec_yaml
+            .experiment_gap_seconds
+            .or(uc.execution.experiment_gap_seconds)
+            .unwrap_or(execution::DEFAULT_EXPERIMENT_GAP_SECONDS),
+        cycle_gap_seconds: exec_yaml
+            .cycle_gap_seconds
+            .or(uc.execution.cycle_gap_seconds)
+            .unwrap_or(execution::DEFAULT_CYCLE_GAP_SECONDS),
+        max_consecutive_failures: exec_yaml.max_consecutive_failures.unwrap_or(10),
+        circuit_breaker_cooldown_seconds: exec_yaml
+            .circuit_breaker_cooldown_seconds
+            .unwrap_or(60.0),
+        wall_clock_timeout_hours: exec_yaml.wall_clock_timeout_hours,
+        experiment_timeout_seconds: exec_yaml.experiment_timeout_seconds.unwrap_or(600.0),
+        deduplicate_equivalent: dedup,
+    };
+    let shuffle_seed = (execution.experiment_order == ExperimentOrder::Shuffle).then(|| {
+        execution
+            .shuffle_seed
+            .map_or_else(|| design.seed(), |s| s as u64)
+    });
+    let k = configs.len();
+    let runs: Vec<PlannedRun> = schedule(
+        k,
+        execution.n_cycles,
+        execution.experiment_order,
+        shuffle_seed.unwrap_or(0),
+    )
+    .into_iter()
+    .enumerate()
+    .map(|(i, s)| PlannedRun {
+        index: i + 1,
+        cycle: s.cycle,
+        config: s.config,
+    })
+    .collect();
+
+    if execution.experiment_order == ExperimentOrder::LatinSquare && k > 1 {
+        let rows = williams_row_count(k);
+        if execution.n_cycles as usize % rows != 0 {
+            warnings.push(format!(
+                "latin_square: {k} configurations need a multiple of {rows} cycles for full \
+                 carryover balance; {} cycles use {} of the {rows} rows",
+                execution.n_cycles,
+                (execution.n_cycles as usize).min(rows)
+            ));
+        }
+    }
+    if !skipped.is_empty() {
+        warnings.push(format!(
+            "{} of {n_points} grid points skipped (invalid combinations, listed below)",
+            skipped.len()
+        ));
+    }
+    if !duplicates.is_empty() {
+        warnings.push(format!(
+            "{} configurations have the same measurement_config_hash as an earlier one and run \
+             once (--no-dedup runs them all)",
+            duplicates.len()
+        ));
+    }
+    summarise_warnings(&configs, &mut warnings);
+
+    let output_dir = req
+        .overrides
+        .output_dir
+        .clone()
+        .or_else(|| root_map.get("output_dir").and_then(Node::as_str).map(str::to_string))
+        .or_else(|| uc.output.results_dir.clone())
+        .unwrap_or_else(|| crate::rules::DEFAULT_OUTPUT_DIR.to_string());
+
+    Ok(StudyPlan {
+        kind,
+        study_name: study_name(&root, req.config, &req.overrides),
+        source: req.config.map(Path::to_path_buf),
+        design,
+        execution,
+        shuffle_seed,
+        output_dir,
+        configs,
+        runs,
+        skipped,
+        duplicates,
+        warnings,
+    })
+}
+
+#[derive(Serialize)]
+struct RunView<'a> {
+    index: usize,
+    cycle: u32,
+    config_index: usize,
+    config_hash: String,
+    engine: Engine,
+    model: &'a str,
+    label: &'a str,
+    warnings: &'a [String],
+    config: &'a ExperimentConfig,
+}
+
+#[derive(Serialize)]
+struct PlanView<'a> {
+    llem_version: &'static str,
+    kind: PlanKind,
+    study_name: &'a str,
+    source: Option<String>,
+    study_design_hash: String,
+    unique_configurations: usize,
+    n_cycles: u32,
+    total_runs: usize,
+    experiment_order: ExperimentOrder,
+    shuffle_seed: Option<u64>,
+    output_dir: &'a str,
+    execution: &'a StudyExecution,
+    runs: Vec<RunView<'a>>,
+    skipped: &'a [SkippedPoint],
+    duplicates: &'a [Duplicate],
+    warnings: &'a [String],
+}
+
+impl Serialize for StudyPlan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let hashes: Vec<String> = self.configs.iter().map(|c| c.digest.short()).collect();
+        let runs = self
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let c = self.configs.get(r.config)?;
+                Some(RunView {
+                    index: r.index,
+                    cycle: r.cycle,
+                    config_index: r.config,
+                    config_hash: hashes.get(r.config).cloned().unwrap_or_default(),
+                    engine: c.config.engine,
+                    model: &c.config.model,
+                    label: &c.label,
+                    warnings: &c.warnings,
+                    config: &c.config,
+                })
+            })
+            .collect();
+        PlanView {
+            llem_version: env!("CARGO_PKG_VERSION"),
+            kind: self.kind,
+            study_name: &self.study_name,
+            source: self.source.as_ref().map(|p| p.display().to_string()),
+            study_design_hash: self.design.short(),
+            unique_configurations: self.configs.len(),
+            n_cycles: self.execution.n_cycles,
+            total_runs: self.runs.len(),
+            experiment_order: self.execution.experiment_order,
+            shuffle_seed: self.shuffle_seed,
+            output_dir: &self.output_dir,
+            execution: &self.execution,
+            runs,
+            skipped: &self.skipped,
+            duplicates: &self.duplicates,
+            warnings: &self.warnings,
+        }
+        .serialize(s)
+    }
+}

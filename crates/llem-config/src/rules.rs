@@ -1,0 +1,572 @@
+//! What depends on more than one field: resolution of engine-dependent defaults, the
+//! cross-field rules, and warnings about settings that have no effect.
+
+use crate::model::engines::transformers::AttnImplementation;
+use crate::model::engines::{
+    LlamaCppConfig, SglangConfig, TensorRtConfig, TgiConfig, TransformersConfig, VllmConfig,
+};
+use crate::model::{
+    Arrival, BatchingStrategy, Dtype, Engine, ExperimentConfig, Methodology, RunnerSpec,
+};
+use crate::schema::Violation;
+
+/// Where results go when nothing else says.
+pub const DEFAULT_OUTPUT_DIR: &str = "./results";
+
+fn violation(path: &[&str], message: String) -> Violation {
+    Violation {
+        path: path.iter().map(|s| (*s).to_string()).collect(),
+        message,
+    }
+}
+
+/// Fills what depends on other fields so the config says exactly what will run: the active
+/// engine's section, its runner, dtype, gamma burstiness; drops a `measurement.window` that
+/// the methodology does not use.
+pub fn resolve(cfg: &mut ExperimentConfig, warnings: &mut Vec<String>) {
+    match cfg.engine {
+        Engine::LlamaCpp => {
+            cfg.llamacpp
+                .get_or_insert_with(|| Box::new(LlamaCppConfig::default()));
+        }
+        Engine::Transformers => {
+            cfg.transformers
+                .get_or_insert_with(|| Box::new(TransformersConfig::default()));
+        }
+        Engine::Vllm => {
+            cfg.vllm.get_or_insert_with(|| Box::new(VllmConfig::default()));
+        }
+        Engine::TensorRt => {
+            cfg.tensorrt
+                .get_or_insert_with(|| Box::new(TensorRtConfig::default()));
+        }
+        Engine::Sglang => {
+            cfg.sglang
+                .get_or_insert_with(|| Box::new(SglangConfig::default()));
+        }
+        Engine::Tgi => {
+            cfg.tgi.get_or_insert_with(|| Box::new(TgiConfig::default()));
+        }
+        Engine::OpenAi => {}
+    }
+    if !cfg.runners.contains_key(&cfg.engine) {
+        if let Some(r) = RunnerSpec::default_for(cfg.engine) {
+            cfg.runners.insert(cfg.engine, r);
+        }
+    }
+    if cfg.dtype.is_none() {
+        let trt = cfg.tensorrt.as_ref().and_then(|t| t.dtype);
+        cfg.dtype = match cfg.engine {
+            Engine::TensorRt if trt.is_some() => trt,
+            e if e.uses_dtype() => Some(Dtype::Bfloat16),
+            _ => None,
+        };
+    }
+    if let Some(t) = cfg.traffic.as_mut() {
+        if t.arrival == Arrival::Gamma && t.burstiness.is_none() {
+            t.burstiness = Some(1.0);
+        }
+    }
+    if cfg.measurement.methodology != Methodology::Windowed && cfg.measurement.window.is_some() {
+        cfg.measurement.window = None;
+        warnings.push(format!(
+            "measurement.window is ignored: methodology is {}",
+            cfg.measurement.methodology
+        ));
+    }
+    if cfg.output_dir.is_none() {
+        cfg.output_dir = Some(DEFAULT_OUTPUT_DIR.to_string());
+    }
+}
+
+/// The rules that involve more than one field. Violations make a configuration invalid;
+/// warnings are reported with the plan.
+pub fn check(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
+    if cfg.model.trim().is_empty() {
+        out.push(violation(&["model"], "`model` must not be empty".into()));
+    }
+    if cfg.dataset.source.trim().is_empty() {
+        out.push(violation(
+            &["dataset", "source"],
+            "`dataset.source` must not be empty".into(),
+        ));
+    }
+    check_engine_sections(cfg, out);
+    check_runners(cfg, out);
+    check_traffic(cfg, out);
+    check_common(cfg, out, warnings);
+    check_dtype(cfg, out, warnings);
+    if let Some(t) = &cfg.transformers {
+        check_transformers(cfg, t, out, warnings);
+    }
+    if let Some(v) = &cfg.vllm {
+        check_vllm(cfg, v, out, warnings);
+    }
+    if let Some(l) = &cfg.llamacpp {
+        check_llamacpp(cfg, l, out, warnings);
+    }
+}
+
+fn check_engine_sections(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
+    for &e in Engine::WITH_SECTIONS {
+        if e != cfg.engine && cfg.has_section(e) {
+            out.push(violation(
+                &[e.as_str()],
+                format!(
+                    "`{e}:` section given but `engine` is `{}`; remove the section or set \
+                     `engine: {e}`",
+                    cfg.engine
+                ),
+            ));
+        }
+    }
+}
+
+fn runner_choices(engine: Engine) -> &'static str {
+    match engine {
+        Engine::LlamaCpp => "embedded, local, docker, docker:<image> or external:<url>",
+        Engine::Transformers => "local, docker or docker:<image>",
+        Engine::OpenAi => "external:<url>",
+        _ => "local, docker, docker:<image> or external:<url>",
+    }
+}
+
+fn check_runners(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
+    for (engine, runner) in &cfg.runners {
+        if !runner.supports(*engine) {
+            out.push(violation(
+                &["runners", engine.as_str()],
+                format!(
+                    "engine `{engine}` cannot run as `{runner}`; use {}",
+                    runner_choices(*engine)
+                ),
+            ));
+        }
+    }
+    if cfg.engine == Engine::OpenAi && cfg.runner().is_none() {
+        out.push(violation(
+            &["engine"],
+            "engine `openai` needs the server's URL: `runners: {openai: \
+             \"external:http://host:port\"}`"
+                .into(),
+        ));
+    }
+}
+
+fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
+    let Some(t) = &cfg.traffic else {
+        return;
+    };
+    if !cfg.is_served() {
+        let msg = match cfg.engine {
+            Engine::LlamaCpp => "`traffic:` needs llama.cpp as a server: set `runners: \
+                                 {llamacpp: local}` (llama-server) or `external:<url>`"
+                .to_string(),
+            e => format!("`traffic:` applies to serving engines; {e} runs offline batches"),
+        };
+        out.push(violation(&["traffic"], msg));
+    }
+    match t.arrival {
+        Arrival::Constant | Arrival::Poisson | Arrival::Gamma if t.rate_qps.is_none() => {
+            out.push(violation(
+                &["traffic", "arrival"],
+                format!("`traffic.arrival: {}` needs `traffic.rate_qps`", t.arrival),
+            ));
+        }
+        Arrival::AllAtOnce if t.rate_qps.is_some() => out.push(violation(
+            &["traffic", "rate_qps"],
+            "`traffic.rate_qps` applies to constant, poisson and gamma arrivals, not \
+             all_at_once"
+                .into(),
+        )),
+        _ => {}
+    }
+    if t.burstiness.is_some() && t.arrival != Arrival::Gamma {
+        out.push(violation(
+            &["traffic", "burstiness"],
+            "`traffic.burstiness` applies to gamma arrivals only".into(),
+        ));
+    }
+}
+
+fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
+    if let (Some(min), Some(max)) = (cfg.decoder.min_new_tokens, cfg.max_output_tokens) {
+        if min > max {
+            out.push(violation(
+                &["decoder", "min_new_tokens"],
+                format!(
+                    "`decoder.min_new_tokens` ({min}) exceeds `max_output_tokens` ({max})"
+                ),
+            ));
+        }
+    }
+    let w = &cfg.warmup;
+    if w.enabled && w.convergence_detection {
+        if w.min_prompts > w.max_prompts {
+            out.push(violation(
+                &["warmup", "min_prompts"],
+                format!(
+                    "`warmup.min_prompts` ({}) exceeds `warmup.max_prompts` ({})",
+                    w.min_prompts, w.max_prompts
+                ),
+            ));
+        }
+        if w.window_size > w.max_prompts {
+            out.push(violation(
+                &["warmup", "window_size"],
+                format!(
+                    "`warmup.window_size` ({}) exceeds `warmup.max_prompts` ({})",
+                    w.window_size, w.max_prompts
+                ),
+            ));
+        }
+    }
+    if w.enabled && w.thermal_floor_seconds < 30.0 {
+        warnings.push(format!(
+            "warmup.thermal_floor_seconds is {} s, below the 30 s the methodology \
+             recommends; results will be flagged",
+            crate::schema::fmt_num(w.thermal_floor_seconds)
+        ));
+    }
+    let m = &cfg.measurement;
+    if m.methodology == Methodology::Windowed {
+        match m.window {
+            None => out.push(violation(
+                &["measurement", "methodology"],
+                "`measurement.methodology: windowed` needs `measurement.window: [start_s, \
+                 end_s]`"
+                    .into(),
+            )),
+            Some([start, end]) => {
+                if start < 0.0 {
+                    out.push(violation(
+                        &["measurement", "window"],
+                        "`measurement.window` starts before 0 s".into(),
+                    ));
+                }
+                if end <= start {
+                    out.push(violation(
+                        &["measurement", "window"],
+                        "`measurement.window` must end after it starts".into(),
+                    ));
+                }
+            }
+        }
+    }
+    if m.latency_profiling {
+        if cfg.engine == Engine::TensorRt {
+            warnings.push(
+                "latency profiling is not supported by tensorrt; latency fields stay empty"
+                    .into(),
+            );
+        } else {
+            warnings.push(
+                "latency profiling is on: per-token timing may perturb energy, so profiled \
+                 and unprofiled runs are not directly comparable"
+                    .into(),
+            );
+        }
+    }
+    if let Some(l) = &cfg.lora {
+        if l.adapter_id.is_some() == l.adapter_path.is_some() {
+            out.push(violation(
+                &["lora"],
+                "`lora:` needs exactly one of `adapter_id` and `adapter_path`".into(),
+            ));
+        }
+    }
+    if let Some(kw) = &cfg.passthrough_kwargs {
+        for key in kw.keys() {
+            if ExperimentConfig::KEYS.contains(&key.as_str()) {
+                out.push(violation(
+                    &["passthrough_kwargs", key],
+                    format!(
+                        "`passthrough_kwargs.{key}` collides with the top-level field \
+                         `{key}`; set `{key}` directly"
+                    ),
+                ));
+            }
+        }
+    }
+    if cfg.energy_sampler.is_none() {
+        warnings.push(
+            "energy_sampler is null: energy is not measured (throughput and latency only)"
+                .into(),
+        );
+    }
+}
+
+fn check_dtype(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
+    if let Some(d) = cfg.dtype {
+        if !cfg.engine.uses_dtype() {
+            let why = match cfg.engine {
+                Engine::LlamaCpp => "weights keep the GGUF file's types",
+                _ => "the server decides",
+            };
+            warnings.push(format!("dtype {d} has no effect on {}: {why}", cfg.engine));
+        }
+    }
+    let f32 = cfg.dtype == Some(Dtype::Float32);
+    match cfg.engine {
+        Engine::TensorRt => {
+            let section = cfg.tensorrt.as_ref().and_then(|t| t.dtype);
+            if let (Some(a), Some(b)) = (cfg.dtype, section) {
+                if a != b {
+                    out.push(violation(
+                        &["tensorrt", "dtype"],
+                        format!("`tensorrt.dtype` ({b}) contradicts `dtype` ({a})"),
+                    ));
+                }
+            }
+            if f32 || section == Some(Dtype::Float32) {
+                out.push(violation(
+                    &["dtype"],
+                    "TensorRT-LLM has no float32 path; use float16 or bfloat16".into(),
+                ));
+            }
+        }
+        Engine::Tgi if f32 => out.push(violation(
+            &["dtype"],
+            "TGI serves float16 or bfloat16 only".into(),
+        )),
+        Engine::Vllm if f32 => {
+            let q = cfg
+                .vllm
+                .as_ref()
+                .and_then(|v| v.engine.as_ref())
+                .and_then(|e| e.quantization);
+            if let Some(q) = q.filter(|q| q.is_fp8()) {
+                out.push(violation(
+                    &["vllm", "engine", "quantization"],
+                    format!("quantization `{q}` needs dtype float16 or bfloat16, not float32"),
+                ));
+            }
+        }
+        Engine::Transformers if f32 => {
+            let attn = cfg.transformers.as_ref().and_then(|t| t.attn_implementation);
+            if let Some(a) = attn.filter(|a| {
+                matches!(
+                    a,
+                    AttnImplementation::FlashAttention2 | AttnImplementation::FlashAttention3
+                )
+            }) {
+                out.push(violation(
+                    &["transformers", "attn_implementation"],
+                    format!("`{a}` needs dtype float16 or bfloat16, not float32"),
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_budget(
+    section: &str,
+    strategy: Option<BatchingStrategy>,
+    budget: Option<u32>,
+    max_input: Option<u32>,
+    out: &mut Vec<Violation>,
+    warnings: &mut Vec<String>,
+) {
+    let dynamic = matches!(
+        strategy,
+        Some(BatchingStrategy::Dynamic | BatchingStrategy::SortedDynamic)
+    );
+    match (dynamic, budget) {
+        (false, Some(_)) => warnings.push(format!(
+            "{section}.max_tokens_per_batch has no effect with static batching"
+        )),
+        (true, Some(b)) => {
+            if let Some(m) = max_input.filter(|m| b < *m) {
+                out.push(violation(
+                    &[section, "max_tokens_per_batch"],
+                    format!(
+                        "`{section}.max_tokens_per_batch` ({b}) is smaller than one prompt \
+                         (max_input_tokens {m})"
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn check_transformers(
+    cfg: &ExperimentConfig,
+    t: &TransformersConfig,
+    out: &mut Vec<Violation>,
+    warnings: &mut Vec<String>,
+) {
+    let s = "transformers";
+    if t.load_in_4bit == Some(true) && t.load_in_8bit == Some(true) {
+        out.push(violation(
+            &[s, "load_in_8bit"],
+            "`load_in_4bit` and `load_in_8bit` are exclusive".into(),
+        ));
+    }
+    if t.torch_compile != Some(true) {
+        if t.torch_compile_mode.is_some() {
+            out.push(violation(
+                &[s, "torch_compile_mode"],
+                "`transformers.torch_compile_mode` needs `transformers.torch_compile: true`"
+                    .into(),
+            ));
+        }
+        if t.torch_compile_backend.is_some() {
+            out.push(violation(
+                &[s, "torch_compile_backend"],
+                "`transformers.torch_compile_backend` needs `transformers.torch_compile: true`"
+                    .into(),
+            ));
+        }
+    }
+    if t.load_in_4bit != Some(true) {
+        for (set, key) in [
+            (t.bnb_4bit_compute_dtype.is_some(), "bnb_4bit_compute_dtype"),
+            (t.bnb_4bit_quant_type.is_some(), "bnb_4bit_quant_type"),
+            (
+                t.bnb_4bit_use_double_quant.is_some(),
+                "bnb_4bit_use_double_quant",
+            ),
+        ] {
+            if set {
+                out.push(violation(
+                    &[s, key],
+                    format!("`transformers.{key}` needs `transformers.load_in_4bit: true`"),
+                ));
+            }
+        }
+    }
+    if t.cache_implementation.is_some() && t.use_cache == Some(false) {
+        out.push(violation(
+            &[s, "cache_implementation"],
+            "`transformers.cache_implementation` needs the KV cache (`use_cache` is false)"
+                .into(),
+        ));
+    }
+    if t.tp_plan.is_some() && t.device_map.is_some() {
+        out.push(violation(
+            &[s, "device_map"],
+            "`transformers.tp_plan` and `transformers.device_map` are exclusive".into(),
+        ));
+    }
+    if t.tp_size.is_some() && t.tp_plan.is_none() {
+        out.push(violation(
+            &[s, "tp_size"],
+            "`transformers.tp_size` needs `transformers.tp_plan: auto`".into(),
+        ));
+    }
+    if t.autocast_dtype.is_some() && t.autocast_enabled != Some(true) {
+        out.push(violation(
+            &[s, "autocast_dtype"],
+            "`transformers.autocast_dtype` needs `transformers.autocast_enabled: true`".into(),
+        ));
+    }
+    let beams = t.num_beams.unwrap_or(1);
+    if beams > 1 && !cfg.decoder.is_greedy() {
+        out.push(violation(
+            &[s, "num_beams"],
+            format!(
+                "`transformers.num_beams: {beams}` needs greedy decoding: set \
+                 `decoder.do_sample: false` (or `decoder.preset: deterministic`)"
+            ),
+        ));
+    }
+    if beams <= 1 && (t.early_stopping.is_some() || t.length_penalty.is_some()) {
+        warnings.push(
+            "transformers.early_stopping / length_penalty have no effect without num_beams > 1"
+                .into(),
+        );
+    }
+    if beams > 1 && cfg.measurement.latency_profiling {
+        warnings.push(
+            "latency profiling does not stream beam search; this run falls back to per-batch \
+             timing"
+                .into(),
+        );
+    }
+    check_budget(
+        s,
+        t.batching_strategy,
+        t.max_tokens_per_batch,
+        cfg.max_input_tokens,
+        out,
+        warnings,
+    );
+}
+
+fn check_vllm(
+    cfg: &ExperimentConfig,
+    v: &VllmConfig,
+    out: &mut Vec<Violation>,
+    warnings: &mut Vec<String>,
+) {
+    if v.sampling.is_some() && v.beam_search.is_some() {
+        out.push(violation(
+            &["vllm", "beam_search"],
+            "`vllm.sampling` and `vllm.beam_search` are exclusive".into(),
+        ));
+    }
+    if let Some(e) = &v.engine {
+        if e.kv_cache_memory_bytes.is_some() && e.gpu_memory_utilization.is_some() {
+            out.push(violation(
+                &["vllm", "engine", "kv_cache_memory_bytes"],
+                "`kv_cache_memory_bytes` and `gpu_memory_utilization` are exclusive".into(),
+            ));
+        }
+        if let (Some(batched), Some(len)) = (e.max_num_batched_tokens, e.max_model_len) {
+            if batched < len && e.enable_chunked_prefill != Some(true) {
+                out.push(violation(
+                    &["vllm", "engine", "max_num_batched_tokens"],
+                    format!(
+                        "`max_num_batched_tokens` ({batched}) must be at least `max_model_len` \
+                         ({len}) unless chunked prefill is enabled"
+                    ),
+                ));
+            }
+        }
+    }
+    let limit = v
+        .sampling
+        .as_ref()
+        .and_then(|s| s.max_tokens)
+        .or_else(|| v.beam_search.as_ref().and_then(|b| b.max_tokens));
+    if let (Some(a), Some(b)) = (limit, cfg.max_output_tokens) {
+        if a != b {
+            warnings.push(format!(
+                "vllm max_tokens ({a}) overrides max_output_tokens ({b}) for vLLM"
+            ));
+        }
+    }
+}
+
+fn check_llamacpp(
+    cfg: &ExperimentConfig,
+    l: &LlamaCppConfig,
+    out: &mut Vec<Violation>,
+    warnings: &mut Vec<String>,
+) {
+    if let (Some(n_ctx), Some(inp), Some(outp)) =
+        (l.n_ctx, cfg.max_input_tokens, cfg.max_output_tokens)
+    {
+        let need = u64::from(l.batch_size) * (u64::from(inp) + u64::from(outp));
+        if need > u64::from(n_ctx) {
+            out.push(violation(
+                &["llamacpp", "n_ctx"],
+                format!(
+                    "`llamacpp.n_ctx` ({n_ctx}) cannot hold batch_size {} x ({inp} input + \
+                     {outp} output) = {need} tokens",
+                    l.batch_size
+                ),
+            ));
+        }
+    }
+    check_budget(
+        "llamacpp",
+        Some(l.batching_strategy),
+        l.max_tokens_per_batch,
+        cfg.max_input_tokens,
+        out,
+        warnings,
+    );
+}

@@ -1,0 +1,240 @@
+//! Bad input gets a located error: file, line, column, what was expected, the nearest key.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+mod common;
+
+use common::{Files, plan_text};
+use llem_config::{ConfigError, ErrorKind};
+
+fn err(text: &str) -> ConfigError {
+    match plan_text(text) {
+        Ok(_) => panic!("expected an error for:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+fn at(e: &ConfigError) -> (u32, u32) {
+    let l = e.diagnostics[0].location.as_ref().expect("located");
+    (l.line, l.column)
+}
+
+#[test]
+fn unknown_key_suggests_the_nearest_valid_key() {
+    let e = err("model: gpt2\nengine: transformers\ndecoder:\n  temprature: 0.5\n");
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::UnknownKey);
+    assert_eq!(d.message, "unknown key `temprature` in `decoder`");
+    assert_eq!(d.help.as_deref(), Some("did you mean `temperature`?"));
+    assert_eq!(at(&e), (4, 3));
+    assert!(d.location.as_ref().unwrap().file.ends_with("study.yaml"));
+
+    // Top level, study keys included.
+    let e = err("model: gpt2\nsweeps:\n  dtype: [float16]\n");
+    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `sweep`?"));
+    assert_eq!(at(&e), (2, 1));
+
+    // A key written at the wrong level is pointed to its section.
+    let e = err("model: gpt2\nbatch_size: 4\n");
+    let help = e.diagnostics[0].help.clone().unwrap();
+    assert!(help.contains("`llamacpp.batch_size`") && help.contains("`transformers.batch_size`"), "{help}");
+
+    // Inside an engine section, and in a sweep path.
+    let e = err("model: m\nengine: vllm\nvllm:\n  engine:\n    gpu_mem_utilization: 0.5\n");
+    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `gpu_memory_utilization`?"));
+    assert_eq!(at(&e), (5, 5));
+    let e = err("model: m\nengine: vllm\nsweep:\n  vllm.engine.blok_size: [8, 16]\n");
+    assert_eq!(e.diagnostics[0].kind, ErrorKind::UnknownKey);
+    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `block_size`?"));
+}
+
+#[test]
+fn wrong_type_names_the_field_and_what_was_expected() {
+    let e = err("model: gpt2\ndataset:\n  n_prompts: lots\n");
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Type);
+    assert_eq!(d.message, "`dataset.n_prompts`: expected an integer, found `lots`");
+    assert_eq!(at(&e), (3, 14));
+
+    let e = err("model: gpt2\ndtype: fp9\n");
+    assert!(e.diagnostics[0].message.contains("unknown value `fp9`"), "{}", e.diagnostics[0].message);
+    let e = err("model: gpt2\ndtype: bfloat61\n");
+    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `bfloat16`?"));
+
+    let e = err("model: gpt2\nwarmup: [1, 2]\n");
+    assert!(e.diagnostics[0].message.contains("expected"), "{}", e.diagnostics[0].message);
+
+    // A type error in one sweep value points at that value.
+    let e = err("model: m\nsweep:\n  dataset.n_prompts: [10, twenty]\n");
+    assert_eq!(at(&e), (3, 27));
+}
+
+#[test]
+fn out_of_range_values_give_the_bound() {
+    let e = err("model: gpt2\nwarmup:\n  cv_threshold: 0.9\n");
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Range);
+    assert_eq!(d.message, "`warmup.cv_threshold` must be at most 0.5 (got 0.9)");
+    assert_eq!(at(&e), (3, 17));
+
+    let e = err("model: gpt2\nbaseline: {duration_seconds: 2}\n");
+    assert_eq!(e.diagnostics[0].message, "`baseline.duration_seconds` must be at least 5 (got 2)");
+    let e = err("model: m\nengine: vllm\nvllm: {engine: {block_size: 12}}\n");
+    assert_eq!(e.diagnostics[0].message, "`vllm.engine.block_size` must be one of 8, 16, 32 (got 12)");
+    let e = err("model: m\nengine: vllm\nvllm: {engine: {gpu_memory_utilization: 0}}\n");
+    assert!(e.diagnostics[0].message.contains("greater than 0"));
+    let e = err("model: m\nstudy_execution: {n_cycles: 0}\nsweep: {dtype: [float16]}\n");
+    assert!(e.diagnostics[0].message.contains("n_cycles"), "{}", e.diagnostics[0].message);
+}
+
+#[test]
+fn cross_field_rules() {
+    let cases = [
+        ("model: m\nengine: transformers\ntransformers: {torch_compile_mode: max-autotune}\n", "needs `transformers.torch_compile: true`"),
+        ("model: m\nengine: transformers\ntransformers: {num_beams: 4}\n", "needs greedy decoding"),
+        ("model: m\nengine: transformers\ntransformers: {load_in_4bit: true, load_in_8bit: true}\n", "exclusive"),
+        ("model: m\nengine: transformers\ntransformers: {bnb_4bit_quant_type: nf4}\n", "needs `transformers.load_in_4bit: true`"),
+        ("model: m\nengine: llamacpp\nvllm: {engine: {max_num_seqs: 8}}\n", "`vllm:` section given but `engine` is `llamacpp`"),
+        ("model: m\nengine: vllm\ndtype: float32\nvllm: {engine: {quantization: fp8}}\n", "needs dtype float16 or bfloat16"),
+        ("model: m\nengine: transformers\ntraffic: {arrival: poisson, rate_qps: 2}\n", "applies to serving engines"),
+        ("model: m\ntraffic: {arrival: poisson, rate_qps: 2}\n", "needs llama.cpp as a server"),
+        ("model: m\nengine: vllm\ntraffic: {arrival: poisson}\n", "needs `traffic.rate_qps`"),
+        ("model: m\nengine: openai\n", "needs the server's URL"),
+        ("model: m\nengine: vllm\nrunners: {vllm: embedded}\n", "cannot run as `embedded`"),
+        ("model: m\nmeasurement: {methodology: windowed}\n", "needs `measurement.window"),
+        ("model: m\nlora: {merge_weights: true}\n", "exactly one of"),
+        ("model: m\npassthrough_kwargs: {model: x}\n", "collides with the top-level field"),
+        ("model: m\nllamacpp: {batch_size: 8, n_ctx: 1024}\n", "cannot hold batch_size 8"),
+        ("model: m\nmax_output_tokens: 10\ndecoder: {min_new_tokens: 20}\n", "exceeds `max_output_tokens`"),
+    ];
+    for (text, want) in cases {
+        let e = err(text);
+        let d = &e.diagnostics[0];
+        assert_eq!(d.kind, ErrorKind::Rule, "{text}");
+        assert!(d.message.contains(want), "{text}\n  got: {}", d.message);
+        assert!(d.location.is_some(), "{text}");
+    }
+    // Points at the offending key.
+    let e = err("model: m\nengine: transformers\ntransformers:\n  torch_compile_mode: default\n");
+    assert_eq!(at(&e), (4, 23));
+}
+
+#[test]
+fn extends_cycles_are_detected() {
+    let f = Files::new();
+    f.write("a.yaml", "_extends: b.yaml\nmodel: x\n");
+    f.write("b.yaml", "_extends: a.yaml\n");
+    let e = common::plan_path(&f.dir.path().join("a.yaml")).unwrap_err();
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Inheritance);
+    assert_eq!(d.message, "`_extends` cycle: a.yaml -> b.yaml -> a.yaml");
+    assert_eq!(at(&e), (1, 11));
+
+    let f = Files::new();
+    f.write("self.yaml", "_extends: self.yaml\nmodel: x\n");
+    let e = common::plan_path(&f.dir.path().join("self.yaml")).unwrap_err();
+    assert!(e.diagnostics[0].message.contains("cycle: self.yaml -> self.yaml"));
+}
+
+#[test]
+fn extends_chains_merge_parent_first() {
+    let f = Files::new();
+    f.write("grand.yaml", "model: base-model\ndataset: {source: sharegpt, n_prompts: 10}\n");
+    f.write("parent.yaml", "_extends: grand.yaml\ndataset: {n_prompts: 20}\nengine: transformers\n");
+    let p = f.plan("child.yaml", "_extends: [parent.yaml]\ntransformers: {batch_size: 2}\n").unwrap();
+    let c = &p.configs[0].config;
+    assert_eq!(c.model, "base-model");
+    assert_eq!(c.dataset.source, "sharegpt");
+    assert_eq!(c.dataset.n_prompts, 20);
+    assert_eq!(c.transformers.as_ref().unwrap().batch_size, Some(2));
+}
+
+#[test]
+fn missing_base_file() {
+    let e = err("name: s\nbase: nothere.yaml\nsweep:\n  dtype: [float16]\n");
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Inheritance);
+    assert!(d.message.starts_with("file not found:") && d.message.ends_with("nothere.yaml"));
+    assert_eq!(at(&e), (2, 7));
+    assert!(d.help.as_deref().unwrap().contains("relative to the file"));
+}
+
+#[test]
+fn base_strips_study_only_keys() {
+    let f = Files::new();
+    f.write(
+        "base.yaml",
+        "model: m\nengine: transformers\nname: ignored\nrunners: {transformers: docker}\nsweep: {dtype: [float32, float16, bfloat16]}\n",
+    );
+    let p = f.plan("s.yaml", "name: study\nbase: base.yaml\nsweep:\n  dtype: [float16]\n").unwrap();
+    assert_eq!(p.configs.len(), 1, "the base's sweep is not used");
+    assert_eq!(p.study_name, "study");
+    assert_eq!(p.configs[0].config.runners.get(&llem_config::Engine::Transformers).map(ToString::to_string).as_deref(), Some("local"));
+}
+
+#[test]
+fn group_name_colliding_with_an_axis() {
+    let e = err(
+        "model: gpt2\nengine: transformers\nsweep:\n  pytorch.torch_compile: [true, false]\n  transformers.torch_compile:\n    - {}\n    - {pytorch.torch_compile: true}\n",
+    );
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Sweep);
+    assert!(d.message.contains("same name as an independent axis"));
+    assert_eq!(at(&e), (5, 3));
+}
+
+#[test]
+fn sweep_grammar_errors() {
+    let e = err("model: m\nsweep:\n  dtype: []\n");
+    assert!(e.diagnostics[0].message.contains("has no values"));
+    let e = err("model: m\nsweep:\n  mixed: [{dtype: float16}, 3]\n");
+    assert!(e.diagnostics[0].message.contains("mixes mappings and plain values"));
+    let e = err("model: m\nsweep:\n  dtype: {a: 1}\n");
+    assert!(e.diagnostics[0].message.contains("is a mapping"));
+    let e = err("model: m\nsweep:\n  model.name: [a]\n");
+    assert!(e.diagnostics[0].message.contains("`model` is not a mapping"), "{}", e.diagnostics[0].message);
+    let e = err("model: m\nsweep:\n  pytorch.batch_size: [1]\n  transformers.batch_size: [2]\n");
+    assert!(e.diagnostics[0].message.contains("sweep the same field"));
+    let e = err("model: m\nexperiments: {model: x}\n");
+    assert!(e.diagnostics[0].message.contains("takes a list"));
+}
+
+#[test]
+fn yaml_syntax_errors_are_located() {
+    let e = err("model: gpt2\ndataset:\n  n_prompts: [1, 2\n");
+    assert_eq!(e.diagnostics[0].kind, ErrorKind::Syntax);
+    assert!(e.diagnostics[0].location.as_ref().unwrap().line >= 3);
+    let e = err("model: gpt2\nmodel: other\n");
+    assert!(e.diagnostics[0].message.contains("duplicate key `model`"));
+    assert_eq!(at(&e), (2, 1));
+    let e = err("- model: gpt2\n");
+    assert!(e.diagnostics[0].message.contains("mapping of keys"));
+}
+
+#[test]
+fn invalid_grid_points_are_skipped_with_reasons() {
+    let p = plan_text(
+        "model: m\nengine: vllm\nsweep:\n  dtype: [float32, float16]\n  vllm.engine.quantization: [fp8, awq]\n",
+    )
+    .unwrap();
+    assert_eq!(p.configs.len(), 3);
+    assert_eq!(p.skipped.len(), 1);
+    let s = &p.skipped[0];
+    assert_eq!(s.label, "dtype=float32, vllm.engine.quantization=fp8");
+    assert!(s.reason.contains("needs dtype float16 or bfloat16"), "{}", s.reason);
+    assert_eq!(s.errors[0].location.as_ref().unwrap().line, 5);
+    assert_eq!(s.config["vllm"]["engine"]["quantization"], "fp8");
+    assert!(p.warnings.iter().any(|w| w.contains("1 of 4 grid points skipped")));
+}
+
+#[test]
+fn all_points_invalid_is_an_error() {
+    let e = err("model: m\nengine: transformers\nsweep:\n  transformers.num_beams: [2, 4]\n");
+    assert!(e.diagnostics[0].message.contains("all 2 configurations"), "{}", e.diagnostics[0].message);
+    assert!(e.diagnostics.iter().skip(1).all(|d| d.message.contains("needs greedy decoding")));
+}
+
+#[test]
+fn both_alias_spellings_is_an_error() {
+    let e = err("model: m\nengine: transformers\npytorch: {batch_size: 1}\ntransformers: {batch_size: 2}\n");
+    assert!(e.diagnostics[0].message.contains("same key"));
+}

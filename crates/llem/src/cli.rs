@@ -1,0 +1,101 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use llem_config::{Engine, ExperimentOrder};
+
+/// Version string: package version and git commit.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LLEM_GIT_COMMIT"),
+    ")"
+);
+
+/// llem measures what LLM inference costs: energy, throughput, latency and FLOPs.
+#[derive(Debug, Parser)]
+#[command(name = "llem", version = VERSION, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an experiment or a study; `--dry-run` shows the plan without running it.
+    Run(RunArgs),
+    /// Show the environment, the user configuration and where each value comes from.
+    Config(ConfigArgs),
+}
+
+/// `llem run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Experiment or study YAML (optional with `--model`).
+    pub config: Option<PathBuf>,
+    /// Print the plan (configurations x cycles, in execution order) and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print machine-readable JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Model for every experiment (Hugging Face id, directory or GGUF file).
+    #[arg(short = 'm', long)]
+    pub model: Option<String>,
+    /// Engine for every experiment: llamacpp, transformers, vllm, tensorrt, sglang, tgi, openai.
+    #[arg(short = 'e', long)]
+    pub engine: Option<Engine>,
+    /// Number of prompts for every experiment.
+    #[arg(short = 'n', long = "n-prompts", value_parser = clap::value_parser!(u32).range(1..))]
+    pub n_prompts: Option<u32>,
+    /// Number of cycles (studies default to 3).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub cycles: Option<u32>,
+    /// Execution order: sequential, interleave, shuffle, reverse, latin_square.
+    #[arg(long)]
+    pub order: Option<ExperimentOrder>,
+    /// Results directory.
+    #[arg(short = 'o', long)]
+    pub output: Option<String>,
+    /// Run configurations with the same measurement_config_hash separately.
+    #[arg(long)]
+    pub no_dedup: bool,
+}
+
+/// `llem config`.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// A sub-report.
+    #[command(subcommand)]
+    pub command: Option<ConfigCommand>,
+    /// Also list defaults, every LLEM_* variable and build details.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+/// `llem config ...`.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the JSON Schema of configuration files (for editor completion).
+    Schema {
+        /// Which file's schema.
+        #[arg(long, value_enum, default_value_t = SchemaKind::File)]
+        kind: SchemaKind,
+    },
+}
+
+/// Schemas `llem config schema` can print.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SchemaKind {
+    /// An experiment or study file.
+    File,
+    /// One experiment.
+    Experiment,
+    /// The `study_execution:` block.
+    StudyExecution,
+    /// The user config file.
+    User,
+}

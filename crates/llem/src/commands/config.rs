@@ -1,0 +1,130 @@
+//! `llem config`: what this build contains, where the user config is, and where every
+//! effective setting comes from; `llem config schema` prints JSON Schemas.
+
+use std::fmt::Write;
+
+use llem_config::source::{SourceKind, SourceMap};
+use llem_config::user_config::{Env, UserSettings, known_env_vars, user_config_path};
+use llem_config::yaml::{Node, NodeKind};
+use llem_config::{Engine, schema};
+
+use crate::cli::{ConfigArgs, ConfigCommand, SchemaKind, VERSION};
+use crate::exit;
+
+/// Runs `llem config` and returns the exit code.
+pub fn run(args: &ConfigArgs) -> i32 {
+    if let Some(ConfigCommand::Schema { kind }) = &args.command {
+        let s = match kind {
+            SchemaKind::File => schema::file_schema(),
+            SchemaKind::Experiment => schema::experiment_schema().clone(),
+            SchemaKind::StudyExecution => schema::study_execution_schema().clone(),
+            SchemaKind::User => schema::user_config_schema().clone(),
+        };
+        println!("{}", serde_json::to_string_pretty(&s).unwrap_or_default());
+        return exit::OK;
+    }
+    let env = Env::from_process();
+    let mut sources = SourceMap::new();
+    match UserSettings::load(&env, &mut sources) {
+        Ok(settings) => {
+            print!("{}", report(&env, &settings, &sources, args.verbose));
+            exit::OK
+        }
+        Err(e) => {
+            eprint!("{e}");
+            eprintln!("(user config: {})", user_config_path(&env).display());
+            exit::CONFIG
+        }
+    }
+}
+
+fn origin(node: &Node, sources: &SourceMap) -> String {
+    match sources.get(node.span.source).map(|s| &s.kind) {
+        Some(SourceKind::File(_)) => format!("line {}", node.span.line),
+        Some(SourceKind::Environment) => sources
+            .get(node.span.source)
+            .map(|s| s.name.clone())
+            .unwrap_or_default(),
+        _ => "default".into(),
+    }
+}
+
+fn leaves(node: &Node, prefix: &str, out: &mut Vec<(String, String, Node)>) {
+    match &node.kind {
+        NodeKind::Map(m) => {
+            for e in &m.entries {
+                let key = if prefix.is_empty() {
+                    e.key.to_string()
+                } else {
+                    format!("{prefix}.{}", e.key)
+                };
+                leaves(&e.value, &key, out);
+            }
+        }
+        NodeKind::Null => {}
+        NodeKind::Scalar(s) => out.push((prefix.to_string(), s.text.to_string(), node.clone())),
+        NodeKind::Seq(_) => out.push((prefix.to_string(), node.to_json().to_string(), node.clone())),
+    }
+}
+
+fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "llem {VERSION}");
+    let _ = writeln!(
+        out,
+        "  build        {} ({})",
+        env!("LLEM_TARGET"),
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    );
+
+    let _ = writeln!(out, "\nUser config");
+    let state = if s.file_found { "found" } else { "not found; built-in defaults apply" };
+    let _ = writeln!(out, "  file         {} ({state})", s.path.display());
+    let mut set = Vec::new();
+    leaves(&s.tree, "", &mut set);
+    if set.is_empty() {
+        let _ = writeln!(out, "  (nothing set)");
+    }
+    let width = set.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
+    for (key, value, node) in &set {
+        let _ = writeln!(out, "  {key:<width$}  {value}  ({})", origin(node, sources));
+    }
+    if verbose {
+        let _ = writeln!(out, "\n  defaults when unset: results_dir ./results, model_cache_dir ~/.cache/huggingface,");
+        let _ = writeln!(out, "  experiment_gap_seconds 60, cycle_gap_seconds 300, energy_sampler auto, datacenter_pue 1.0");
+    }
+
+    let _ = writeln!(out, "\nEngines (default runner)");
+    for e in Engine::ALL {
+        let runner = llem_config::RunnerSpec::default_for(*e)
+            .map_or_else(|| "external:<url>".to_string(), |r| r.to_string());
+        let _ = writeln!(
+            out,
+            "  {:<13} {:<15} not in this build: plans only, execution arrives with the engine",
+            e.as_str(),
+            runner
+        );
+    }
+    let _ = writeln!(out, "\nEnergy sensors");
+    for name in ["nvml", "zeus", "amdgpu", "rapl", "estimate"] {
+        let _ = writeln!(out, "  {name:<13} not in this build");
+    }
+
+    let vars: Vec<(&str, &str)> = env.llem_vars().collect();
+    if !vars.is_empty() || verbose {
+        let _ = writeln!(out, "\nEnvironment");
+        for (k, v) in &vars {
+            let _ = writeln!(out, "  {k}={v}");
+        }
+        if verbose {
+            let _ = writeln!(out, "  known variables: {}", known_env_vars().join(", "));
+        }
+    }
+    if !s.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings");
+        for w in &s.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    out
+}

@@ -1,0 +1,183 @@
+//! Text rendering of a plan for the terminal.
+
+use std::fmt::Write;
+
+use llem_config::plan::PlanKind;
+use llem_config::schema::fmt_num;
+use llem_config::{ExperimentOrder, StudyPlan};
+
+/// Most runs listed in full before the middle is elided.
+const MAX_RUN_ROWS: usize = 60;
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Aligns rows into columns separated by two spaces.
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let n = cells.len();
+        let mut s = String::from("  ");
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            s.push_str(c);
+            if i + 1 < n {
+                s.push_str(&" ".repeat(w.saturating_sub(c.chars().count()) + 2));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(header.to_vec()));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+/// The header: name, hash, counts, order, pacing.
+pub fn plan_summary(plan: &StudyPlan) -> String {
+    let mut out = String::new();
+    let e = &plan.execution;
+    let kind = match plan.kind {
+        PlanKind::Experiment => "experiment",
+        PlanKind::Study => "study",
+    };
+    let source = plan
+        .source
+        .as_ref()
+        .map_or_else(|| "command line".to_string(), |p| p.display().to_string());
+    let _ = writeln!(out, "{} {kind}: {} ({source})", "llem", plan.study_name);
+    let _ = writeln!(out, "  study design hash  {}", plan.study_design_hash());
+    let seed = match (e.experiment_order, plan.shuffle_seed, e.shuffle_seed) {
+        (ExperimentOrder::Shuffle, Some(s), Some(_)) => format!(" (shuffle_seed {s})"),
+        (ExperimentOrder::Shuffle, Some(s), None) => {
+            format!(" (seed {s:#018x}, from the design hash)")
+        }
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  plan               {} x {} = {}, order {}{seed}",
+        plural(plan.configs.len(), "configuration", "configurations"),
+        plural(e.n_cycles as usize, "cycle", "cycles"),
+        plural(plan.runs.len(), "run", "runs"),
+        e.experiment_order
+    );
+    if plan.runs.len() > 1 {
+        let _ = writeln!(
+            out,
+            "  pacing             {} s between experiments, {} s between cycles",
+            fmt_num(e.experiment_gap_seconds),
+            fmt_num(e.cycle_gap_seconds)
+        );
+    }
+    let breaker = match e.max_consecutive_failures {
+        0 => "circuit breaker off".to_string(),
+        1 => "stop at the first failure".to_string(),
+        n => format!(
+            "circuit breaker after {n} failures in a row (cooldown {} s)",
+            fmt_num(e.circuit_breaker_cooldown_seconds)
+        ),
+    };
+    let wall = e
+        .wall_clock_timeout_hours
+        .map(|h| format!(", study limit {} h", fmt_num(h)))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "  limits             {} s per experiment, {breaker}{wall}",
+        fmt_num(e.experiment_timeout_seconds)
+    );
+    let _ = writeln!(out, "  results            {}", plan.output_dir);
+    out
+}
+
+/// The whole plan: header, configurations, execution order, skipped points, warnings.
+pub fn plan(plan: &StudyPlan) -> String {
+    let mut out = plan_summary(plan);
+    let hashes: Vec<String> = plan.configs.iter().map(|c| c.digest.short()).collect();
+
+    let _ = writeln!(out, "\nConfigurations");
+    let rows: Vec<Vec<String>> = plan
+        .configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            vec![
+                format!("#{}", i + 1),
+                hashes.get(i).cloned().unwrap_or_default(),
+                c.config.engine.to_string(),
+                c.config.runner().map(ToString::to_string).unwrap_or_default(),
+                c.config.model.clone(),
+                c.label.clone(),
+            ]
+        })
+        .collect();
+    table(&mut out, &["#", "hash", "engine", "runner", "model", "varies"], &rows);
+
+    let _ = writeln!(out, "\nExecution order");
+    let run_row = |r: &llem_config::plan::PlannedRun| {
+        let c = plan.configs.get(r.config);
+        vec![
+            format!("{:03}", r.index),
+            format!("c{}", r.cycle),
+            format!("#{}", r.config + 1),
+            hashes.get(r.config).cloned().unwrap_or_default(),
+            c.map(|c| c.label.clone()).unwrap_or_default(),
+        ]
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let n = plan.runs.len();
+    if n > MAX_RUN_ROWS {
+        let head = MAX_RUN_ROWS - 10;
+        rows.extend(plan.runs.iter().take(head).map(run_row));
+        rows.push(vec![
+            "...".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            format!("{} more runs (--json lists all)", n - head - 10),
+        ]);
+        rows.extend(plan.runs.iter().skip(n - 10).map(run_row));
+    } else {
+        rows.extend(plan.runs.iter().map(run_row));
+    }
+    table(&mut out, &["run", "cycle", "config", "hash", "varies"], &rows);
+
+    if !plan.skipped.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nSkipped ({})",
+            plural(plan.skipped.len(), "invalid grid point", "invalid grid points")
+        );
+        for s in &plan.skipped {
+            let _ = writeln!(out, "  - {}", if s.label.is_empty() { "(unnamed)" } else { &s.label });
+            for d in &s.errors {
+                let _ = writeln!(out, "      {}", d.one_line());
+            }
+        }
+    }
+    if !plan.duplicates.is_empty() {
+        let _ = writeln!(out, "\nDuplicates (run once)");
+        for d in &plan.duplicates {
+            let _ = writeln!(
+                out,
+                "  - {} = #{} ({})",
+                d.label,
+                d.duplicate_of + 1,
+                d.config_hash
+            );
+        }
+    }
+    if !plan.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings");
+        for w in &plan.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    out
+}
