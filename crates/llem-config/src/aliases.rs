@@ -84,9 +84,7 @@ pub fn normalize_keys(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagno
             continue;
         };
         if let Some(existing) = map.entry(a.canonical) {
-            let span = map
-                .entry(a.alias)
-                .map_or(existing.key_span, |e| e.key_span);
+            let span = map.entry(a.alias).map_or(existing.key_span, |e| e.key_span);
             return Err(Diagnostic::new(
                 ErrorKind::Type,
                 format!(
@@ -109,8 +107,13 @@ pub fn normalize_keys(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagno
 
 /// Rewrites engine aliases used as keys (`runners: {pytorch: docker}`) to engine names, so
 /// a value from the user config can never shadow the one written under the alias.
-fn normalize_engine_keys(tree: &mut Node, parent: &str, sources: &SourceMap) -> Result<(), Diagnostic> {
-    let renames: Vec<(String, &'static str)> = match tree.get_path(&[parent]).and_then(Node::as_map) {
+fn normalize_engine_keys(
+    tree: &mut Node,
+    parent: &str,
+    sources: &SourceMap,
+) -> Result<(), Diagnostic> {
+    let renames: Vec<(String, &'static str)> = match tree.get_path(&[parent]).and_then(Node::as_map)
+    {
         Some(m) => m
             .entries
             .iter()
@@ -129,7 +132,13 @@ fn normalize_engine_keys(tree: &mut Node, parent: &str, sources: &SourceMap) -> 
     };
     for (alias, canonical) in renames {
         if map.contains(canonical) {
-            let span = map.entry(&alias).map_or(map.entries.first().map(|e| e.key_span).unwrap_or(crate::source::Span::whole(crate::source::SourceId(0))), |e| e.key_span);
+            let span = map.entry(&alias).map_or(
+                map.entries
+                    .first()
+                    .map(|e| e.key_span)
+                    .unwrap_or(crate::source::Span::whole(crate::source::SourceId(0))),
+                |e| e.key_span,
+            );
             return Err(Diagnostic::new(
                 ErrorKind::Type,
                 format!("`{parent}.{alias}` and `{parent}.{canonical}` name the same engine; give only one"),
@@ -199,6 +208,9 @@ mod tests {
             canonical_path(&["vllm", "engine", "attention", "backend"]),
             ["vllm", "engine", "attention", "engine"]
         );
-        assert_eq!(canonical_path(&["dataset", "n_prompts"]), ["dataset", "n_prompts"]);
+        assert_eq!(
+            canonical_path(&["dataset", "n_prompts"]),
+            ["dataset", "n_prompts"]
+        );
     }
 }

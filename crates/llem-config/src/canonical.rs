@@ -17,7 +17,6 @@
 
 use std::fmt;
 
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::model::ExperimentConfig;
@@ -29,12 +28,17 @@ pub struct ConfigDigest(pub [u8; 32]);
 impl ConfigDigest {
     /// All 64 hex digits.
     pub fn hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(HEX[(b >> 4) as usize]);
-            s.push(HEX[(b & 0xf) as usize]);
+        self.hex_bytes().iter().map(|&b| char::from(b)).collect()
+    }
+
+    /// All 64 hex digits as ASCII bytes, without allocating.
+    pub fn hex_bytes(&self) -> [u8; 64] {
+        let digit = |n: u8| if n < 10 { b'0' + n } else { b'a' + n - 10 };
+        let mut out = [0u8; 64];
+        for (pair, b) in out.chunks_exact_mut(2).zip(self.0) {
+            pair.copy_from_slice(&[digit(b >> 4), digit(b & 0xf)]);
         }
-        s
+        out
     }
 
     /// The 16-hex-digit form used in results and directory names.
@@ -52,10 +56,6 @@ impl ConfigDigest {
     }
 }
 
-const HEX: [char; 16] = [
-    '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f',
-];
-
 impl fmt::Debug for ConfigDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.short())
@@ -68,99 +68,306 @@ impl fmt::Display for ConfigDigest {
     }
 }
 
-/// Writes `v` as canonical JSON, leaving out nulls and empty mappings inside objects.
-pub fn write_canonical(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(n, out),
-        Value::String(s) => write_string(s, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map
-                .iter()
-                .filter(|(_, v)| !is_empty(v))
-                .map(|(k, _)| k)
-                .collect();
-            keys.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-            out.push(b'{');
-            for (i, k) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(k, out);
-                out.push(b':');
-                if let Some(v) = map.get(*k) {
-                    write_canonical(v, out);
-                }
-            }
-            out.push(b'}');
-        }
-    }
-}
-
-/// Null, or a mapping whose every value is empty.
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Object(m) => m.values().all(is_empty),
+/// Fields left out of the hash: the environment keys of the experiment and the decoder
+/// preset (hashed through the values it expanded into).
+fn is_excluded(type_name: &str, field: &str) -> bool {
+    match type_name {
+        "ExperimentConfig" => ExperimentConfig::ENVIRONMENT_KEYS.contains(&field),
+        "DecoderConfig" => field == "preset",
         _ => false,
     }
 }
 
-fn write_number(n: &serde_json::Number, out: &mut Vec<u8>) {
-    if n.is_i64() || n.is_u64() {
-        out.extend_from_slice(n.to_string().as_bytes());
-        return;
+#[derive(Clone, Copy)]
+enum Key {
+    Static(&'static str),
+    /// Byte range of the key text in the buffer.
+    Buf(usize, usize),
+}
+
+#[derive(Clone, Copy)]
+struct Member {
+    key: Key,
+    start: usize,
+    end: usize,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum FrameKind {
+    Object(&'static str),
+    Seq { count: usize },
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    kind: FrameKind,
+    start: usize,
+    mark: usize,
+    in_seq: bool,
+    key: Option<Key>,
+    key_start: usize,
+    value_start: usize,
+}
+
+/// Writes canonical JSON of any `Serialize` value (see the module docs), reusing its
+/// buffers from one value to the next.
+#[derive(Default)]
+pub struct CanonicalWriter {
+    buf: Vec<u8>,
+    tmp: Vec<u8>,
+    members: Vec<Member>,
+    frames: Vec<Frame>,
+    wrote: bool,
+}
+
+impl CanonicalWriter {
+    /// A writer with empty buffers.
+    pub fn new() -> Self {
+        Self::default()
     }
-    let f = n.as_f64().unwrap_or(0.0);
-    if f.fract() == 0.0 && f.abs() < 9.0e15 {
-        out.extend_from_slice((f as i64).to_string().as_bytes());
-    } else {
-        out.extend_from_slice(n.to_string().as_bytes());
+
+    /// The canonical JSON of `value`.
+    pub fn write<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> &[u8] {
+        self.buf.clear();
+        self.members.clear();
+        self.frames.clear();
+        self.wrote = false;
+        // Only unsupported shapes (bytes, data-carrying variants) fail; config types have none.
+        if crate::walk::walk(value, self).is_err() {
+            self.buf.clear();
+        }
+        &self.buf
     }
+
+    /// SHA-256 of the canonical JSON of `value`.
+    pub fn digest<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> ConfigDigest {
+        ConfigDigest(Sha256::digest(self.write(value)).into())
+    }
+
+    fn in_seq(&self) -> bool {
+        matches!(self.frames.last(), Some(f) if matches!(f.kind, FrameKind::Seq { .. }))
+    }
+
+    fn scalar(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        self.wrote = true;
+    }
+
+    fn close_object(&mut self) {
+        let Some(frame) = self.frames.pop() else {
+            return;
+        };
+        let keep_empty_root = self.frames.is_empty();
+        let CanonicalWriter {
+            buf, tmp, members, ..
+        } = self;
+        let own = members.get_mut(frame.mark..).unwrap_or_default();
+        own.sort_unstable_by(|a, b| key_bytes(buf, a.key).cmp(key_bytes(buf, b.key)));
+        // An empty mapping is left out of its parent object, but kept in a list and at the
+        // top level, where leaving it out would change the structure.
+        let keep_empty = frame.in_seq || keep_empty_root;
+        if own.is_empty() {
+            buf.truncate(frame.start);
+            if keep_empty {
+                buf.extend_from_slice(b"{}");
+            }
+            self.wrote = keep_empty;
+        } else {
+            tmp.clear();
+            tmp.push(b'{');
+            for (i, m) in own.iter().enumerate() {
+                if i > 0 {
+                    tmp.push(b',');
+                }
+                write_key(key_bytes(buf, m.key), tmp);
+                tmp.push(b':');
+                tmp.extend_from_slice(buf.get(m.start..m.end).unwrap_or_default());
+            }
+            tmp.push(b'}');
+            buf.truncate(frame.start);
+            buf.extend_from_slice(tmp);
+            self.wrote = true;
+        }
+        members.truncate(frame.mark);
+    }
+
+    fn open_object(&mut self, name: &'static str) {
+        let in_seq = self.in_seq();
+        self.frames.push(Frame {
+            kind: FrameKind::Object(name),
+            start: self.buf.len(),
+            mark: self.members.len(),
+            in_seq,
+            key: None,
+            key_start: self.buf.len(),
+            value_start: self.buf.len(),
+        });
+    }
+
+    fn finish_member(&mut self) {
+        let wrote = self.wrote;
+        let end = self.buf.len();
+        let Some(f) = self.frames.last_mut() else {
+            return;
+        };
+        match f.key.take() {
+            Some(key) if wrote => self.members.push(Member {
+                key,
+                start: f.value_start,
+                end,
+            }),
+            _ => self.buf.truncate(f.key_start),
+        }
+    }
+}
+
+fn key_bytes(buf: &[u8], key: Key) -> &[u8] {
+    match key {
+        Key::Static(s) => s.as_bytes(),
+        Key::Buf(a, b) => buf.get(a..b).unwrap_or_default(),
+    }
+}
+
+impl crate::walk::Sink for CanonicalWriter {
+    fn null(&mut self) {
+        if self.in_seq() || self.frames.is_empty() {
+            self.scalar(b"null");
+        } else {
+            self.wrote = false;
+        }
+    }
+    fn bool(&mut self, v: bool) {
+        self.scalar(if v { b"true" } else { b"false" });
+    }
+    fn i64(&mut self, v: i64) {
+        use std::io::Write;
+        let _ = write!(self.buf, "{v}");
+        self.wrote = true;
+    }
+    fn u64(&mut self, v: u64) {
+        use std::io::Write;
+        let _ = write!(self.buf, "{v}");
+        self.wrote = true;
+    }
+    fn f64(&mut self, v: f64) {
+        if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            self.i64(v as i64);
+        } else {
+            // serde_json's shortest round-trip form (what Python's json.dumps writes too).
+            let _ = serde_json::to_writer(&mut self.buf, &v);
+            self.wrote = true;
+        }
+    }
+    fn str(&mut self, v: &str) {
+        write_string(v, &mut self.buf);
+        self.wrote = true;
+    }
+    fn begin_seq(&mut self) {
+        self.frames.push(Frame {
+            kind: FrameKind::Seq { count: 0 },
+            start: self.buf.len(),
+            mark: self.members.len(),
+            in_seq: false,
+            key: None,
+            key_start: 0,
+            value_start: 0,
+        });
+        self.buf.push(b'[');
+    }
+    fn seq_element(&mut self) {
+        if let Some(Frame {
+            kind: FrameKind::Seq { count },
+            ..
+        }) = self.frames.last_mut()
+        {
+            if *count > 0 {
+                self.buf.push(b',');
+            }
+            *count += 1;
+        }
+    }
+    fn end_seq(&mut self) {
+        self.frames.pop();
+        self.scalar(b"]");
+    }
+    fn begin_struct(&mut self, name: &'static str) {
+        self.open_object(name);
+    }
+    fn field(&mut self, key: &'static str) -> bool {
+        let len = self.buf.len();
+        let Some(f) = self.frames.last_mut() else {
+            return false;
+        };
+        // Positions first: end_field truncates to key_start even for a skipped field.
+        f.key_start = len;
+        f.value_start = len;
+        self.wrote = false;
+        if let FrameKind::Object(name) = f.kind
+            && is_excluded(name, key)
+        {
+            f.key = None;
+            return false;
+        }
+        f.key = Some(Key::Static(key));
+        true
+    }
+    fn end_field(&mut self) {
+        self.finish_member();
+    }
+    fn end_struct(&mut self) {
+        self.close_object();
+    }
+    fn begin_map(&mut self) {
+        self.open_object("");
+    }
+    fn map_key(&mut self, key: &str) {
+        let start = self.buf.len();
+        self.buf.extend_from_slice(key.as_bytes());
+        let end = self.buf.len();
+        if let Some(f) = self.frames.last_mut() {
+            f.key = Some(Key::Buf(start, end));
+            f.key_start = start;
+            f.value_start = end;
+        }
+        self.wrote = false;
+    }
+    fn end_map_value(&mut self) {
+        self.finish_member();
+    }
+    fn end_map(&mut self) {
+        self.close_object();
+    }
+}
+
+fn needs_escape(b: u8) -> bool {
+    b < 0x20 || b == b'"' || b == b'\\'
 }
 
 fn write_string(s: &str, out: &mut Vec<u8>) {
-    // serde_json's string escaping is stable and minimal; writing to a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
-}
-
-/// The hashed view of a resolved configuration (as JSON): environment keys and
-/// `decoder.preset` removed.
-pub fn hashed_view(config_json: &Value) -> Value {
-    let mut v = config_json.clone();
-    if let Some(map) = v.as_object_mut() {
-        for k in ExperimentConfig::ENVIRONMENT_KEYS {
-            map.remove(*k);
-        }
-        if let Some(d) = map.get_mut("decoder").and_then(Value::as_object_mut) {
-            d.remove("preset");
-        }
+    if s.bytes().any(needs_escape) {
+        // serde_json's string escaping is stable and minimal; writing to a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
     }
-    v
 }
 
-/// The digest of a resolved configuration given as JSON.
-pub fn config_digest(config_json: &Value) -> ConfigDigest {
-    let mut buf = Vec::with_capacity(1024);
-    write_canonical(&hashed_view(config_json), &mut buf);
-    ConfigDigest(Sha256::digest(&buf).into())
+/// Writes a key held as bytes (always valid UTF-8: it came from a `&str`).
+fn write_key(bytes: &[u8], out: &mut Vec<u8>) {
+    if bytes.iter().copied().any(needs_escape) {
+        write_string(std::str::from_utf8(bytes).unwrap_or_default(), out);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(bytes);
+        out.push(b'"');
+    }
 }
 
 /// The digest of a resolved configuration.
 pub fn digest_of(config: &ExperimentConfig) -> ConfigDigest {
-    config_digest(&serde_json::to_value(config).unwrap_or(Value::Null))
+    CanonicalWriter::new().digest(config)
 }
 
 /// The study design digest over configuration digests in plan order.
@@ -172,7 +379,7 @@ pub fn design_digest(configs: &[ConfigDigest]) -> ConfigDigest {
             h.update(b",");
         }
         h.update(b"\"");
-        h.update(d.hex().as_bytes());
+        h.update(d.hex_bytes());
         h.update(b"\"");
     }
     h.update(b"]");
@@ -180,39 +387,129 @@ pub fn design_digest(configs: &[ConfigDigest]) -> ConfigDigest {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn canon(v: Value) -> String {
-        let mut b = Vec::new();
-        write_canonical(&v, &mut b);
-        String::from_utf8(b).unwrap()
+        String::from_utf8(CanonicalWriter::new().write(&v).to_vec()).unwrap()
     }
 
     #[test]
     fn canonical_form() {
         assert_eq!(
-            canon(json!({"b": 1.0, "a": [0.5, "x\n"], "c": null, "d": {"e": null}, "é": true})),
-            r#"{"a":[0.5,"x\n"],"b":1,"é":true}"#
+            canon(
+                json!({"b": 1.0, "a": [0.5, "x\n", null, {}], "c": null, "d": {"e": null}, "é": true})
+            ),
+            r#"{"a":[0.5,"x\n",null,{}],"b":1,"é":true}"#
         );
         assert_eq!(canon(json!(1e300)), "1e+300");
         assert_eq!(canon(json!(-0.0)), "0");
+        assert_eq!(
+            canon(json!({"z": {"y": {"x": null}}, "a": 1})),
+            r#"{"a":1}"#
+        );
     }
 
     #[test]
-    fn environment_fields_do_not_change_the_hash() {
-        let a = json!({"model": "m", "runners": {"vllm": "docker"}, "output_dir": "x", "decoder": {"preset": "creative", "temperature": 0.8}});
-        let b = json!({"model": "m", "runners": {"vllm": "local"}, "decoder": {"temperature": 0.8}});
-        assert_eq!(config_digest(&a), config_digest(&b));
-        let c = json!({"model": "m", "decoder": {"temperature": 0.7}});
-        assert_ne!(config_digest(&a), config_digest(&c));
+    fn writer_is_reusable() {
+        let mut w = CanonicalWriter::new();
+        let a = w.write(&json!({"k": [1, 2]})).to_vec();
+        let b = w.write(&json!({"k": [1, 2]})).to_vec();
+        assert_eq!(a, b);
+        assert_eq!(String::from_utf8(a).unwrap(), r#"{"k":[1,2]}"#);
+    }
+
+    #[test]
+    fn environment_fields_and_preset_are_not_hashed() {
+        let text = "model: m\nengine: vllm\n";
+        let tree = crate::yaml::parse(text, crate::source::SourceId(0)).unwrap();
+        let mut a: ExperimentConfig = crate::de::from_node(&tree).unwrap();
+        let plain = digest_of(&a);
+        a.name = Some("x".into());
+        a.output_dir = Some("/o".into());
+        a.gpu_telemetry = false;
+        a.decoder.preset = Some(crate::model::Preset::Creative);
+        a.runners
+            .insert(crate::model::Engine::Vllm, crate::model::RunnerSpec::Local);
+        assert_eq!(digest_of(&a), plain);
+        a.random_seed = 1;
+        assert_ne!(digest_of(&a), plain);
+    }
+
+    /// Straightforward reference of the canonical form, for the property test below.
+    fn reference(v: &Value, keep_empty: bool) -> Option<String> {
+        match v {
+            Value::Null => keep_empty.then(|| "null".to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            Value::Number(n) => Some(match n.as_f64() {
+                Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
+                    (f as i64).to_string()
+                }
+                _ => n.to_string(),
+            }),
+            Value::String(s) => Some(serde_json::to_string(s).unwrap()),
+            Value::Array(items) => Some(format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(|i| reference(i, true).unwrap())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )),
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+                let parts: Vec<String> = keys
+                    .iter()
+                    .filter_map(|k| {
+                        reference(&map[*k], false)
+                            .map(|v| format!("{}:{v}", serde_json::to_string(k).unwrap()))
+                    })
+                    .collect();
+                if parts.is_empty() {
+                    keep_empty.then(|| "{}".to_string())
+                } else {
+                    Some(format!("{{{}}}", parts.join(",")))
+                }
+            }
+        }
+    }
+
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i32>().prop_map(|i| json!(i)),
+            (-1.0e6f64..1.0e6).prop_map(|f| json!(f)),
+            (-100i32..100).prop_map(|i| json!(f64::from(i))),
+            "[a-zé\"\\ ]{0,4}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-dZé]{1,3}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn writer_matches_the_reference(v in arb_value()) {
+            let mut w = CanonicalWriter::new();
+            // Write something first so buffer reuse is exercised too.
+            let _ = w.write(&json!({"warm": [1, {"x": null}]}));
+            let got = String::from_utf8(w.write(&v).to_vec()).unwrap();
+            proptest::prop_assert_eq!(got, reference(&v, true).unwrap());
+        }
     }
 
     #[test]
     fn digest_formats() {
-        let d = config_digest(&json!({}));
+        let d = CanonicalWriter::new().digest(&json!({}));
         // SHA-256 of "{}"
         assert_eq!(
             d.hex(),

@@ -110,7 +110,8 @@ impl de::Error for DeError {
                 list(expected)
             ),
         );
-        e.help = did_you_mean(variant, expected.iter().copied()).map(|s| format!("did you mean `{s}`?"));
+        e.help =
+            did_you_mean(variant, expected.iter().copied()).map(|s| format!("did you mean `{s}`?"));
         e
     }
 
@@ -584,7 +585,8 @@ mod tests {
 
     #[test]
     fn types_scalars_by_target() {
-        let o: Outer = de("name: 1234\nflag: yes\ninner: {n: 7, f: 2}\nlist: [-1, 0x10]\n").unwrap();
+        let o: Outer =
+            de("name: 1234\nflag: yes\ninner: {n: 7, f: 2}\nlist: [-1, 0x10]\n").unwrap();
         assert_eq!(o.name, "1234");
         assert!(o.flag);
         assert_eq!(o.inner.f, Some(2.0));

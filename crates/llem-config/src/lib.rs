@@ -19,6 +19,7 @@ pub mod schema;
 pub mod source;
 pub mod sweep;
 pub mod user_config;
+pub mod walk;
 pub mod yaml;
 
 pub use canonical::ConfigDigest;

@@ -36,14 +36,20 @@ impl<'a> Loader<'a> {
             format!("file not found: {}", path.display()),
         );
         if referrer.is_some() {
-            d = d.with_help("paths in `base:` and `_extends` are relative to the file that names them");
+            d = d.with_help(
+                "paths in `base:` and `_extends` are relative to the file that names them",
+            );
         }
         self.located(d, referrer)
     }
 
     /// Reads a YAML file that must hold a mapping (an empty file is an empty mapping).
     /// `referrer` is where the file was named (`_extends`, `base:`), for errors.
-    pub fn read_mapping(&mut self, path: &Path, referrer: Option<Span>) -> Result<Node, ConfigError> {
+    pub fn read_mapping(
+        &mut self,
+        path: &Path,
+        referrer: Option<Span>,
+    ) -> Result<Node, ConfigError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -51,7 +57,10 @@ impl<'a> Loader<'a> {
             }
             Err(e) => {
                 return Err(self.located(
-                    Diagnostic::new(ErrorKind::Io, format!("cannot read {}: {e}", path.display())),
+                    Diagnostic::new(
+                        ErrorKind::Io,
+                        format!("cannot read {}: {e}", path.display()),
+                    ),
                     referrer,
                 ));
             }
@@ -108,8 +117,10 @@ impl<'a> Loader<'a> {
 
     fn cycle(&self, stack: &[PathBuf], again: &Path, referrer: Option<Span>) -> ConfigError {
         let name = |p: &Path| {
-            p.file_name()
-                .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
         };
         let start = stack.iter().position(|p| p == again).unwrap_or(0);
         let mut chain: Vec<String> = stack.iter().skip(start).map(|p| name(p)).collect();

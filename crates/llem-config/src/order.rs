@@ -109,8 +109,14 @@ mod tests {
 
     #[test]
     fn fixed_orders_match_the_seed() {
-        assert_eq!(orders(2, 3, ExperimentOrder::Sequential), [0, 0, 0, 1, 1, 1]);
-        assert_eq!(orders(2, 3, ExperimentOrder::Interleave), [0, 1, 0, 1, 0, 1]);
+        assert_eq!(
+            orders(2, 3, ExperimentOrder::Sequential),
+            [0, 0, 0, 1, 1, 1]
+        );
+        assert_eq!(
+            orders(2, 3, ExperimentOrder::Interleave),
+            [0, 1, 0, 1, 0, 1]
+        );
         assert_eq!(orders(2, 3, ExperimentOrder::Reverse), [0, 1, 1, 0, 0, 1]);
         let cycles: Vec<u32> = schedule(2, 3, ExperimentOrder::Sequential, 0)
             .iter()
@@ -123,7 +129,11 @@ mod tests {
     fn shuffle_is_a_permutation_per_cycle() {
         let s = schedule(5, 4, ExperimentOrder::Shuffle, 9);
         for c in 0..4u32 {
-            let mut cycle: Vec<usize> = s.iter().filter(|x| x.cycle == c).map(|x| x.config).collect();
+            let mut cycle: Vec<usize> = s
+                .iter()
+                .filter(|x| x.cycle == c)
+                .map(|x| x.config)
+                .collect();
             cycle.sort_unstable();
             assert_eq!(cycle, [0, 1, 2, 3, 4]);
         }
@@ -140,7 +150,11 @@ mod tests {
             for row in &rows {
                 let mut sorted = row.clone();
                 sorted.sort_unstable();
-                assert_eq!(sorted, (0..k).collect::<Vec<_>>(), "k={k}: row not a permutation");
+                assert_eq!(
+                    sorted,
+                    (0..k).collect::<Vec<_>>(),
+                    "k={k}: row not a permutation"
+                );
                 for (p, &c) in row.iter().enumerate() {
                     position[c][p] += 1;
                 }

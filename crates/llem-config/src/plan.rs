@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::canonical::{ConfigDigest, config_digest, design_digest};
+use crate::canonical::{CanonicalWriter, ConfigDigest, design_digest};
 use crate::error::{ConfigError, Diagnostic, ErrorKind, did_you_mean};
 use crate::load::{EXTENDS_KEY, Loader};
 use crate::model::{
@@ -19,7 +19,7 @@ use crate::model::{
     execution,
 };
 use crate::order::{schedule, williams_row_count};
-use crate::schema::{Violation, check_numeric, experiment_rules, study_execution_rules};
+use crate::schema::{Violation, experiment_rules, study_execution_rules};
 use crate::source::{SourceKind, SourceMap, Span};
 use crate::sweep::{self, Origin, Point};
 use crate::user_config::{Env, UserSettings};
@@ -193,7 +193,7 @@ impl CliNodes {
 }
 
 enum Outcome {
-    Valid(PlannedConfig),
+    Valid(Box<PlannedConfig>),
     Skipped(SkippedPoint),
 }
 
@@ -214,6 +214,7 @@ fn finish(
     cli: &CliNodes,
     user: &UserSettings,
     sources: &SourceMap,
+    writer: &mut CanonicalWriter,
 ) -> Result<Outcome, ConfigError> {
     let Point {
         mut tree, label, ..
@@ -239,29 +240,29 @@ fn finish(
     };
     if let Some(e) = engine {
         for section in ["runners", "images"] {
-            if let Some(n) = user.node(&[section, e.as_str()]) {
-                if missing(&tree, &[section, e.as_str()]) {
-                    set(&mut tree, &[section, e.as_str()], n);
-                }
+            if let Some(n) = user.node(&[section, e.as_str()])
+                && missing(&tree, &[section, e.as_str()])
+            {
+                set(&mut tree, &[section, e.as_str()], n);
             }
         }
     }
-    if let Some(n) = user.node(&["measurement", "energy_sampler"]) {
-        if missing(&tree, &["energy_sampler"]) {
-            set(&mut tree, &["energy_sampler"], n);
-        }
+    if let Some(n) = user.node(&["measurement", "energy_sampler"])
+        && missing(&tree, &["energy_sampler"])
+    {
+        set(&mut tree, &["energy_sampler"], n);
     }
-    if let Some(n) = user.node(&["output", "results_dir"]) {
-        if missing(&tree, &["output_dir"]) {
-            set(&mut tree, &["output_dir"], n);
-        }
+    if let Some(n) = user.node(&["output", "results_dir"])
+        && missing(&tree, &["output_dir"])
+    {
+        set(&mut tree, &["output_dir"], n);
     }
-    if let Some(p) = tree.get_path(&["decoder", "preset"]).cloned() {
-        if let Some(preset) = p.as_str().and_then(Preset::from_name) {
-            for (key, value) in preset.values() {
-                if missing(&tree, &["decoder", key]) {
-                    set(&mut tree, &["decoder", key], &Node::plain(value, p.span));
-                }
+    if let Some(p) = tree.get_path(&["decoder", "preset"]).cloned()
+        && let Some(preset) = p.as_str().and_then(Preset::from_name)
+    {
+        for (key, value) in preset.values() {
+            if missing(&tree, &["decoder", key]) {
+                set(&mut tree, &["decoder", key], &Node::plain(value, p.span));
             }
         }
     }
@@ -270,9 +271,7 @@ fn finish(
         crate::de::from_node(&tree).map_err(|e| ConfigError::from(e.into_diagnostic(sources)))?;
     let mut warnings = Vec::new();
     crate::rules::resolve(&mut config, &mut warnings);
-    let value = serde_json::to_value(&config).unwrap_or(Value::Null);
-    let mut ranges = Vec::new();
-    check_numeric(experiment_rules(), &value, &mut ranges);
+    let ranges = experiment_rules().check(&config);
     let mut rules = Vec::new();
     crate::rules::check(&config, &mut rules, &mut warnings);
     if !ranges.is_empty() || !rules.is_empty() {
@@ -296,13 +295,13 @@ fn finish(
             errors,
         }));
     }
-    let digest = config_digest(&value);
-    Ok(Outcome::Valid(PlannedConfig {
+    let digest = writer.digest(&config);
+    Ok(Outcome::Valid(Box::new(PlannedConfig {
         config,
         digest,
         label,
         warnings,
-    }))
+    })))
 }
 
 fn check_root_keys(root: &Node, sources: &SourceMap) -> Result<(), ConfigError> {
@@ -352,7 +351,9 @@ fn section_hint(key: &str) -> Option<String> {
             .and_then(|d| d.get("properties"))
             .and_then(Value::as_object)
             .is_some_and(|p| p.contains_key(key))
-            && !crate::aliases::KEY_ALIASES.iter().any(|a| a.parent.is_empty() && a.alias == field)
+            && !crate::aliases::KEY_ALIASES
+                .iter()
+                .any(|a| a.parent.is_empty() && a.alias == field)
         {
             owners.push(format!("`{field}.{key}`"));
         }
@@ -404,7 +405,10 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         Some(path) => {
             let mut loader = Loader::new(&mut sources);
             let root = loader.load(path, None, &mut Vec::new())?;
-            (root, path.parent().map(Path::to_path_buf).unwrap_or_default())
+            (
+                root,
+                path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            )
         }
         None => {
             if req.overrides.model.is_none() {
@@ -427,34 +431,29 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     };
 
     let exec_yaml: StudyExecutionConfig = match root_map.get("study_execution") {
-        Some(n) => crate::de::from_node(n).map_err(|e| ConfigError::from(e.into_diagnostic(&sources)))?,
+        Some(n) => {
+            crate::de::from_node(n).map_err(|e| ConfigError::from(e.into_diagnostic(&sources)))?
+        }
         None => StudyExecutionConfig::default(),
     };
-    if let Some(n) = root_map.get("study_execution") {
-        let mut v = Vec::new();
-        check_numeric(
-            study_execution_rules(),
-            &serde_json::to_value(&exec_yaml).unwrap_or(Value::Null),
-            &mut v,
+    if let Some(n) = root_map.get("study_execution")
+        && let Some(v) = study_execution_rules().check(&exec_yaml).first()
+    {
+        return Err(
+            Diagnostic::new(ErrorKind::Range, format!("study_execution: {}", v.message))
+                .at(sources.location(n.locate(&v.path)))
+                .into(),
         );
-        if let Some(v) = v.first() {
-            return Err(Diagnostic::new(
-                ErrorKind::Range,
-                format!("study_execution: {}", v.message),
-            )
-            .at(sources.location(n.locate(&v.path)))
-            .into());
-        }
     }
-    if let Some(n) = root_map.get("name") {
-        if n.as_str().is_none() {
-            return Err(Diagnostic::new(
-                ErrorKind::Type,
-                format!("`name` must be a string, found {}", n.describe()),
-            )
-            .at(sources.location(n.span))
-            .into());
-        }
+    if let Some(n) = root_map.get("name")
+        && n.as_str().is_none()
+    {
+        return Err(Diagnostic::new(
+            ErrorKind::Type,
+            format!("`name` must be a string, found {}", n.describe()),
+        )
+        .at(sources.location(n.span))
+        .into());
     }
 
     let mut fixed = root.clone();
@@ -469,9 +468,11 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     }
     if let Some(base) = root_map.entry("base") {
         let Some(rel) = base.value.as_str() else {
-            return Err(Diagnostic::new(ErrorKind::Inheritance, "`base:` takes a file path")
-                .at(sources.location(base.value.span))
-                .into());
+            return Err(
+                Diagnostic::new(ErrorKind::Inheritance, "`base:` takes a file path")
+                    .at(sources.location(base.value.span))
+                    .into(),
+            );
         };
         let mut loader = Loader::new(&mut sources);
         let mut base_tree = loader.load(&dir.join(rel), Some(base.value.span), &mut Vec::new())?;
@@ -520,8 +521,9 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let mut duplicates: Vec<Duplicate> = Vec::new();
     let mut seen: HashMap<ConfigDigest, usize> = HashMap::with_capacity(n_points);
     let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
+    let mut writer = CanonicalWriter::new();
     for point in points {
-        match finish(point, &cli, &user, &sources)? {
+        match finish(point, &cli, &user, &sources, &mut writer)? {
             Outcome::Skipped(s) => skipped.push(s),
             Outcome::Valid(c) => {
                 if dedup {
@@ -535,7 +537,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
                     }
                     seen.insert(c.digest, configs.len());
                 }
-                configs.push(c);
+                configs.push(*c);
             }
         }
     }
@@ -570,13 +572,15 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
             .cycles
             .or(exec_yaml.n_cycles)
             .unwrap_or(if study { 3 } else { 1 }),
-        experiment_order: req.overrides.order.or(exec_yaml.experiment_order).unwrap_or(
-            if study {
+        experiment_order: req
+            .overrides
+            .order
+            .or(exec_yaml.experiment_order)
+            .unwrap_or(if study {
                 ExperimentOrder::Shuffle
             } else {
                 ExperimentOrder::Sequential
-            },
-        ),
+            }),
         shuffle_seed: exec_yaml.shuffle_seed,
         experiment_gap_seconds: exec_yaml
             .experiment_gap_seconds
@@ -617,7 +621,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
 
     if execution.experiment_order == ExperimentOrder::LatinSquare && k > 1 {
         let rows = williams_row_count(k);
-        if execution.n_cycles as usize % rows != 0 {
+        if !(execution.n_cycles as usize).is_multiple_of(rows) {
             warnings.push(format!(
                 "latin_square: {k} configurations need a multiple of {rows} cycles for full \
                  carryover balance; {} cycles use {} of the {rows} rows",
@@ -645,7 +649,12 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         .overrides
         .output_dir
         .clone()
-        .or_else(|| root_map.get("output_dir").and_then(Node::as_str).map(str::to_string))
+        .or_else(|| {
+            root_map
+                .get("output_dir")
+                .and_then(Node::as_str)
+                .map(str::to_string)
+        })
         .or_else(|| uc.output.results_dir.clone())
         .unwrap_or_else(|| crate::rules::DEFAULT_OUTPUT_DIR.to_string());
 

@@ -34,7 +34,8 @@ pub fn resolve(cfg: &mut ExperimentConfig, warnings: &mut Vec<String>) {
                 .get_or_insert_with(|| Box::new(TransformersConfig::default()));
         }
         Engine::Vllm => {
-            cfg.vllm.get_or_insert_with(|| Box::new(VllmConfig::default()));
+            cfg.vllm
+                .get_or_insert_with(|| Box::new(VllmConfig::default()));
         }
         Engine::TensorRt => {
             cfg.tensorrt
@@ -45,14 +46,15 @@ pub fn resolve(cfg: &mut ExperimentConfig, warnings: &mut Vec<String>) {
                 .get_or_insert_with(|| Box::new(SglangConfig::default()));
         }
         Engine::Tgi => {
-            cfg.tgi.get_or_insert_with(|| Box::new(TgiConfig::default()));
+            cfg.tgi
+                .get_or_insert_with(|| Box::new(TgiConfig::default()));
         }
         Engine::OpenAi => {}
     }
-    if !cfg.runners.contains_key(&cfg.engine) {
-        if let Some(r) = RunnerSpec::default_for(cfg.engine) {
-            cfg.runners.insert(cfg.engine, r);
-        }
+    if !cfg.runners.contains_key(&cfg.engine)
+        && let Some(r) = RunnerSpec::default_for(cfg.engine)
+    {
+        cfg.runners.insert(cfg.engine, r);
     }
     if cfg.dtype.is_none() {
         let trt = cfg.tensorrt.as_ref().and_then(|t| t.dtype);
@@ -62,10 +64,11 @@ pub fn resolve(cfg: &mut ExperimentConfig, warnings: &mut Vec<String>) {
             _ => None,
         };
     }
-    if let Some(t) = cfg.traffic.as_mut() {
-        if t.arrival == Arrival::Gamma && t.burstiness.is_none() {
-            t.burstiness = Some(1.0);
-        }
+    if let Some(t) = cfg.traffic.as_mut()
+        && t.arrival == Arrival::Gamma
+        && t.burstiness.is_none()
+    {
+        t.burstiness = Some(1.0);
     }
     if cfg.measurement.methodology != Methodology::Windowed && cfg.measurement.window.is_some() {
         cfg.measurement.window = None;
@@ -190,15 +193,13 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
 }
 
 fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
-    if let (Some(min), Some(max)) = (cfg.decoder.min_new_tokens, cfg.max_output_tokens) {
-        if min > max {
-            out.push(violation(
-                &["decoder", "min_new_tokens"],
-                format!(
-                    "`decoder.min_new_tokens` ({min}) exceeds `max_output_tokens` ({max})"
-                ),
-            ));
-        }
+    if let (Some(min), Some(max)) = (cfg.decoder.min_new_tokens, cfg.max_output_tokens)
+        && min > max
+    {
+        out.push(violation(
+            &["decoder", "min_new_tokens"],
+            format!("`decoder.min_new_tokens` ({min}) exceeds `max_output_tokens` ({max})"),
+        ));
     }
     let w = &cfg.warmup;
     if w.enabled && w.convergence_detection {
@@ -256,8 +257,7 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
     if m.latency_profiling {
         if cfg.engine == Engine::TensorRt {
             warnings.push(
-                "latency profiling is not supported by tensorrt; latency fields stay empty"
-                    .into(),
+                "latency profiling is not supported by tensorrt; latency fields stay empty".into(),
             );
         } else {
             warnings.push(
@@ -267,13 +267,13 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             );
         }
     }
-    if let Some(l) = &cfg.lora {
-        if l.adapter_id.is_some() == l.adapter_path.is_some() {
-            out.push(violation(
-                &["lora"],
-                "`lora:` needs exactly one of `adapter_id` and `adapter_path`".into(),
-            ));
-        }
+    if let Some(l) = &cfg.lora
+        && l.adapter_id.is_some() == l.adapter_path.is_some()
+    {
+        out.push(violation(
+            &["lora"],
+            "`lora:` needs exactly one of `adapter_id` and `adapter_path`".into(),
+        ));
     }
     if let Some(kw) = &cfg.passthrough_kwargs {
         for key in kw.keys() {
@@ -290,33 +290,32 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
     }
     if cfg.energy_sampler.is_none() {
         warnings.push(
-            "energy_sampler is null: energy is not measured (throughput and latency only)"
-                .into(),
+            "energy_sampler is null: energy is not measured (throughput and latency only)".into(),
         );
     }
 }
 
 fn check_dtype(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
-    if let Some(d) = cfg.dtype {
-        if !cfg.engine.uses_dtype() {
-            let why = match cfg.engine {
-                Engine::LlamaCpp => "weights keep the GGUF file's types",
-                _ => "the server decides",
-            };
-            warnings.push(format!("dtype {d} has no effect on {}: {why}", cfg.engine));
-        }
+    if let Some(d) = cfg.dtype
+        && !cfg.engine.uses_dtype()
+    {
+        let why = match cfg.engine {
+            Engine::LlamaCpp => "weights keep the GGUF file's types",
+            _ => "the server decides",
+        };
+        warnings.push(format!("dtype {d} has no effect on {}: {why}", cfg.engine));
     }
     let f32 = cfg.dtype == Some(Dtype::Float32);
     match cfg.engine {
         Engine::TensorRt => {
             let section = cfg.tensorrt.as_ref().and_then(|t| t.dtype);
-            if let (Some(a), Some(b)) = (cfg.dtype, section) {
-                if a != b {
-                    out.push(violation(
-                        &["tensorrt", "dtype"],
-                        format!("`tensorrt.dtype` ({b}) contradicts `dtype` ({a})"),
-                    ));
-                }
+            if let (Some(a), Some(b)) = (cfg.dtype, section)
+                && a != b
+            {
+                out.push(violation(
+                    &["tensorrt", "dtype"],
+                    format!("`tensorrt.dtype` ({b}) contradicts `dtype` ({a})"),
+                ));
             }
             if f32 || section == Some(Dtype::Float32) {
                 out.push(violation(
@@ -343,7 +342,10 @@ fn check_dtype(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut 
             }
         }
         Engine::Transformers if f32 => {
-            let attn = cfg.transformers.as_ref().and_then(|t| t.attn_implementation);
+            let attn = cfg
+                .transformers
+                .as_ref()
+                .and_then(|t| t.attn_implementation);
             if let Some(a) = attn.filter(|a| {
                 matches!(
                     a,
@@ -408,8 +410,7 @@ fn check_transformers(
         if t.torch_compile_mode.is_some() {
             out.push(violation(
                 &[s, "torch_compile_mode"],
-                "`transformers.torch_compile_mode` needs `transformers.torch_compile: true`"
-                    .into(),
+                "`transformers.torch_compile_mode` needs `transformers.torch_compile: true`".into(),
             ));
         }
         if t.torch_compile_backend.is_some() {
@@ -440,8 +441,7 @@ fn check_transformers(
     if t.cache_implementation.is_some() && t.use_cache == Some(false) {
         out.push(violation(
             &[s, "cache_implementation"],
-            "`transformers.cache_implementation` needs the KV cache (`use_cache` is false)"
-                .into(),
+            "`transformers.cache_implementation` needs the KV cache (`use_cache` is false)".into(),
         ));
     }
     if t.tp_plan.is_some() && t.device_map.is_some() {
@@ -514,16 +514,17 @@ fn check_vllm(
                 "`kv_cache_memory_bytes` and `gpu_memory_utilization` are exclusive".into(),
             ));
         }
-        if let (Some(batched), Some(len)) = (e.max_num_batched_tokens, e.max_model_len) {
-            if batched < len && e.enable_chunked_prefill != Some(true) {
-                out.push(violation(
-                    &["vllm", "engine", "max_num_batched_tokens"],
-                    format!(
-                        "`max_num_batched_tokens` ({batched}) must be at least `max_model_len` \
+        if let (Some(batched), Some(len)) = (e.max_num_batched_tokens, e.max_model_len)
+            && batched < len
+            && e.enable_chunked_prefill != Some(true)
+        {
+            out.push(violation(
+                &["vllm", "engine", "max_num_batched_tokens"],
+                format!(
+                    "`max_num_batched_tokens` ({batched}) must be at least `max_model_len` \
                          ({len}) unless chunked prefill is enabled"
-                    ),
-                ));
-            }
+                ),
+            ));
         }
     }
     let limit = v
@@ -531,12 +532,12 @@ fn check_vllm(
         .as_ref()
         .and_then(|s| s.max_tokens)
         .or_else(|| v.beam_search.as_ref().and_then(|b| b.max_tokens));
-    if let (Some(a), Some(b)) = (limit, cfg.max_output_tokens) {
-        if a != b {
-            warnings.push(format!(
-                "vllm max_tokens ({a}) overrides max_output_tokens ({b}) for vLLM"
-            ));
-        }
+    if let (Some(a), Some(b)) = (limit, cfg.max_output_tokens)
+        && a != b
+    {
+        warnings.push(format!(
+            "vllm max_tokens ({a}) overrides max_output_tokens ({b}) for vLLM"
+        ));
     }
 }
 

@@ -5,6 +5,7 @@
 //! [`NumericRule`]s extracted from the same schema are what validation checks, so an
 //! editor and llem can never disagree about what is valid.
 
+use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
@@ -70,11 +71,11 @@ pub fn file_schema() -> Value {
     let exp = experiment_schema();
     let exec = study_execution_schema();
     let mut defs = exp.get("$defs").cloned().unwrap_or_else(|| json!({}));
-    if let (Some(d), Some(e)) = (defs.as_object_mut(), exec.get("$defs")) {
-        if let Some(extra) = e.as_object() {
-            for (k, v) in extra {
-                d.insert(k.clone(), v.clone());
-            }
+    if let (Some(d), Some(e)) = (defs.as_object_mut(), exec.get("$defs"))
+        && let Some(extra) = e.as_object()
+    {
+        for (k, v) in extra {
+            d.insert(k.clone(), v.clone());
         }
     }
     let mut exec_def = exec.clone();
@@ -147,10 +148,8 @@ pub fn file_schema() -> Value {
 }
 
 /// A numeric constraint on one field, read from a schema.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct NumericRule {
-    /// Key path of the field.
-    pub path: Vec<String>,
     /// Inclusive lower bound.
     pub minimum: Option<f64>,
     /// Inclusive upper bound.
@@ -163,6 +162,135 @@ pub struct NumericRule {
     pub allowed: Option<Vec<f64>>,
 }
 
+impl NumericRule {
+    fn from_schema(s: &Value) -> Option<NumericRule> {
+        let num = |k: &str| s.get(k).and_then(Value::as_f64);
+        let allowed = s.get("enum").and_then(Value::as_array).and_then(|vals| {
+            let nums: Vec<f64> = vals.iter().filter_map(Value::as_f64).collect();
+            (!nums.is_empty()).then_some(nums)
+        });
+        let rule = NumericRule {
+            minimum: num("minimum"),
+            maximum: num("maximum"),
+            exclusive_minimum: num("exclusiveMinimum"),
+            exclusive_maximum: num("exclusiveMaximum"),
+            allowed,
+        };
+        (rule != NumericRule::default()).then_some(rule)
+    }
+
+    /// The failure message for `x`, if it breaks this rule.
+    pub fn check(&self, x: f64) -> Option<String> {
+        if let Some(allowed) = &self.allowed
+            && !allowed.contains(&x)
+        {
+            let list: Vec<String> = allowed.iter().map(|a| fmt_num(*a)).collect();
+            return Some(format!("must be one of {}", list.join(", ")));
+        }
+        if let Some(m) = self.minimum.filter(|m| x < *m) {
+            Some(format!("must be at least {}", fmt_num(m)))
+        } else if let Some(m) = self.exclusive_minimum.filter(|m| x <= *m) {
+            Some(format!("must be greater than {}", fmt_num(m)))
+        } else if let Some(m) = self.maximum.filter(|m| x > *m) {
+            Some(format!("must be at most {}", fmt_num(m)))
+        } else {
+            self.exclusive_maximum
+                .filter(|m| x >= *m)
+                .map(|m| format!("must be less than {}", fmt_num(m)))
+        }
+    }
+}
+
+/// Numeric rules of a schema, by type name and field name (types are the Rust config
+/// structs, so a rule holds wherever its type appears).
+#[derive(Clone, Debug, Default)]
+pub struct RuleIndex {
+    by_type: HashMap<String, HashMap<String, NumericRule, Fnv>, Fnv>,
+}
+
+/// FNV-1a: the index is looked up for every number of every configuration of a sweep, with
+/// short keys, where SipHash's cost dominated.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fnv;
+
+struct FnvHasher(u64);
+
+impl std::hash::BuildHasher for Fnv {
+    type Hasher = FnvHasher;
+    fn build_hasher(&self) -> FnvHasher {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+impl RuleIndex {
+    /// Reads every property with numeric keywords from a schema's root and `$defs`.
+    pub fn from_schema(schema: &Value) -> RuleIndex {
+        let mut by_type: HashMap<String, HashMap<String, NumericRule, Fnv>, Fnv> =
+            HashMap::default();
+        let mut add = |type_name: &str, def: &Value| {
+            let Some(props) = def.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            for (field, sub) in props {
+                if is_alias(type_name, field) {
+                    continue;
+                }
+                if let Some(rule) = NumericRule::from_schema(sub) {
+                    by_type
+                        .entry(type_name.to_string())
+                        .or_default()
+                        .insert(field.clone(), rule);
+                }
+            }
+        };
+        if let Some(title) = schema.get("title").and_then(Value::as_str) {
+            add(title, schema);
+        }
+        if let Some(defs) = schema.get("$defs").and_then(Value::as_object) {
+            for (name, def) in defs {
+                add(name, def);
+            }
+        }
+        RuleIndex { by_type }
+    }
+
+    /// The rule of `field` in type `type_name`.
+    pub fn get(&self, type_name: &str, field: &str) -> Option<&NumericRule> {
+        self.by_type.get(type_name)?.get(field)
+    }
+
+    /// Checks every number of a typed value against the rules.
+    pub fn check<T: serde::Serialize + ?Sized>(&self, value: &T) -> Vec<Violation> {
+        let mut c = RangeCheck {
+            rules: self,
+            types: Vec::new(),
+            path: Vec::new(),
+            current: None,
+            out: Vec::new(),
+        };
+        // Config types serialise without error; a failure leaves the checks done so far.
+        let _ = crate::walk::walk(value, &mut c);
+        c.out
+    }
+}
+
+fn is_alias(type_name: &str, field: &str) -> bool {
+    KEY_ALIASES
+        .iter()
+        .any(|a| a.alias == field && a.schema_def.unwrap_or("ExperimentConfig") == type_name)
+}
+
 /// A value outside its rule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
@@ -172,79 +300,73 @@ pub struct Violation {
     pub message: String,
 }
 
-/// Extracts the numeric rules of every field reachable from a schema's root.
-pub fn numeric_rules(schema: &Value) -> Vec<NumericRule> {
-    let defs = schema.get("$defs").and_then(Value::as_object);
-    let mut out = Vec::new();
-    collect(schema, defs, &mut Vec::new(), &mut out, 0);
-    out
+struct RangeCheck<'r> {
+    rules: &'r RuleIndex,
+    types: Vec<&'static str>,
+    path: Vec<&'static str>,
+    /// Type and field whose value is being walked; the rule is looked up only for numbers.
+    current: Option<(&'static str, &'static str)>,
+    out: Vec<Violation>,
 }
 
-fn collect(
-    s: &Value,
-    defs: Option<&Map<String, Value>>,
-    path: &mut Vec<String>,
-    out: &mut Vec<NumericRule>,
-    depth: usize,
-) {
-    if depth > 32 {
-        return;
-    }
-    let num = |k: &str| s.get(k).and_then(Value::as_f64);
-    let allowed = s.get("enum").and_then(Value::as_array).and_then(|vals| {
-        let nums: Vec<f64> = vals.iter().filter_map(Value::as_f64).collect();
-        (!nums.is_empty()).then_some(nums)
-    });
-    let rule = NumericRule {
-        path: path.clone(),
-        minimum: num("minimum"),
-        maximum: num("maximum"),
-        exclusive_minimum: num("exclusiveMinimum"),
-        exclusive_maximum: num("exclusiveMaximum"),
-        allowed,
-    };
-    if rule.minimum.is_some()
-        || rule.maximum.is_some()
-        || rule.exclusive_minimum.is_some()
-        || rule.exclusive_maximum.is_some()
-        || rule.allowed.is_some()
-    {
-        out.push(rule);
-    }
-    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-        if let Some(target) = r
-            .strip_prefix("#/$defs/")
-            .and_then(|name| defs.and_then(|d| d.get(name)))
-        {
-            collect(target, defs, path, out, depth + 1);
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(branches) = s.get(key).and_then(Value::as_array) {
-            for b in branches {
-                collect(b, defs, path, out, depth + 1);
-            }
-        }
-    }
-    if let Some(props) = s.get("properties").and_then(Value::as_object) {
-        for (name, sub) in props {
-            // Aliases share the canonical field's rules; trees are normalised before checks.
-            if is_alias(path, name) {
-                continue;
-            }
-            path.push(name.clone());
-            collect(sub, defs, path, out, depth + 1);
-            path.pop();
+impl RangeCheck<'_> {
+    fn number(&mut self, x: f64) {
+        let Some((t, f)) = self.current else {
+            return;
+        };
+        if let Some(msg) = self.rules.get(t, f).and_then(|r| r.check(x)) {
+            let dotted = self.path.join(".");
+            self.out.push(Violation {
+                path: self.path.iter().map(|s| (*s).to_string()).collect(),
+                message: format!("`{dotted}` {msg} (got {})", fmt_num(x)),
+            });
         }
     }
 }
 
-fn is_alias(parent: &[String], name: &str) -> bool {
-    KEY_ALIASES.iter().any(|a| {
-        a.alias == name
-            && a.parent.len() == parent.len()
-            && a.parent.iter().zip(parent).all(|(x, y)| x == y)
-    })
+impl crate::walk::Sink for RangeCheck<'_> {
+    fn null(&mut self) {}
+    fn bool(&mut self, _: bool) {}
+    fn i64(&mut self, v: i64) {
+        self.number(v as f64);
+    }
+    fn u64(&mut self, v: u64) {
+        self.number(v as f64);
+    }
+    fn f64(&mut self, v: f64) {
+        self.number(v);
+    }
+    fn str(&mut self, _: &str) {}
+    fn begin_seq(&mut self) {
+        self.current = None;
+    }
+    fn seq_element(&mut self) {}
+    fn end_seq(&mut self) {}
+    fn begin_struct(&mut self, name: &'static str) {
+        self.types.push(name);
+        self.current = None;
+    }
+    fn field(&mut self, key: &'static str) -> bool {
+        self.path.push(key);
+        self.current = self.types.last().map(|t| (*t, key));
+        true
+    }
+    fn end_field(&mut self) {
+        self.path.pop();
+        self.current = None;
+    }
+    fn end_struct(&mut self) {
+        self.types.pop();
+    }
+    fn begin_map(&mut self) {
+        self.types.push("");
+        self.current = None;
+    }
+    fn map_key(&mut self, _: &str) {}
+    fn end_map_value(&mut self) {}
+    fn end_map(&mut self) {
+        self.types.pop();
+    }
 }
 
 /// Formats a bound without trailing `.0` noise.
@@ -256,108 +378,98 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// Checks a typed value (as JSON) against rules; appends violations.
-pub fn check_numeric(rules: &[NumericRule], value: &Value, out: &mut Vec<Violation>) {
-    for rule in rules {
-        let mut v = value;
-        let mut found = true;
-        for key in &rule.path {
-            match v.get(key) {
-                Some(next) => v = next,
-                None => {
-                    found = false;
-                    break;
-                }
-            }
-        }
-        let Some(x) = v.as_f64().filter(|_| found) else {
-            continue;
-        };
-        let dotted = rule.path.join(".");
-        let shown = fmt_num(x);
-        let fail = |msg: String| Violation {
-            path: rule.path.clone(),
-            message: format!("`{dotted}` {msg} (got {shown})"),
-        };
-        if let Some(allowed) = &rule.allowed {
-            if !allowed.contains(&x) {
-                let list: Vec<String> = allowed.iter().map(|a| fmt_num(*a)).collect();
-                out.push(fail(format!("must be one of {}", list.join(", "))));
-                continue;
-            }
-        }
-        if let Some(m) = rule.minimum.filter(|m| x < *m) {
-            out.push(fail(format!("must be at least {}", fmt_num(m))));
-        } else if let Some(m) = rule.exclusive_minimum.filter(|m| x <= *m) {
-            out.push(fail(format!("must be greater than {}", fmt_num(m))));
-        } else if let Some(m) = rule.maximum.filter(|m| x > *m) {
-            out.push(fail(format!("must be at most {}", fmt_num(m))));
-        } else if let Some(m) = rule.exclusive_maximum.filter(|m| x >= *m) {
-            out.push(fail(format!("must be less than {}", fmt_num(m))));
-        }
-    }
-}
-
 /// Rules of [`ExperimentConfig`].
-pub fn experiment_rules() -> &'static [NumericRule] {
-    static R: OnceLock<Vec<NumericRule>> = OnceLock::new();
-    R.get_or_init(|| numeric_rules(experiment_schema()))
+pub fn experiment_rules() -> &'static RuleIndex {
+    static R: OnceLock<RuleIndex> = OnceLock::new();
+    R.get_or_init(|| RuleIndex::from_schema(experiment_schema()))
 }
 
 /// Rules of [`StudyExecutionConfig`].
-pub fn study_execution_rules() -> &'static [NumericRule] {
-    static R: OnceLock<Vec<NumericRule>> = OnceLock::new();
-    R.get_or_init(|| numeric_rules(study_execution_schema()))
+pub fn study_execution_rules() -> &'static RuleIndex {
+    static R: OnceLock<RuleIndex> = OnceLock::new();
+    R.get_or_init(|| RuleIndex::from_schema(study_execution_schema()))
 }
 
 /// Rules of the user config.
-pub fn user_config_rules() -> &'static [NumericRule] {
-    static R: OnceLock<Vec<NumericRule>> = OnceLock::new();
-    R.get_or_init(|| numeric_rules(user_config_schema()))
+pub fn user_config_rules() -> &'static RuleIndex {
+    static R: OnceLock<RuleIndex> = OnceLock::new();
+    R.get_or_init(|| RuleIndex::from_schema(user_config_schema()))
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
-
-    fn rule<'a>(rules: &'a [NumericRule], path: &str) -> &'a NumericRule {
-        rules
-            .iter()
-            .find(|r| r.path.join(".") == path)
-            .unwrap_or_else(|| panic!("no rule for {path}"))
-    }
 
     #[test]
     fn rules_come_from_the_type_attributes() {
         let rules = experiment_rules();
-        let r = rule(rules, "warmup.cv_threshold");
+        let r = rules.get("WarmupConfig", "cv_threshold").unwrap();
         assert_eq!((r.minimum, r.maximum), (Some(0.01), Some(0.5)));
-        let r = rule(rules, "vllm.engine.gpu_memory_utilization");
+        let r = rules
+            .get("VllmEngineConfig", "gpu_memory_utilization")
+            .unwrap();
         assert_eq!((r.exclusive_minimum, r.maximum), (Some(0.0), Some(1.0)));
-        let r = rule(rules, "vllm.engine.block_size");
+        let r = rules.get("VllmEngineConfig", "block_size").unwrap();
         assert_eq!(r.allowed.as_deref(), Some(&[8.0, 16.0, 32.0][..]));
-        let r = rule(rules, "max_input_tokens");
+        let r = rules.get("ExperimentConfig", "max_input_tokens").unwrap();
         assert_eq!(r.minimum, Some(1.0));
-        assert!(rules.iter().all(|r| r.path.first().map(String::as_str) != Some("pytorch")));
+        assert!(rules.get("ExperimentConfig", "pytorch").is_none());
+        assert!(
+            study_execution_rules()
+                .get("StudyExecutionConfig", "n_cycles")
+                .is_some()
+        );
+        assert!(
+            user_config_rules()
+                .get("UserMeasurement", "datacenter_pue")
+                .is_some()
+        );
     }
 
     #[test]
     fn checks_report_path_bound_and_value() {
-        let rules = experiment_rules();
-        let v = json!({"warmup": {"cv_threshold": 0.9}, "vllm": {"engine": {"block_size": 12}}});
-        let mut out = Vec::new();
-        check_numeric(rules, &v, &mut out);
-        let msgs: Vec<&str> = out.iter().map(|v| v.message.as_str()).collect();
-        assert!(msgs.contains(&"`warmup.cv_threshold` must be at most 0.5 (got 0.9)"), "{msgs:?}");
-        assert!(msgs.contains(&"`vllm.engine.block_size` must be one of 8, 16, 32 (got 12)"), "{msgs:?}");
+        let mut cfg: ExperimentConfig = serde_json::from_value(json!({"model": "m"})).unwrap();
+        cfg.warmup.cv_threshold = 0.9;
+        let v = crate::model::engines::VllmConfig {
+            engine: Some(crate::model::engines::vllm::VllmEngineConfig {
+                block_size: Some(12),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        cfg.vllm = Some(Box::new(v));
+        let msgs: Vec<String> = experiment_rules()
+            .check(&cfg)
+            .into_iter()
+            .map(|v| v.message)
+            .collect();
+        assert!(
+            msgs.contains(&"`warmup.cv_threshold` must be at most 0.5 (got 0.9)".to_string()),
+            "{msgs:?}"
+        );
+        assert!(
+            msgs.contains(
+                &"`vllm.engine.block_size` must be one of 8, 16, 32 (got 12)".to_string()
+            ),
+            "{msgs:?}"
+        );
+        assert_eq!(msgs.len(), 2);
     }
 
     #[test]
     fn file_schema_accepts_aliases_and_study_keys() {
         let s = file_schema();
         let props = s["properties"].as_object().unwrap();
-        for k in ["sweep", "experiments", "base", "study_execution", "_extends", "pytorch", "model"] {
+        for k in [
+            "sweep",
+            "experiments",
+            "base",
+            "study_execution",
+            "_extends",
+            "pytorch",
+            "model",
+        ] {
             assert!(props.contains_key(k), "{k}");
         }
         assert!(s["$defs"]["TensorRtConfig"]["properties"]["quant_config"].is_object());

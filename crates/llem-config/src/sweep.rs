@@ -86,11 +86,7 @@ fn scope_of(path: &[String]) -> Option<Engine> {
         .find(|e| e.as_str() == first)
 }
 
-fn split_path(
-    key: &str,
-    span: Span,
-    loader: &Loader<'_>,
-) -> Result<Vec<String>, ConfigError> {
+fn split_path(key: &str, span: Span, loader: &Loader<'_>) -> Result<Vec<String>, ConfigError> {
     let segs: Vec<&str> = key.split('.').collect();
     if segs.iter().any(|s| s.trim().is_empty()) {
         return Err(err(
@@ -116,10 +112,7 @@ fn is_group(values: &[Node]) -> bool {
 }
 
 /// Expands a group entry's mini-grid (list-valued keys) into alternatives.
-fn expand_entry(
-    entry: &Node,
-    loader: &Loader<'_>,
-) -> Result<Vec<Vec<Assign>>, ConfigError> {
+fn expand_entry(entry: &Node, loader: &Loader<'_>) -> Result<Vec<Vec<Assign>>, ConfigError> {
     let Some(map) = entry.as_map() else {
         return Err(err(
             loader,
@@ -331,7 +324,10 @@ fn expand_explicit(
         return Err(err(
             loader,
             ErrorKind::Sweep,
-            format!("`experiments[{index}]` must be a mapping, found {}", entry.describe()),
+            format!(
+                "`experiments[{index}]` must be a mapping, found {}",
+                entry.describe()
+            ),
             entry.span,
         ));
     }
@@ -358,14 +354,18 @@ fn expand_explicit(
         None => None,
     };
     let mut base = fixed.clone();
-    strip_sections(&mut base, Some(engine.unwrap_or(Engine::DEFAULT)), Some(&entry));
+    strip_sections(
+        &mut base,
+        Some(engine.unwrap_or(Engine::DEFAULT)),
+        Some(&entry),
+    );
     let mut tree = deep_merge(&base, &entry);
     tree.span = entry.span;
-    if let (Some(e), Some(m)) = (engine, tree.as_map_mut()) {
-        if m.get("engine").is_some_and(|n| n.as_seq().is_none()) {
-            let span = m.get("engine").map_or(entry.span, |n| n.span);
-            m.insert("engine", span, Node::plain(e.as_str(), span));
-        }
+    if let (Some(e), Some(m)) = (engine, tree.as_map_mut())
+        && m.get("engine").is_some_and(|n| n.as_seq().is_none())
+    {
+        let span = m.get("engine").map_or(entry.span, |n| n.span);
+        m.insert("engine", span, Node::plain(e.as_str(), span));
     }
     let label = entry
         .as_map()
@@ -458,10 +458,9 @@ fn expand_sweep(
     // field may not be swept twice under two spellings.
     for (i, a) in axes.iter().enumerate() {
         let span = sweep.entry(&a.written).map_or(fixed.span, |x| x.key_span);
-        if let Some(g) = groups
-            .iter()
-            .find(|g| g.name == a.written || split_path(&g.name, span, loader).ok().as_ref() == Some(&a.path))
-        {
+        if let Some(g) = groups.iter().find(|g| {
+            g.name == a.written || split_path(&g.name, span, loader).ok().as_ref() == Some(&a.path)
+        }) {
             let gspan = sweep.entry(&g.name).map_or(span, |x| x.key_span);
             return Err(Diagnostic::new(
                 ErrorKind::Sweep,
@@ -524,7 +523,10 @@ fn expand_sweep(
         total = total.saturating_add(n);
     }
     if total > MAX_POINTS {
-        let span = fixed.as_map().and_then(|m| m.entry("sweep")).map_or(fixed.span, |e| e.key_span);
+        let span = fixed
+            .as_map()
+            .and_then(|m| m.entry("sweep"))
+            .map_or(fixed.span, |e| e.key_span);
         return Err(err(
             loader,
             ErrorKind::Sweep,
@@ -548,9 +550,14 @@ fn expand_sweep(
                 m.insert("engine", span, Node::plain(eff.as_str(), span));
             }
         }
-        let my_axes: Vec<&Axis> = axes.iter().filter(|a| a.scope.is_none_or(|s| s == eff)).collect();
-        let my_groups: Vec<&Group> =
-            groups.iter().filter(|g| g.scope.is_none_or(|s| s == eff)).collect();
+        let my_axes: Vec<&Axis> = axes
+            .iter()
+            .filter(|a| a.scope.is_none_or(|s| s == eff))
+            .collect();
+        let my_groups: Vec<&Group> = groups
+            .iter()
+            .filter(|g| g.scope.is_none_or(|s| s == eff))
+            .collect();
 
         let mut group_idx = vec![0usize; my_groups.len()];
         loop {
@@ -584,11 +591,15 @@ fn expand_sweep(
                     label: label.join(", "),
                     origin: Origin::Sweep,
                 });
-                if !advance(&mut axis_idx, |k| my_axes.get(k).map_or(1, |a| a.values.len())) {
+                if !advance(&mut axis_idx, |k| {
+                    my_axes.get(k).map_or(1, |a| a.values.len())
+                }) {
                     break;
                 }
             }
-            if !advance(&mut group_idx, |k| my_groups.get(k).map_or(1, |g| g.variants.len())) {
+            if !advance(&mut group_idx, |k| {
+                my_groups.get(k).map_or(1, |g| g.variants.len())
+            }) {
                 break;
             }
         }

@@ -122,9 +122,10 @@ pub struct Env {
 impl Env {
     /// The variables of this process that matter to llem.
     pub fn from_process() -> Env {
-        Env::from_pairs(std::env::vars().filter(|(k, _)| {
-            k.starts_with("LLEM_") || k == "XDG_CONFIG_HOME" || k == "HOME"
-        }))
+        Env::from_pairs(
+            std::env::vars()
+                .filter(|(k, _)| k.starts_with("LLEM_") || k == "XDG_CONFIG_HOME" || k == "HOME"),
+        )
     }
 
     /// An environment from explicit pairs (tests, embedding).
@@ -168,7 +169,10 @@ const ENV_KEYS: &[(&str, &[&str])] = &[
         "LLEM_EXPERIMENT_GAP_SECONDS",
         &["execution", "experiment_gap_seconds"],
     ),
-    ("LLEM_CYCLE_GAP_SECONDS", &["execution", "cycle_gap_seconds"]),
+    (
+        "LLEM_CYCLE_GAP_SECONDS",
+        &["execution", "cycle_gap_seconds"],
+    ),
     ("LLEM_LOG_LEVEL", &["ui", "log_level"]),
     ("LLEM_PYTHON", &["python"]),
 ];
@@ -277,28 +281,30 @@ impl UserSettings {
         let mut warnings = Vec::new();
         let known = known_env_vars();
         for (key, value) in env.llem_vars() {
-            let target: Option<(Vec<String>, bool)> = if let Some((_, p)) =
-                ENV_KEYS.iter().find(|(k, _)| *k == key)
-            {
-                let quoted = matches!(key, "LLEM_OUTPUT_DIR" | "LLEM_MODEL_CACHE_DIR" | "LLEM_PYTHON");
-                Some((p.iter().map(|s| (*s).to_string()).collect(), quoted))
-            } else if let Some(e) = key.strip_prefix("LLEM_RUNNER_") {
-                Some((vec!["runners".into(), e.to_ascii_lowercase()], true))
-            } else if let Some(e) = key.strip_prefix("LLEM_IMAGE_") {
-                Some((vec!["images".into(), e.to_ascii_lowercase()], true))
-            } else if key == "LLEM_NO_PROMPT" {
-                (!value.is_empty() && value != "0")
-                    .then(|| (vec!["ui".to_string(), "prompt".to_string()], false))
-            } else {
-                if !OTHER_ENV.contains(&key) {
-                    let mut w = format!("unknown environment variable {key}");
-                    if let Some(c) = did_you_mean(key, known.iter().map(String::as_str)) {
-                        w.push_str(&format!(" (did you mean {c}?)"));
+            let target: Option<(Vec<String>, bool)> =
+                if let Some((_, p)) = ENV_KEYS.iter().find(|(k, _)| *k == key) {
+                    let quoted = matches!(
+                        key,
+                        "LLEM_OUTPUT_DIR" | "LLEM_MODEL_CACHE_DIR" | "LLEM_PYTHON"
+                    );
+                    Some((p.iter().map(|s| (*s).to_string()).collect(), quoted))
+                } else if let Some(e) = key.strip_prefix("LLEM_RUNNER_") {
+                    Some((vec!["runners".into(), e.to_ascii_lowercase()], true))
+                } else if let Some(e) = key.strip_prefix("LLEM_IMAGE_") {
+                    Some((vec!["images".into(), e.to_ascii_lowercase()], true))
+                } else if key == "LLEM_NO_PROMPT" {
+                    (!value.is_empty() && value != "0")
+                        .then(|| (vec!["ui".to_string(), "prompt".to_string()], false))
+                } else {
+                    if !OTHER_ENV.contains(&key) {
+                        let mut w = format!("unknown environment variable {key}");
+                        if let Some(c) = did_you_mean(key, known.iter().map(String::as_str)) {
+                            w.push_str(&format!(" (did you mean {c}?)"));
+                        }
+                        warnings.push(w);
                     }
-                    warnings.push(w);
-                }
-                None
-            };
+                    None
+                };
             let Some((path_keys, quoted)) = target else {
                 continue;
             };
@@ -315,17 +321,18 @@ impl UserSettings {
             if tree.set_path(&keys, node).is_err() {
                 return Err(Diagnostic::new(
                     ErrorKind::Type,
-                    format!("{key} cannot be applied: the user config's `{}` is not a mapping", keys.first().copied().unwrap_or("")),
+                    format!(
+                        "{key} cannot be applied: the user config's `{}` is not a mapping",
+                        keys.first().copied().unwrap_or("")
+                    ),
                 )
                 .into());
             }
         }
 
-        let config: UserConfig = crate::de::from_node(&tree)
-            .map_err(|e| e.into_diagnostic(sources))?;
-        let value = serde_json::to_value(&config).unwrap_or_default();
-        let mut violations = Vec::new();
-        crate::schema::check_numeric(crate::schema::user_config_rules(), &value, &mut violations);
+        let config: UserConfig =
+            crate::de::from_node(&tree).map_err(|e| e.into_diagnostic(sources))?;
+        let violations = crate::schema::user_config_rules().check(&config);
         if let Some(v) = violations.into_iter().next() {
             let span = tree.locate(&v.path);
             return Err(Diagnostic::new(ErrorKind::Range, v.message)
@@ -359,7 +366,7 @@ impl UserSettings {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -394,10 +401,16 @@ mod tests {
     fn environment_overrides_the_file() {
         let s = settings(
             "runners:\n  vllm: docker\nmeasurement:\n  datacenter_pue: 1.2\n",
-            &[("LLEM_RUNNER_VLLM", "local"), ("LLEM_CARBON_INTENSITY", "300")],
+            &[
+                ("LLEM_RUNNER_VLLM", "local"),
+                ("LLEM_CARBON_INTENSITY", "300"),
+            ],
         )
         .unwrap();
-        assert_eq!(s.config.runners.get(&Engine::Vllm), Some(&RunnerSpec::Local));
+        assert_eq!(
+            s.config.runners.get(&Engine::Vllm),
+            Some(&RunnerSpec::Local)
+        );
         assert_eq!(s.config.measurement.datacenter_pue, Some(1.2));
         assert_eq!(s.config.measurement.carbon_intensity_gco2_kwh, Some(300.0));
     }
@@ -409,7 +422,10 @@ mod tests {
         assert_eq!(d.location.as_ref().unwrap().file, "LLEM_DATACENTER_PUE");
         assert!(d.message.contains("at least 1"), "{}", d.message);
         let e = settings("measurment: {}\n", &[]).unwrap_err();
-        assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `measurement`?"));
+        assert_eq!(
+            e.diagnostics[0].help.as_deref(),
+            Some("did you mean `measurement`?")
+        );
         assert_eq!(e.diagnostics[0].location.as_ref().unwrap().line, 1);
     }
 
@@ -417,6 +433,10 @@ mod tests {
     fn unknown_llem_variables_are_flagged() {
         let s = settings("", &[("LLEM_RUNER_VLLM", "local")]).unwrap();
         assert_eq!(s.warnings.len(), 1);
-        assert!(s.warnings[0].contains("did you mean LLEM_RUNNER_VLLM"), "{:?}", s.warnings);
+        assert!(
+            s.warnings[0].contains("did you mean LLEM_RUNNER_VLLM"),
+            "{:?}",
+            s.warnings
+        );
     }
 }

@@ -1,5 +1,10 @@
 //! Bad input gets a located error: file, line, column, what was expected, the nearest key.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -30,21 +35,33 @@ fn unknown_key_suggests_the_nearest_valid_key() {
 
     // Top level, study keys included.
     let e = err("model: gpt2\nsweeps:\n  dtype: [float16]\n");
-    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `sweep`?"));
+    assert_eq!(
+        e.diagnostics[0].help.as_deref(),
+        Some("did you mean `sweep`?")
+    );
     assert_eq!(at(&e), (2, 1));
 
     // A key written at the wrong level is pointed to its section.
     let e = err("model: gpt2\nbatch_size: 4\n");
     let help = e.diagnostics[0].help.clone().unwrap();
-    assert!(help.contains("`llamacpp.batch_size`") && help.contains("`transformers.batch_size`"), "{help}");
+    assert!(
+        help.contains("`llamacpp.batch_size`") && help.contains("`transformers.batch_size`"),
+        "{help}"
+    );
 
     // Inside an engine section, and in a sweep path.
     let e = err("model: m\nengine: vllm\nvllm:\n  engine:\n    gpu_mem_utilization: 0.5\n");
-    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `gpu_memory_utilization`?"));
+    assert_eq!(
+        e.diagnostics[0].help.as_deref(),
+        Some("did you mean `gpu_memory_utilization`?")
+    );
     assert_eq!(at(&e), (5, 5));
     let e = err("model: m\nengine: vllm\nsweep:\n  vllm.engine.blok_size: [8, 16]\n");
     assert_eq!(e.diagnostics[0].kind, ErrorKind::UnknownKey);
-    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `block_size`?"));
+    assert_eq!(
+        e.diagnostics[0].help.as_deref(),
+        Some("did you mean `block_size`?")
+    );
 }
 
 #[test]
@@ -52,16 +69,30 @@ fn wrong_type_names_the_field_and_what_was_expected() {
     let e = err("model: gpt2\ndataset:\n  n_prompts: lots\n");
     let d = &e.diagnostics[0];
     assert_eq!(d.kind, ErrorKind::Type);
-    assert_eq!(d.message, "`dataset.n_prompts`: expected an integer, found `lots`");
+    assert_eq!(
+        d.message,
+        "`dataset.n_prompts`: expected an integer, found `lots`"
+    );
     assert_eq!(at(&e), (3, 14));
 
     let e = err("model: gpt2\ndtype: fp9\n");
-    assert!(e.diagnostics[0].message.contains("unknown value `fp9`"), "{}", e.diagnostics[0].message);
+    assert!(
+        e.diagnostics[0].message.contains("unknown value `fp9`"),
+        "{}",
+        e.diagnostics[0].message
+    );
     let e = err("model: gpt2\ndtype: bfloat61\n");
-    assert_eq!(e.diagnostics[0].help.as_deref(), Some("did you mean `bfloat16`?"));
+    assert_eq!(
+        e.diagnostics[0].help.as_deref(),
+        Some("did you mean `bfloat16`?")
+    );
 
     let e = err("model: gpt2\nwarmup: [1, 2]\n");
-    assert!(e.diagnostics[0].message.contains("expected"), "{}", e.diagnostics[0].message);
+    assert!(
+        e.diagnostics[0].message.contains("expected"),
+        "{}",
+        e.diagnostics[0].message
+    );
 
     // A type error in one sweep value points at that value.
     let e = err("model: m\nsweep:\n  dataset.n_prompts: [10, twenty]\n");
@@ -73,38 +104,93 @@ fn out_of_range_values_give_the_bound() {
     let e = err("model: gpt2\nwarmup:\n  cv_threshold: 0.9\n");
     let d = &e.diagnostics[0];
     assert_eq!(d.kind, ErrorKind::Range);
-    assert_eq!(d.message, "`warmup.cv_threshold` must be at most 0.5 (got 0.9)");
+    assert_eq!(
+        d.message,
+        "`warmup.cv_threshold` must be at most 0.5 (got 0.9)"
+    );
     assert_eq!(at(&e), (3, 17));
 
     let e = err("model: gpt2\nbaseline: {duration_seconds: 2}\n");
-    assert_eq!(e.diagnostics[0].message, "`baseline.duration_seconds` must be at least 5 (got 2)");
+    assert_eq!(
+        e.diagnostics[0].message,
+        "`baseline.duration_seconds` must be at least 5 (got 2)"
+    );
     let e = err("model: m\nengine: vllm\nvllm: {engine: {block_size: 12}}\n");
-    assert_eq!(e.diagnostics[0].message, "`vllm.engine.block_size` must be one of 8, 16, 32 (got 12)");
+    assert_eq!(
+        e.diagnostics[0].message,
+        "`vllm.engine.block_size` must be one of 8, 16, 32 (got 12)"
+    );
     let e = err("model: m\nengine: vllm\nvllm: {engine: {gpu_memory_utilization: 0}}\n");
     assert!(e.diagnostics[0].message.contains("greater than 0"));
     let e = err("model: m\nstudy_execution: {n_cycles: 0}\nsweep: {dtype: [float16]}\n");
-    assert!(e.diagnostics[0].message.contains("n_cycles"), "{}", e.diagnostics[0].message);
+    assert!(
+        e.diagnostics[0].message.contains("n_cycles"),
+        "{}",
+        e.diagnostics[0].message
+    );
 }
 
 #[test]
 fn cross_field_rules() {
     let cases = [
-        ("model: m\nengine: transformers\ntransformers: {torch_compile_mode: max-autotune}\n", "needs `transformers.torch_compile: true`"),
-        ("model: m\nengine: transformers\ntransformers: {num_beams: 4}\n", "needs greedy decoding"),
-        ("model: m\nengine: transformers\ntransformers: {load_in_4bit: true, load_in_8bit: true}\n", "exclusive"),
-        ("model: m\nengine: transformers\ntransformers: {bnb_4bit_quant_type: nf4}\n", "needs `transformers.load_in_4bit: true`"),
-        ("model: m\nengine: llamacpp\nvllm: {engine: {max_num_seqs: 8}}\n", "`vllm:` section given but `engine` is `llamacpp`"),
-        ("model: m\nengine: vllm\ndtype: float32\nvllm: {engine: {quantization: fp8}}\n", "needs dtype float16 or bfloat16"),
-        ("model: m\nengine: transformers\ntraffic: {arrival: poisson, rate_qps: 2}\n", "applies to serving engines"),
-        ("model: m\ntraffic: {arrival: poisson, rate_qps: 2}\n", "needs llama.cpp as a server"),
-        ("model: m\nengine: vllm\ntraffic: {arrival: poisson}\n", "needs `traffic.rate_qps`"),
+        (
+            "model: m\nengine: transformers\ntransformers: {torch_compile_mode: max-autotune}\n",
+            "needs `transformers.torch_compile: true`",
+        ),
+        (
+            "model: m\nengine: transformers\ntransformers: {num_beams: 4}\n",
+            "needs greedy decoding",
+        ),
+        (
+            "model: m\nengine: transformers\ntransformers: {load_in_4bit: true, load_in_8bit: true}\n",
+            "exclusive",
+        ),
+        (
+            "model: m\nengine: transformers\ntransformers: {bnb_4bit_quant_type: nf4}\n",
+            "needs `transformers.load_in_4bit: true`",
+        ),
+        (
+            "model: m\nengine: llamacpp\nvllm: {engine: {max_num_seqs: 8}}\n",
+            "`vllm:` section given but `engine` is `llamacpp`",
+        ),
+        (
+            "model: m\nengine: vllm\ndtype: float32\nvllm: {engine: {quantization: fp8}}\n",
+            "needs dtype float16 or bfloat16",
+        ),
+        (
+            "model: m\nengine: transformers\ntraffic: {arrival: poisson, rate_qps: 2}\n",
+            "applies to serving engines",
+        ),
+        (
+            "model: m\ntraffic: {arrival: poisson, rate_qps: 2}\n",
+            "needs llama.cpp as a server",
+        ),
+        (
+            "model: m\nengine: vllm\ntraffic: {arrival: poisson}\n",
+            "needs `traffic.rate_qps`",
+        ),
         ("model: m\nengine: openai\n", "needs the server's URL"),
-        ("model: m\nengine: vllm\nrunners: {vllm: embedded}\n", "cannot run as `embedded`"),
-        ("model: m\nmeasurement: {methodology: windowed}\n", "needs `measurement.window"),
+        (
+            "model: m\nengine: vllm\nrunners: {vllm: embedded}\n",
+            "cannot run as `embedded`",
+        ),
+        (
+            "model: m\nmeasurement: {methodology: windowed}\n",
+            "needs `measurement.window",
+        ),
         ("model: m\nlora: {merge_weights: true}\n", "exactly one of"),
-        ("model: m\npassthrough_kwargs: {model: x}\n", "collides with the top-level field"),
-        ("model: m\nllamacpp: {batch_size: 8, n_ctx: 1024}\n", "cannot hold batch_size 8"),
-        ("model: m\nmax_output_tokens: 10\ndecoder: {min_new_tokens: 20}\n", "exceeds `max_output_tokens`"),
+        (
+            "model: m\npassthrough_kwargs: {model: x}\n",
+            "collides with the top-level field",
+        ),
+        (
+            "model: m\nllamacpp: {batch_size: 8, n_ctx: 1024}\n",
+            "cannot hold batch_size 8",
+        ),
+        (
+            "model: m\nmax_output_tokens: 10\ndecoder: {min_new_tokens: 20}\n",
+            "exceeds `max_output_tokens`",
+        ),
     ];
     for (text, want) in cases {
         let e = err(text);
@@ -132,15 +218,30 @@ fn extends_cycles_are_detected() {
     let f = Files::new();
     f.write("self.yaml", "_extends: self.yaml\nmodel: x\n");
     let e = common::plan_path(&f.dir.path().join("self.yaml")).unwrap_err();
-    assert!(e.diagnostics[0].message.contains("cycle: self.yaml -> self.yaml"));
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("cycle: self.yaml -> self.yaml")
+    );
 }
 
 #[test]
 fn extends_chains_merge_parent_first() {
     let f = Files::new();
-    f.write("grand.yaml", "model: base-model\ndataset: {source: sharegpt, n_prompts: 10}\n");
-    f.write("parent.yaml", "_extends: grand.yaml\ndataset: {n_prompts: 20}\nengine: transformers\n");
-    let p = f.plan("child.yaml", "_extends: [parent.yaml]\ntransformers: {batch_size: 2}\n").unwrap();
+    f.write(
+        "grand.yaml",
+        "model: base-model\ndataset: {source: sharegpt, n_prompts: 10}\n",
+    );
+    f.write(
+        "parent.yaml",
+        "_extends: grand.yaml\ndataset: {n_prompts: 20}\nengine: transformers\n",
+    );
+    let p = f
+        .plan(
+            "child.yaml",
+            "_extends: [parent.yaml]\ntransformers: {batch_size: 2}\n",
+        )
+        .unwrap();
     let c = &p.configs[0].config;
     assert_eq!(c.model, "base-model");
     assert_eq!(c.dataset.source, "sharegpt");
@@ -165,10 +266,23 @@ fn base_strips_study_only_keys() {
         "base.yaml",
         "model: m\nengine: transformers\nname: ignored\nrunners: {transformers: docker}\nsweep: {dtype: [float32, float16, bfloat16]}\n",
     );
-    let p = f.plan("s.yaml", "name: study\nbase: base.yaml\nsweep:\n  dtype: [float16]\n").unwrap();
+    let p = f
+        .plan(
+            "s.yaml",
+            "name: study\nbase: base.yaml\nsweep:\n  dtype: [float16]\n",
+        )
+        .unwrap();
     assert_eq!(p.configs.len(), 1, "the base's sweep is not used");
     assert_eq!(p.study_name, "study");
-    assert_eq!(p.configs[0].config.runners.get(&llem_config::Engine::Transformers).map(ToString::to_string).as_deref(), Some("local"));
+    assert_eq!(
+        p.configs[0]
+            .config
+            .runners
+            .get(&llem_config::Engine::Transformers)
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("local")
+    );
 }
 
 #[test]
@@ -187,11 +301,21 @@ fn sweep_grammar_errors() {
     let e = err("model: m\nsweep:\n  dtype: []\n");
     assert!(e.diagnostics[0].message.contains("has no values"));
     let e = err("model: m\nsweep:\n  mixed: [{dtype: float16}, 3]\n");
-    assert!(e.diagnostics[0].message.contains("mixes mappings and plain values"));
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("mixes mappings and plain values")
+    );
     let e = err("model: m\nsweep:\n  dtype: {a: 1}\n");
     assert!(e.diagnostics[0].message.contains("is a mapping"));
     let e = err("model: m\nsweep:\n  model.name: [a]\n");
-    assert!(e.diagnostics[0].message.contains("`model` is not a mapping"), "{}", e.diagnostics[0].message);
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("`model` is not a mapping"),
+        "{}",
+        e.diagnostics[0].message
+    );
     let e = err("model: m\nsweep:\n  pytorch.batch_size: [1]\n  transformers.batch_size: [2]\n");
     assert!(e.diagnostics[0].message.contains("sweep the same field"));
     let e = err("model: m\nexperiments: {model: x}\n");
@@ -220,21 +344,40 @@ fn invalid_grid_points_are_skipped_with_reasons() {
     assert_eq!(p.skipped.len(), 1);
     let s = &p.skipped[0];
     assert_eq!(s.label, "dtype=float32, vllm.engine.quantization=fp8");
-    assert!(s.reason.contains("needs dtype float16 or bfloat16"), "{}", s.reason);
+    assert!(
+        s.reason.contains("needs dtype float16 or bfloat16"),
+        "{}",
+        s.reason
+    );
     assert_eq!(s.errors[0].location.as_ref().unwrap().line, 5);
     assert_eq!(s.config["vllm"]["engine"]["quantization"], "fp8");
-    assert!(p.warnings.iter().any(|w| w.contains("1 of 4 grid points skipped")));
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("1 of 4 grid points skipped"))
+    );
 }
 
 #[test]
 fn all_points_invalid_is_an_error() {
     let e = err("model: m\nengine: transformers\nsweep:\n  transformers.num_beams: [2, 4]\n");
-    assert!(e.diagnostics[0].message.contains("all 2 configurations"), "{}", e.diagnostics[0].message);
-    assert!(e.diagnostics.iter().skip(1).all(|d| d.message.contains("needs greedy decoding")));
+    assert!(
+        e.diagnostics[0].message.contains("all 2 configurations"),
+        "{}",
+        e.diagnostics[0].message
+    );
+    assert!(
+        e.diagnostics
+            .iter()
+            .skip(1)
+            .all(|d| d.message.contains("needs greedy decoding"))
+    );
 }
 
 #[test]
 fn both_alias_spellings_is_an_error() {
-    let e = err("model: m\nengine: transformers\npytorch: {batch_size: 1}\ntransformers: {batch_size: 2}\n");
+    let e = err(
+        "model: m\nengine: transformers\npytorch: {batch_size: 1}\ntransformers: {batch_size: 2}\n",
+    );
     assert!(e.diagnostics[0].message.contains("same key"));
 }

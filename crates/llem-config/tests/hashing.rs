@@ -1,5 +1,10 @@
 //! measurement_config_hash: stable, environment-blind, equal for equivalent configurations.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -13,27 +18,52 @@ fn hash(text: &str) -> String {
 #[test]
 fn golden_hash_is_stable_across_machines_and_releases() {
     // If this changes, every stored result's hash changes: only on purpose, with a note.
-    assert_eq!(hash("model: gpt2\nengine: transformers\n"), "adda6711d4ca5528");
+    assert_eq!(
+        hash("model: gpt2\nengine: transformers\n"),
+        "adda6711d4ca5528"
+    );
 }
 
 #[test]
 fn environment_fields_and_labels_do_not_change_the_hash() {
     let base = hash("model: m\nengine: vllm\n");
-    assert_eq!(base, hash("model: m\nengine: vllm\nname: label\noutput_dir: /x\nrunners: {vllm: docker}\nimages: {vllm: img:1}\ngpu_telemetry: false\n"));
+    assert_eq!(
+        base,
+        hash(
+            "model: m\nengine: vllm\nname: label\noutput_dir: /x\nrunners: {vllm: docker}\nimages: {vllm: img:1}\ngpu_telemetry: false\n"
+        )
+    );
     assert_ne!(base, hash("model: m\nengine: vllm\ndtype: float16\n"));
-    assert_ne!(base, hash("model: m\nengine: vllm\nmeasurement: {latency_profiling: true}\n"));
+    assert_ne!(
+        base,
+        hash("model: m\nengine: vllm\nmeasurement: {latency_profiling: true}\n")
+    );
 }
 
 #[test]
 fn explicit_defaults_and_presets_hash_like_their_values() {
-    assert_eq!(hash("model: m\n"), hash("model: m\nengine: llamacpp\nrandom_seed: 42\nmax_output_tokens: 256\nllamacpp: {batch_size: 1}\n"));
+    assert_eq!(
+        hash("model: m\n"),
+        hash(
+            "model: m\nengine: llamacpp\nrandom_seed: 42\nmax_output_tokens: 256\nllamacpp: {batch_size: 1}\n"
+        )
+    );
     assert_eq!(
         hash("model: m\ndecoder: {preset: deterministic}\n"),
         hash("model: m\ndecoder: {temperature: 0, do_sample: false}\n")
     );
-    assert_eq!(hash("model: m\nengine: vllm\nvllm: {engine: {}}\n"), hash("model: m\nengine: vllm\n"));
-    assert_eq!(hash("model: m\npassthrough_kwargs: {a: 1.0}\n"), hash("model: m\npassthrough_kwargs: {a: 1}\n"));
-    assert_ne!(hash("model: m\nmax_output_tokens: null\n"), hash("model: m\n"));
+    assert_eq!(
+        hash("model: m\nengine: vllm\nvllm: {engine: {}}\n"),
+        hash("model: m\nengine: vllm\n")
+    );
+    assert_eq!(
+        hash("model: m\npassthrough_kwargs: {a: 1.0}\n"),
+        hash("model: m\npassthrough_kwargs: {a: 1}\n")
+    );
+    assert_ne!(
+        hash("model: m\nmax_output_tokens: null\n"),
+        hash("model: m\n")
+    );
 }
 
 #[test]

@@ -1,5 +1,10 @@
 //! Precedence: command line > YAML > LLEM_* variables > user config file > defaults.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -8,31 +13,59 @@ use llem_config::{Engine, Env, ExperimentOrder, Overrides, RunnerSpec};
 
 fn user_env(f: &Files, user_yaml: &str, vars: &[(&str, &str)]) -> Env {
     let path = f.write("user-config.yaml", user_yaml);
-    let mut pairs: Vec<(String, String)> = vec![("LLEM_CONFIG_PATH".into(), path.display().to_string())];
-    pairs.extend(vars.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())));
+    let mut pairs: Vec<(String, String)> =
+        vec![("LLEM_CONFIG_PATH".into(), path.display().to_string())];
+    pairs.extend(
+        vars.iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string())),
+    );
     Env::from_pairs(pairs)
 }
 
 fn vllm_runner(p: &llem_config::StudyPlan) -> String {
-    p.configs[0].config.runners.get(&Engine::Vllm).unwrap().to_string()
+    p.configs[0]
+        .config
+        .runners
+        .get(&Engine::Vllm)
+        .unwrap()
+        .to_string()
 }
 
 #[test]
 fn runners_user_file_then_env_then_yaml() {
     let f = Files::new();
     let bare = f.write("bare.yaml", "model: m\nengine: vllm\n");
-    let pinned = f.write("pinned.yaml", "model: m\nengine: vllm\nrunners: {vllm: local}\n");
+    let pinned = f.write(
+        "pinned.yaml",
+        "model: m\nengine: vllm\nrunners: {vllm: local}\n",
+    );
     let o = Overrides::default;
 
     let p = plan_with(&bare, o(), true, &env()).unwrap();
     assert_eq!(vllm_runner(&p), "local", "built-in default");
 
     let e = user_env(&f, "runners: {vllm: docker}\n", &[]);
-    assert_eq!(vllm_runner(&plan_with(&bare, o(), true, &e).unwrap()), "docker", "user file");
+    assert_eq!(
+        vllm_runner(&plan_with(&bare, o(), true, &e).unwrap()),
+        "docker",
+        "user file"
+    );
 
-    let e = user_env(&f, "runners: {vllm: docker}\n", &[("LLEM_RUNNER_VLLM", "external:http://10.0.0.5:8000")]);
-    assert_eq!(vllm_runner(&plan_with(&bare, o(), true, &e).unwrap()), "external:http://10.0.0.5:8000", "env over file");
-    assert_eq!(vllm_runner(&plan_with(&pinned, o(), true, &e).unwrap()), "local", "YAML over env");
+    let e = user_env(
+        &f,
+        "runners: {vllm: docker}\n",
+        &[("LLEM_RUNNER_VLLM", "external:http://10.0.0.5:8000")],
+    );
+    assert_eq!(
+        vllm_runner(&plan_with(&bare, o(), true, &e).unwrap()),
+        "external:http://10.0.0.5:8000",
+        "env over file"
+    );
+    assert_eq!(
+        vllm_runner(&plan_with(&pinned, o(), true, &e).unwrap()),
+        "local",
+        "YAML over env"
+    );
 }
 
 #[test]
@@ -40,7 +73,11 @@ fn runners_are_environment_not_identity() {
     let f = Files::new();
     let bare = f.write("bare.yaml", "model: m\nengine: vllm\n");
     let a = plan_with(&bare, Overrides::default(), true, &env()).unwrap();
-    let e = user_env(&f, "runners: {vllm: docker}\noutput: {results_dir: /data/r}\n", &[]);
+    let e = user_env(
+        &f,
+        "runners: {vllm: docker}\noutput: {results_dir: /data/r}\n",
+        &[],
+    );
     let b = plan_with(&bare, Overrides::default(), true, &e).unwrap();
     assert_eq!(a.configs[0].digest, b.configs[0].digest);
     assert_eq!(b.output_dir, "/data/r");
@@ -63,7 +100,11 @@ fn command_line_overrides_yaml() {
         order: Some(ExperimentOrder::Interleave),
     };
     let p = plan_with(&study, over, true, &env()).unwrap();
-    assert!(p.configs.iter().all(|c| c.config.model == "other" && c.config.dataset.n_prompts == 3));
+    assert!(
+        p.configs
+            .iter()
+            .all(|c| c.config.model == "other" && c.config.dataset.n_prompts == 3)
+    );
     assert_eq!(p.execution.n_cycles, 4);
     assert_eq!(p.execution.experiment_order, ExperimentOrder::Interleave);
     assert_eq!(p.runs.len(), 8);
@@ -74,9 +115,16 @@ fn command_line_overrides_yaml() {
 fn command_line_engine_is_located_when_it_conflicts() {
     let f = Files::new();
     let s = f.write("s.yaml", "model: m\nllamacpp: {batch_size: 2}\n");
-    let over = Overrides { engine: Some(Engine::Vllm), ..Overrides::default() };
+    let over = Overrides {
+        engine: Some(Engine::Vllm),
+        ..Overrides::default()
+    };
     let e = plan_with(&s, over, true, &env()).unwrap_err();
-    assert!(e.diagnostics[0].message.contains("`llamacpp:` section given but `engine` is `vllm`"));
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("`llamacpp:` section given but `engine` is `vllm`")
+    );
 }
 
 #[test]
@@ -98,7 +146,10 @@ fn study_and_experiment_defaults() {
     assert_eq!(p.study_name, "e");
 
     // An experiment file may still ask for repetitions.
-    let exp = f.write("e2.yaml", "model: m\nname: single\nstudy_execution: {n_cycles: 5}\n");
+    let exp = f.write(
+        "e2.yaml",
+        "model: m\nname: single\nstudy_execution: {n_cycles: 5}\n",
+    );
     let p = plan_with(&exp, Overrides::default(), true, &env()).unwrap();
     assert_eq!(p.runs.len(), 5);
     assert_eq!(p.study_name, "single");
@@ -107,11 +158,24 @@ fn study_and_experiment_defaults() {
 #[test]
 fn gaps_come_from_user_config_unless_yaml_sets_them() {
     let f = Files::new();
-    let e = user_env(&f, "execution: {experiment_gap_seconds: 5, cycle_gap_seconds: 7}\n", &[("LLEM_CYCLE_GAP_SECONDS", "9")]);
+    let e = user_env(
+        &f,
+        "execution: {experiment_gap_seconds: 5, cycle_gap_seconds: 7}\n",
+        &[("LLEM_CYCLE_GAP_SECONDS", "9")],
+    );
     let study = f.write("s.yaml", "model: m\nsweep: {random_seed: [1, 2]}\n");
     let p = plan_with(&study, Overrides::default(), true, &e).unwrap();
-    assert_eq!((p.execution.experiment_gap_seconds, p.execution.cycle_gap_seconds), (5.0, 9.0));
-    let study = f.write("t.yaml", "model: m\nsweep: {random_seed: [1, 2]}\nstudy_execution: {experiment_gap_seconds: 1}\n");
+    assert_eq!(
+        (
+            p.execution.experiment_gap_seconds,
+            p.execution.cycle_gap_seconds
+        ),
+        (5.0, 9.0)
+    );
+    let study = f.write(
+        "t.yaml",
+        "model: m\nsweep: {random_seed: [1, 2]}\nstudy_execution: {experiment_gap_seconds: 1}\n",
+    );
     let p = plan_with(&study, Overrides::default(), true, &e).unwrap();
     assert_eq!(p.execution.experiment_gap_seconds, 1.0);
 }
@@ -122,10 +186,16 @@ fn energy_sampler_default_from_user_config() {
     let e = user_env(&f, "measurement: {energy_sampler: rapl}\n", &[]);
     let bare = f.write("a.yaml", "model: m\n");
     let p = plan_with(&bare, Overrides::default(), true, &e).unwrap();
-    assert_eq!(p.configs[0].config.energy_sampler.map(|s| s.as_str()), Some("rapl"));
+    assert_eq!(
+        p.configs[0].config.energy_sampler.map(|s| s.as_str()),
+        Some("rapl")
+    );
     let set = f.write("b.yaml", "model: m\nenergy_sampler: estimate\n");
     let p = plan_with(&set, Overrides::default(), true, &e).unwrap();
-    assert_eq!(p.configs[0].config.energy_sampler.map(|s| s.as_str()), Some("estimate"));
+    assert_eq!(
+        p.configs[0].config.energy_sampler.map(|s| s.as_str()),
+        Some("estimate")
+    );
 }
 
 #[test]
@@ -135,20 +205,41 @@ fn bad_user_config_is_reported_at_its_origin() {
     let s = f.write("a.yaml", "model: m\n");
     let err = plan_with(&s, Overrides::default(), true, &e).unwrap_err();
     let d = &err.diagnostics[0];
-    assert!(d.message.contains("unknown runner `dokcer`"), "{}", d.message);
-    assert!(d.location.as_ref().unwrap().file.ends_with("user-config.yaml"));
+    assert!(
+        d.message.contains("unknown runner `dokcer`"),
+        "{}",
+        d.message
+    );
+    assert!(
+        d.location
+            .as_ref()
+            .unwrap()
+            .file
+            .ends_with("user-config.yaml")
+    );
     assert_eq!(d.location.as_ref().unwrap().line, 2);
 
-    let e = user_env(&f, "", &[("LLEM_RUNNER_TRANSFORMERS", "external:http://x:1")]);
+    let e = user_env(
+        &f,
+        "",
+        &[("LLEM_RUNNER_TRANSFORMERS", "external:http://x:1")],
+    );
     let err = plan_with(&s, Overrides::default(), true, &e).unwrap_err();
-    assert_eq!(err.diagnostics[0].location.as_ref().unwrap().file, "LLEM_RUNNER_TRANSFORMERS");
+    assert_eq!(
+        err.diagnostics[0].location.as_ref().unwrap().file,
+        "LLEM_RUNNER_TRANSFORMERS"
+    );
 }
 
 #[test]
 fn command_line_only_experiment() {
     let p = llem_config::plan(&llem_config::PlanRequest {
         config: None,
-        overrides: Overrides { model: Some("models/tiny.gguf".into()), n_prompts: Some(50), ..Overrides::default() },
+        overrides: Overrides {
+            model: Some("models/tiny.gguf".into()),
+            n_prompts: Some(50),
+            ..Overrides::default()
+        },
         dedup: true,
         env: &env(),
     })
@@ -160,6 +251,12 @@ fn command_line_only_experiment() {
     assert_eq!(c.dataset.n_prompts, 50);
     assert_eq!(p.study_name, "tiny");
 
-    let e = llem_config::plan(&llem_config::PlanRequest { config: None, overrides: Overrides::default(), dedup: true, env: &env() }).unwrap_err();
+    let e = llem_config::plan(&llem_config::PlanRequest {
+        config: None,
+        overrides: Overrides::default(),
+        dedup: true,
+        env: &env(),
+    })
+    .unwrap_err();
     assert!(e.diagnostics[0].message.contains("--model"));
 }

@@ -1,5 +1,10 @@
 //! Every YAML example of seed 003 expands to exactly the counts the seed states.
-#![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod common;
 
@@ -43,7 +48,11 @@ fn counts_match_the_seed() {
         assert_eq!(p.execution.n_cycles, cycles, "{file}: cycles");
         assert_eq!(p.runs.len(), configs * cycles as usize, "{file}: runs");
         assert!(p.skipped.is_empty(), "{file}: skipped {:?}", p.skipped);
-        assert!(p.duplicates.is_empty(), "{file}: duplicates {:?}", p.duplicates);
+        assert!(
+            p.duplicates.is_empty(),
+            "{file}: duplicates {:?}",
+            p.duplicates
+        );
     }
 }
 
@@ -52,25 +61,53 @@ fn cartesian_product_varies_the_last_axis_fastest() {
     let c = configs_json(&plan("dtype-n-sweep.yaml"));
     let got: Vec<(String, u64)> = c
         .iter()
-        .map(|c| (c["dtype"].as_str().unwrap().to_string(), c["dataset"]["n_prompts"].as_u64().unwrap()))
+        .map(|c| {
+            (
+                c["dtype"].as_str().unwrap().to_string(),
+                c["dataset"]["n_prompts"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    let want = [("float16", 50), ("float16", 100), ("bfloat16", 50), ("bfloat16", 100)];
+    let want = [
+        ("float16", 50),
+        ("float16", 100),
+        ("bfloat16", 50),
+        ("bfloat16", 100),
+    ];
     assert_eq!(got, want.map(|(d, n)| (d.to_string(), n)));
 }
 
 #[test]
 fn engine_scoped_paths_expand_into_the_engine_section() {
     let c = configs_json(&plan("batch-size-sweep.yaml"));
-    let sizes: Vec<u64> = c.iter().map(|c| c["transformers"]["batch_size"].as_u64().unwrap()).collect();
+    let sizes: Vec<u64> = c
+        .iter()
+        .map(|c| c["transformers"]["batch_size"].as_u64().unwrap())
+        .collect();
     assert_eq!(sizes, [1, 2, 4, 8]);
     assert!(c.iter().all(|c| c["engine"] == "transformers"));
 
     let c = configs_json(&plan("kv-cache-sweep.yaml"));
     let got: Vec<(u64, &str)> = c
         .iter()
-        .map(|c| (c["vllm"]["engine"]["block_size"].as_u64().unwrap(), c["vllm"]["engine"]["kv_cache_dtype"].as_str().unwrap()))
+        .map(|c| {
+            (
+                c["vllm"]["engine"]["block_size"].as_u64().unwrap(),
+                c["vllm"]["engine"]["kv_cache_dtype"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(got, [(8, "auto"), (8, "fp8"), (16, "auto"), (16, "fp8"), (32, "auto"), (32, "fp8")]);
+    assert_eq!(
+        got,
+        [
+            (8, "auto"),
+            (8, "fp8"),
+            (16, "auto"),
+            (16, "fp8"),
+            (32, "auto"),
+            (32, "fp8")
+        ]
+    );
     assert!(c.iter().all(|c| c["runners"]["vllm"] == "docker"));
 }
 
@@ -81,7 +118,10 @@ fn explicit_experiments_merge_onto_shared_fields_in_order() {
     assert_eq!(c[0]["engine"], "transformers");
     assert_eq!(c[1]["engine"], "vllm");
     assert!(c.iter().all(|c| c["dataset"]["n_prompts"] == 50));
-    assert!(c[0]["vllm"].is_null(), "transformers entry carries no vllm section");
+    assert!(
+        c[0]["vllm"].is_null(),
+        "transformers entry carries no vllm section"
+    );
     assert_eq!(c[1]["runners"]["vllm"], "docker");
     assert_eq!(p.execution.experiment_order, ExperimentOrder::Interleave);
     let order: Vec<usize> = p.runs.iter().map(|r| r.config).collect();
@@ -153,9 +193,24 @@ fn baseline_variant_overrides_nothing() {
 #[test]
 fn mini_grid_inside_a_group_entry() {
     let c = configs_json(&plan("caching-group.yaml"));
-    let got: Vec<Value> = c.iter().map(|c| c["transformers"]["cache_implementation"].clone()).collect();
-    assert_eq!(got, [Value::Null, json!("static"), json!("offloaded_static"), json!("sliding_window")]);
-    assert!(c[1..].iter().all(|c| c["transformers"]["use_cache"] == true));
+    let got: Vec<Value> = c
+        .iter()
+        .map(|c| c["transformers"]["cache_implementation"].clone())
+        .collect();
+    assert_eq!(
+        got,
+        [
+            Value::Null,
+            json!("static"),
+            json!("offloaded_static"),
+            json!("sliding_window")
+        ]
+    );
+    assert!(
+        c[1..]
+            .iter()
+            .all(|c| c["transformers"]["use_cache"] == true)
+    );
 }
 
 #[test]
@@ -173,7 +228,12 @@ fn anchors_and_merge_keys_in_group_entries() {
     let c = configs_json(&plan("anchors-group.yaml"));
     let q: Vec<(Value, Value)> = c
         .iter()
-        .map(|c| (c["tensorrt"]["quant"]["quant_algo"].clone(), c["tensorrt"]["quant"]["kv_cache_quant_algo"].clone()))
+        .map(|c| {
+            (
+                c["tensorrt"]["quant"]["quant_algo"].clone(),
+                c["tensorrt"]["quant"]["kv_cache_quant_algo"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         q,
@@ -189,7 +249,8 @@ fn anchors_and_merge_keys_in_group_entries() {
 #[test]
 fn multiple_groups_are_crossed() {
     let p = plan("crossed-groups.yaml");
-    let labels: std::collections::BTreeSet<&str> = p.configs.iter().map(|c| c.label.as_str()).collect();
+    let labels: std::collections::BTreeSet<&str> =
+        p.configs.iter().map(|c| c.label.as_str()).collect();
     assert_eq!(labels.len(), 12);
 }
 

@@ -50,7 +50,7 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
         .source
         .as_ref()
         .map_or_else(|| "command line".to_string(), |p| p.display().to_string());
-    let _ = writeln!(out, "{} {kind}: {} ({source})", "llem", plan.study_name);
+    let _ = writeln!(out, "llem {kind}: {} ({source})", plan.study_name);
     let _ = writeln!(out, "  study design hash  {}", plan.study_design_hash());
     let seed = match (e.experiment_order, plan.shuffle_seed, e.shuffle_seed) {
         (ExperimentOrder::Shuffle, Some(s), Some(_)) => format!(" (shuffle_seed {s})"),
@@ -111,13 +111,20 @@ pub fn plan(plan: &StudyPlan) -> String {
                 format!("#{}", i + 1),
                 hashes.get(i).cloned().unwrap_or_default(),
                 c.config.engine.to_string(),
-                c.config.runner().map(ToString::to_string).unwrap_or_default(),
+                c.config
+                    .runner()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
                 c.config.model.clone(),
                 c.label.clone(),
             ]
         })
         .collect();
-    table(&mut out, &["#", "hash", "engine", "runner", "model", "varies"], &rows);
+    table(
+        &mut out,
+        &["#", "hash", "engine", "runner", "model", "varies"],
+        &rows,
+    );
 
     let _ = writeln!(out, "\nExecution order");
     let run_row = |r: &llem_config::plan::PlannedRun| {
@@ -146,16 +153,32 @@ pub fn plan(plan: &StudyPlan) -> String {
     } else {
         rows.extend(plan.runs.iter().map(run_row));
     }
-    table(&mut out, &["run", "cycle", "config", "hash", "varies"], &rows);
+    table(
+        &mut out,
+        &["run", "cycle", "config", "hash", "varies"],
+        &rows,
+    );
 
     if !plan.skipped.is_empty() {
         let _ = writeln!(
             out,
             "\nSkipped ({})",
-            plural(plan.skipped.len(), "invalid grid point", "invalid grid points")
+            plural(
+                plan.skipped.len(),
+                "invalid grid point",
+                "invalid grid points"
+            )
         );
         for s in &plan.skipped {
-            let _ = writeln!(out, "  - {}", if s.label.is_empty() { "(unnamed)" } else { &s.label });
+            let _ = writeln!(
+                out,
+                "  - {}",
+                if s.label.is_empty() {
+                    "(unnamed)"
+                } else {
+                    &s.label
+                }
+            );
             for d in &s.errors {
                 let _ = writeln!(out, "      {}", d.one_line());
             }

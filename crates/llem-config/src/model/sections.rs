@@ -7,9 +7,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::names::{
-    Arrival, BaselineStrategy, DatasetOrder, Methodology, Preset,
-};
+use super::names::{Arrival, BaselineStrategy, DatasetOrder, Methodology, Preset};
 
 /// Which prompts to use and how they are loaded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]

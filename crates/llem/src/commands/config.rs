@@ -63,7 +63,9 @@ fn leaves(node: &Node, prefix: &str, out: &mut Vec<(String, String, Node)>) {
         }
         NodeKind::Null => {}
         NodeKind::Scalar(s) => out.push((prefix.to_string(), s.text.to_string(), node.clone())),
-        NodeKind::Seq(_) => out.push((prefix.to_string(), node.to_json().to_string(), node.clone())),
+        NodeKind::Seq(_) => {
+            out.push((prefix.to_string(), node.to_json().to_string(), node.clone()))
+        }
     }
 }
 
@@ -74,11 +76,19 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
         out,
         "  build        {} ({})",
         env!("LLEM_TARGET"),
-        if cfg!(debug_assertions) { "debug" } else { "release" }
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
     );
 
     let _ = writeln!(out, "\nUser config");
-    let state = if s.file_found { "found" } else { "not found; built-in defaults apply" };
+    let state = if s.file_found {
+        "found"
+    } else {
+        "not found; built-in defaults apply"
+    };
     let _ = writeln!(out, "  file         {} ({state})", s.path.display());
     let mut set = Vec::new();
     leaves(&s.tree, "", &mut set);
@@ -90,8 +100,14 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
         let _ = writeln!(out, "  {key:<width$}  {value}  ({})", origin(node, sources));
     }
     if verbose {
-        let _ = writeln!(out, "\n  defaults when unset: results_dir ./results, model_cache_dir ~/.cache/huggingface,");
-        let _ = writeln!(out, "  experiment_gap_seconds 60, cycle_gap_seconds 300, energy_sampler auto, datacenter_pue 1.0");
+        let _ = writeln!(
+            out,
+            "\n  defaults when unset: results_dir ./results, model_cache_dir ~/.cache/huggingface,"
+        );
+        let _ = writeln!(
+            out,
+            "  experiment_gap_seconds 60, cycle_gap_seconds 300, energy_sampler auto, datacenter_pue 1.0"
+        );
     }
 
     let _ = writeln!(out, "\nEngines (default runner)");

@@ -1,0 +1,362 @@
+//! The `llem` binary end to end: real process, real files, clean environment.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        Home {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path().join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn llem(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_llem"));
+        cmd.env_clear().env("HOME", self.path()).args(args);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.current_dir(repo_root()).output().unwrap()
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn version() {
+    let o = Home::new().llem(&["--version"], &[]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with(&format!("llem {}", env!("CARGO_PKG_VERSION"))));
+}
+
+#[test]
+fn dry_run_prints_the_plan() {
+    let o = Home::new().llem(&["run", "examples/seed/dtype-sweep.yaml", "--dry-run"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("2 configurations x 3 cycles = 6 runs, order shuffle"),
+        "{out}"
+    );
+    assert!(
+        out.contains("dtype=float16") && out.contains("dtype=bfloat16"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.trim_start().starts_with("00"))
+            .count(),
+        6,
+        "{out}"
+    );
+}
+
+#[test]
+fn dry_run_json_has_the_documented_shape() {
+    let o = Home::new().llem(
+        &[
+            "run",
+            "examples/seed/compare-engines.yaml",
+            "--dry-run",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["study_name"], "compare-engines");
+    assert_eq!(v["unique_configurations"], 2);
+    assert_eq!(v["n_cycles"], 3);
+    assert_eq!(v["total_runs"], 6);
+    assert_eq!(v["experiment_order"], "interleave");
+    assert_eq!(v["study_design_hash"].as_str().unwrap().len(), 16);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    for (i, r) in runs.iter().enumerate() {
+        assert_eq!(r["index"], i + 1);
+        assert_eq!(r["config_hash"].as_str().unwrap().len(), 16);
+        assert_eq!(r["model"], "gpt2");
+        assert_eq!(r["config"]["model"], "gpt2");
+        assert_eq!(r["config"]["engine"], r["engine"]);
+    }
+    assert_eq!(runs[0]["engine"], "transformers");
+    assert_eq!(runs[1]["engine"], "vllm");
+    assert_eq!(runs[2]["cycle"], 1);
+    assert!(v["skipped"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn single_experiment_json_has_one_run() {
+    let o = Home::new().llem(
+        &["run", "examples/quickstart.yaml", "--dry-run", "--json"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["kind"], "experiment");
+    assert_eq!(v["total_runs"], 1);
+    assert_eq!(v["runs"][0]["config"]["engine"], "llamacpp");
+    assert_eq!(v["runs"][0]["config"]["runners"]["llamacpp"], "embedded");
+}
+
+#[test]
+fn skipped_points_are_listed_in_json() {
+    let h = Home::new();
+    let f = h.write("s.yaml", "model: m\nengine: vllm\nsweep:\n  dtype: [float32, float16]\n  vllm.engine.quantization: [fp8]\n");
+    let o = h.llem(&["run", f.to_str().unwrap(), "--dry-run", "--json"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["config"]["dtype"], "float32");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("needs dtype float16 or bfloat16")
+    );
+}
+
+#[test]
+fn config_errors_exit_2_with_location() {
+    let h = Home::new();
+    let f = h.write("bad.yaml", "model: gpt2\ndecoder:\n  temprature: 0.5\n");
+    let o = h.llem(&["run", f.to_str().unwrap(), "--dry-run"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("unknown key `temprature` in `decoder`"),
+        "{err}"
+    );
+    assert!(err.contains("bad.yaml:3:3"), "{err}");
+    assert!(err.contains("did you mean `temperature`?"), "{err}");
+
+    let o = h.llem(&["run", f.to_str().unwrap(), "--dry-run", "--json"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["errors"][0]["kind"], "unknown_key");
+    assert_eq!(v["errors"][0]["line"], 3);
+    assert_eq!(v["errors"][0]["column"], 3);
+
+    let o = h.llem(&["run", "no/such/file.yaml", "--dry-run"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("file not found"));
+
+    let o = h.llem(&["run", "--dry-run", "--order", "shufle", "-m", "x"], &[]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "usage errors are configuration errors too"
+    );
+    assert!(
+        stderr(&o).contains("did you mean `shuffle`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn run_without_dry_run_does_not_pretend() {
+    let o = Home::new().llem(&["run", "examples/quickstart.yaml"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cannot run them yet") || err.contains("not run them yet"),
+        "{err}"
+    );
+    assert!(err.contains("--dry-run"), "{err}");
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn model_flag_needs_no_yaml() {
+    let o = Home::new().llem(
+        &[
+            "run",
+            "-m",
+            "models/tiny.gguf",
+            "-n",
+            "5",
+            "--dry-run",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["total_runs"], 1);
+    assert_eq!(v["runs"][0]["config"]["model"], "models/tiny.gguf");
+    assert_eq!(v["runs"][0]["config"]["dataset"]["n_prompts"], 5);
+}
+
+#[test]
+fn cycles_and_order_flags_override_the_yaml() {
+    let o = Home::new().llem(
+        &[
+            "run",
+            "examples/seed/dtype-sweep.yaml",
+            "--dry-run",
+            "--json",
+            "--cycles",
+            "2",
+            "--order",
+            "sequential",
+        ],
+        &[],
+    );
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["total_runs"], 4);
+    let order: Vec<u64> = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["config_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(order, [0, 0, 1, 1]);
+}
+
+#[test]
+fn user_config_and_environment_reach_the_plan() {
+    let h = Home::new();
+    h.write(
+        ".config/llenergymeasure/config.yaml",
+        "runners:\n  transformers: docker\n",
+    );
+    let o = h.llem(
+        &["run", "examples/seed/minimal.yaml", "--dry-run", "--json"],
+        &[],
+    );
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["runs"][0]["config"]["runners"]["transformers"], "docker");
+
+    let xdg = h.path().join("xdg");
+    h.write(
+        "xdg/llenergymeasure/config.yaml",
+        "runners:\n  transformers: local\n",
+    );
+    let o = h.llem(
+        &["run", "examples/seed/minimal.yaml", "--dry-run", "--json"],
+        &[
+            ("XDG_CONFIG_HOME", xdg.to_str().unwrap()),
+            ("LLEM_IMAGE_TRANSFORMERS", "my/image:1"),
+        ],
+    );
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["runs"][0]["config"]["runners"]["transformers"], "local");
+    assert_eq!(
+        v["runs"][0]["config"]["images"]["transformers"],
+        "my/image:1"
+    );
+}
+
+#[test]
+fn config_reports_the_environment() {
+    let h = Home::new();
+    let o = h.llem(&["config"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let expected_path = h.path().join(".config/llenergymeasure/config.yaml");
+    assert!(out.contains(&expected_path.display().to_string()), "{out}");
+    assert!(out.contains("not found; built-in defaults apply"), "{out}");
+    for engine in [
+        "llamacpp",
+        "transformers",
+        "vllm",
+        "tensorrt",
+        "sglang",
+        "tgi",
+        "openai",
+    ] {
+        assert!(out.contains(engine), "{engine}: {out}");
+    }
+
+    h.write(
+        ".config/llenergymeasure/config.yaml",
+        "runners:\n  vllm: docker\n",
+    );
+    let o = h.llem(
+        &["config", "-v"],
+        &[("LLEM_DATACENTER_PUE", "1.3"), ("LLEM_RUNER_VLLM", "x")],
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains("runners.vllm") && out.contains("docker  (line 2)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("measurement.datacenter_pue") && out.contains("(LLEM_DATACENTER_PUE)"),
+        "{out}"
+    );
+    assert!(out.contains("did you mean LLEM_RUNNER_VLLM?"), "{out}");
+
+    h.write(
+        ".config/llenergymeasure/config.yaml",
+        "measurement:\n  datacenter_pue: 0.2\n",
+    );
+    let o = h.llem(&["config"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("must be at least 1"), "{}", stderr(&o));
+}
+
+#[test]
+fn config_schema_is_valid_json_schema() {
+    let h = Home::new();
+    let o = h.llem(&["config", "schema"], &[]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    let props = v["properties"].as_object().unwrap();
+    for k in [
+        "model",
+        "engine",
+        "sweep",
+        "experiments",
+        "study_execution",
+        "base",
+        "_extends",
+        "pytorch",
+        "llamacpp",
+        "traffic",
+    ] {
+        assert!(props.contains_key(k), "{k}");
+    }
+    assert_eq!(
+        v["$defs"]["WarmupConfig"]["properties"]["cv_threshold"]["maximum"],
+        0.5
+    );
+    for kind in ["experiment", "study-execution", "user"] {
+        let o = h.llem(&["config", "schema", "--kind", kind], &[]);
+        assert!(o.status.success(), "{kind}");
+        let _: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    }
+}
