@@ -12,9 +12,9 @@ use llem_config::{Env, Overrides, PlanRequest};
 fn sweep_yaml(cells: usize) -> String {
     // 100 x 100 x 10 = 100 000 at the default size; the axes touch top-level, nested and
     // engine-scoped fields so every code path of expansion is exercised.
-    let a = 100usize;
-    let b = 100usize;
-    let c = cells.div_ceil(a * b).max(1);
+    let a = cells.clamp(1, 100);
+    let b = (cells / a).clamp(1, 100);
+    let c = (cells / (a * b)).max(1);
     let list = |n: usize, start: usize| {
         (start..start + n)
             .map(|v| v.to_string())

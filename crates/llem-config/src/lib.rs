@@ -13,6 +13,7 @@ pub mod load;
 pub mod model;
 pub mod order;
 pub mod plan;
+pub mod reference;
 pub mod rng;
 pub mod rules;
 pub mod schema;

@@ -550,7 +550,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
                 }
             }
         }
-        if kind == PlanKind::Study {
+        if kind == PlanKind::Study && n_points > 1 {
             let mut first = Diagnostic::new(
                 ErrorKind::Rule,
                 format!("all {n_points} configurations of the study are invalid"),

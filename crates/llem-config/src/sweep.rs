@@ -27,6 +27,10 @@ use crate::yaml::{Node, NodeKind, deep_merge};
 /// Most configurations one plan may expand to.
 pub const MAX_POINTS: u128 = 5_000_000;
 
+/// Deepest dotted path a sweep key may have (configs are a few levels deep; the bound keeps
+/// every recursive pass over the trees shallow).
+const MAX_PATH_SEGMENTS: usize = 16;
+
 /// Where a grid point came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -88,6 +92,14 @@ fn scope_of(path: &[String]) -> Option<Engine> {
 
 fn split_path(key: &str, span: Span, loader: &Loader<'_>) -> Result<Vec<String>, ConfigError> {
     let segs: Vec<&str> = key.split('.').collect();
+    if segs.len() > MAX_PATH_SEGMENTS {
+        return Err(err(
+            loader,
+            ErrorKind::Sweep,
+            format!("`{key}` has more than {MAX_PATH_SEGMENTS} segments"),
+            span,
+        ));
+    }
     if segs.iter().any(|s| s.trim().is_empty()) {
         return Err(err(
             loader,

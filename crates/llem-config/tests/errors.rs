@@ -381,3 +381,28 @@ fn both_alias_spellings_is_an_error() {
     );
     assert!(e.diagnostics[0].message.contains("same key"));
 }
+
+#[test]
+fn very_deep_sweep_paths_are_refused() {
+    let key = vec!["a"; 40].join(".");
+    let e = err(&format!("model: m\nsweep:\n  {key}: [1]\n"));
+    assert!(e.diagnostics[0].message.contains("more than 16 segments"));
+}
+
+mod no_panics {
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the text, planning returns Ok or a located error; it never panics.
+        #[test]
+        fn arbitrary_yaml_never_panics(
+            text in proptest::string::string_regex(
+                "(model: m\n)?((sweep|dataset|decoder|engine|experiments|base|_extends|transformers|vllm|llamacpp|runners|study_execution|n_prompts|dtype|[a-z.]{1,12})(: |:\n  |: \\[|: \\{|: - |\n- )[a-z0-9.:{}\\[\\], \\-&*<\"'!]{0,24}\n){0,8}"
+            ).unwrap()
+        ) {
+            let _ = super::common::plan_text(&text);
+        }
+    }
+}

@@ -360,3 +360,41 @@ fn config_schema_is_valid_json_schema() {
         let _: Value = serde_json::from_str(&stdout(&o)).unwrap();
     }
 }
+
+/// The hash recipe in docs/configuration.md, run with python3, reproduces llem's hashes.
+#[test]
+fn documented_hash_recipe_reproduces_llem_hashes() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/configuration.md")).unwrap();
+    let start = doc.find("python3 -c '\n").expect("recipe in docs") + "python3 -c '\n".len();
+    let end = start + doc[start..].find("'\n```").expect("end of recipe");
+    let recipe = &doc[start..end];
+    let h = Home::new();
+    for file in [
+        "examples/seed/fuller.yaml",
+        "examples/seed/vllm-experiment.yaml",
+        "examples/quickstart.yaml",
+        "examples/seed/anchors-group.yaml",
+    ] {
+        let o = h.llem(&["run", file, "--dry-run", "--json"], &[]);
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let mut py = Command::new("python3")
+            .args(["-c", recipe])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 is part of the CI machine");
+        use std::io::Write;
+        py.stdin.take().unwrap().write_all(&o.stdout).unwrap();
+        let out = py.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            v["runs"][0]["config_hash"],
+            "{file}"
+        );
+    }
+}
