@@ -32,14 +32,6 @@ pub enum ErrorKind {
     Environment,
 }
 
-impl ErrorKind {
-    /// True for problems that no grid point can escape (structure, types, files); false for
-    /// value problems that make only some grid points invalid.
-    pub fn is_fatal(self) -> bool {
-        !matches!(self, ErrorKind::Range | ErrorKind::Rule)
-    }
-}
-
 /// One located problem.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Diagnostic {

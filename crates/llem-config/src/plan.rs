@@ -21,7 +21,7 @@ use crate::model::{
 use crate::order::{schedule, williams_row_count};
 use crate::schema::{Violation, experiment_rules, study_execution_rules};
 use crate::source::{SourceKind, SourceMap, Span};
-use crate::sweep::{self, Origin, Point};
+use crate::sweep::{self, Point};
 use crate::user_config::{Env, UserSettings};
 use crate::yaml::{Node, deep_merge};
 
@@ -507,7 +507,6 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
                     if p.label.is_empty() {
                         p.label.clone_from(&label);
                     }
-                    p.origin = Origin::Experiment;
                 }
                 pts
             }

@@ -99,14 +99,6 @@ impl SourceMap {
         self.sources.get(id.0 as usize)
     }
 
-    /// The file path of a source, when it is a file.
-    pub fn path(&self, id: SourceId) -> Option<&Path> {
-        match &self.get(id)?.kind {
-            SourceKind::File(p) => Some(p.as_path()),
-            _ => None,
-        }
-    }
-
     /// Resolves a span into a printable location (with the quoted line where known).
     pub fn location(&self, span: Span) -> Location {
         let Some(source) = self.get(span.source) else {

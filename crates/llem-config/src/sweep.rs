@@ -31,17 +31,6 @@ pub const MAX_POINTS: u128 = 5_000_000;
 /// every recursive pass over the trees shallow).
 const MAX_PATH_SEGMENTS: usize = 16;
 
-/// Where a grid point came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// The single configuration of an experiment file.
-    Experiment,
-    /// A point of the sweep.
-    Sweep,
-    /// Entry `i` of `experiments:`.
-    Explicit(usize),
-}
-
 /// One configuration before typing: its tree and a label naming what makes it different.
 #[derive(Clone, Debug)]
 pub struct Point {
@@ -49,10 +38,9 @@ pub struct Point {
     pub tree: Node,
     /// `dtype=float16, transformers.batch_size=4`, or an experiment's name.
     pub label: String,
-    /// Where it came from.
-    pub origin: Origin,
 }
 
+#[derive(Clone)]
 struct Assign {
     path: Vec<String>,
     written: String,
@@ -159,14 +147,7 @@ fn expand_entry(entry: &Node, loader: &Loader<'_>) -> Result<Vec<Vec<Assign>>, C
         let mut next = Vec::with_capacity(out.len() * values.len());
         for partial in &out {
             for v in values {
-                let mut a: Vec<Assign> = partial
-                    .iter()
-                    .map(|x| Assign {
-                        path: x.path.clone(),
-                        written: x.written.clone(),
-                        value: x.value.clone(),
-                    })
-                    .collect();
+                let mut a: Vec<Assign> = partial.clone();
                 a.push(Assign {
                     path: path.clone(),
                     written: written.clone(),
@@ -180,14 +161,7 @@ fn expand_entry(entry: &Node, loader: &Loader<'_>) -> Result<Vec<Vec<Assign>>, C
     // Keys written in the entry keep their order: fixed ones first is fine because paths
     // within one entry never overlap (a mapping has unique keys).
     for variant in &mut out {
-        let mut all: Vec<Assign> = fixed
-            .iter()
-            .map(|x| Assign {
-                path: x.path.clone(),
-                written: x.written.clone(),
-                value: x.value.clone(),
-            })
-            .collect();
+        let mut all = fixed.clone();
         all.append(variant);
         *variant = all;
     }
@@ -305,11 +279,6 @@ pub fn expand(
     if has_sweep || explicit.is_empty() {
         let empty = crate::yaml::Map::default();
         points = expand_sweep(fixed, sweep_map.as_deref().unwrap_or(&empty), loader)?;
-        if !has_sweep && sweep.is_none() && experiments.is_none() {
-            for p in &mut points {
-                p.origin = Origin::Experiment;
-            }
-        }
     }
     for (i, entry) in explicit.iter().enumerate() {
         points.push(expand_explicit(fixed, entry, i, loader, study_dir)?);
@@ -384,11 +353,7 @@ fn expand_explicit(
         .and_then(|m| m.get("name"))
         .and_then(Node::as_str)
         .map_or_else(|| format!("experiments[{index}]"), str::to_string);
-    Ok(Point {
-        tree,
-        label,
-        origin: Origin::Explicit(index),
-    })
+    Ok(Point { tree, label })
 }
 
 fn expand_sweep(
@@ -601,7 +566,6 @@ fn expand_sweep(
                 points.push(Point {
                     tree,
                     label: label.join(", "),
-                    origin: Origin::Sweep,
                 });
                 if !advance(&mut axis_idx, |k| {
                     my_axes.get(k).map_or(1, |a| a.values.len())

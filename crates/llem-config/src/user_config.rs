@@ -229,18 +229,6 @@ pub struct UserSettings {
 }
 
 impl UserSettings {
-    /// No file, no variables: built-in defaults only.
-    pub fn defaults(sources: &mut SourceMap) -> UserSettings {
-        let id = sources.add_synthetic("<built-in defaults>", SourceKind::Builtin);
-        UserSettings {
-            path: PathBuf::new(),
-            file_found: false,
-            tree: Node::empty_map(Span::whole(id)),
-            config: UserConfig::default(),
-            warnings: Vec::new(),
-        }
-    }
-
     /// Reads the user config file (missing is fine) and applies `LLEM_*` variables.
     pub fn load(env: &Env, sources: &mut SourceMap) -> Result<UserSettings, ConfigError> {
         let path = user_config_path(env);

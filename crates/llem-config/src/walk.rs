@@ -77,6 +77,24 @@ fn unsupported(what: &str) -> WalkError {
     WalkError(format!("cannot walk {what}"))
 }
 
+/// Small integer methods forwarded to the 64-bit one.
+macro_rules! widen {
+    ($($m:ident($t:ty)),* => $target:ident($wide:ty)) => {$(
+        fn $m(self, v: $t) -> Result<(), WalkError> {
+            self.$target(<$wide>::from(v))
+        }
+    )*};
+}
+
+/// Integer map keys, written as their decimal text.
+macro_rules! to_key {
+    ($($m:ident($t:ty)),*) => {$(
+        fn $m(self, v: $t) -> Result<String, WalkError> {
+            Ok(v.to_string())
+        }
+    )*};
+}
+
 impl<'a, S: Sink> ser::Serializer for Walker<'a, S> {
     type Ok = ();
     type Error = WalkError;
@@ -92,15 +110,7 @@ impl<'a, S: Sink> ser::Serializer for Walker<'a, S> {
         self.sink.bool(v);
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result<(), WalkError> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), WalkError> {
-        self.serialize_i64(i64::from(v))
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), WalkError> {
-        self.serialize_i64(i64::from(v))
-    }
+    widen!(serialize_i8(i8), serialize_i16(i16), serialize_i32(i32) => serialize_i64(i64));
     fn serialize_i64(self, v: i64) -> Result<(), WalkError> {
         self.sink.i64(v);
         Ok(())
@@ -111,15 +121,7 @@ impl<'a, S: Sink> ser::Serializer for Walker<'a, S> {
             Err(_) => Err(unsupported("an integer beyond 64 bits")),
         }
     }
-    fn serialize_u8(self, v: u8) -> Result<(), WalkError> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), WalkError> {
-        self.serialize_u64(u64::from(v))
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), WalkError> {
-        self.serialize_u64(u64::from(v))
-    }
+    widen!(serialize_u8(u8), serialize_u16(u16), serialize_u32(u32) => serialize_u64(u64));
     fn serialize_u64(self, v: u64) -> Result<(), WalkError> {
         self.sink.u64(v);
         Ok(())
@@ -338,30 +340,16 @@ impl ser::Serializer for KeyString {
     fn serialize_bool(self, v: bool) -> Result<String, WalkError> {
         Ok(v.to_string())
     }
-    fn serialize_i8(self, v: i8) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i16(self, v: i16) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i32(self, v: i32) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i64(self, v: i64) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u8(self, v: u8) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u16(self, v: u16) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u32(self, v: u32) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u64(self, v: u64) -> Result<String, WalkError> {
-        Ok(v.to_string())
-    }
+    to_key!(
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64)
+    );
     fn serialize_f32(self, _: f32) -> Result<String, WalkError> {
         Err(unsupported("a float map key"))
     }

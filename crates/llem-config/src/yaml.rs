@@ -197,11 +197,6 @@ impl Node {
         matches!(self.kind, NodeKind::Null)
     }
 
-    /// True for a scalar or null (anything that is not a list or a mapping).
-    pub fn is_scalar_like(&self) -> bool {
-        matches!(self.kind, NodeKind::Null | NodeKind::Scalar(_))
-    }
-
     /// A short description of the node's type for messages: "a mapping", "a list", ...
     pub fn describe(&self) -> String {
         match &self.kind {

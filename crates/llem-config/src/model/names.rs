@@ -122,15 +122,7 @@ impl Engine {
     /// The engine used when `engine:` is omitted.
     pub const DEFAULT: Engine = Engine::LlamaCpp;
 
-    /// The config section that belongs to this engine, if it has one.
-    pub fn section_key(self) -> Option<&'static str> {
-        match self {
-            Engine::OpenAi => None,
-            other => Some(other.as_str()),
-        }
-    }
-
-    /// Engines that have a config section, with their section keys.
+    /// Engines that have a config section (keyed by the engine's name).
     pub const WITH_SECTIONS: &'static [Engine] = &[
         Engine::LlamaCpp,
         Engine::Transformers,
