@@ -335,11 +335,12 @@ fn expand_explicit(
         None => None,
     };
     let mut base = fixed.clone();
-    strip_sections(
-        &mut base,
-        Some(engine.unwrap_or(Engine::DEFAULT)),
-        Some(&entry),
-    );
+    // Only an entry that names its own engine turns the shared sections of other engines
+    // into defaults meant for other entries; an entry that inherits the engine keeps them,
+    // so a forgotten `engine:` is reported instead of silently dropping settings.
+    if entry.as_map().is_some_and(|m| m.contains("engine")) {
+        strip_sections(&mut base, engine, Some(&entry));
+    }
     let mut tree = deep_merge(&base, &entry);
     tree.span = entry.span;
     if let (Some(e), Some(m)) = (engine, tree.as_map_mut())

@@ -123,3 +123,17 @@ fn unknown_engine_in_an_engine_axis() {
     );
     assert_eq!(e.diagnostics[0].location.as_ref().unwrap().column, 18);
 }
+
+#[test]
+fn an_entry_inheriting_the_engine_keeps_shared_sections() {
+    // No engine anywhere: the default engine is llamacpp, and a shared transformers section
+    // is a mistake to report, not a setting to drop.
+    let e =
+        plan_text("model: m\ntransformers: {batch_size: 2}\nexperiments:\n  - dtype: float16\n")
+            .unwrap_err();
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("`transformers:` section given but `engine` is `llamacpp`")
+    );
+}

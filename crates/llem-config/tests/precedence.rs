@@ -260,3 +260,35 @@ fn command_line_only_experiment() {
     .unwrap_err();
     assert!(e.diagnostics[0].message.contains("--model"));
 }
+
+#[test]
+fn user_config_engine_aliases_fill_the_canonical_engine() {
+    let f = Files::new();
+    let e = user_env(&f, "runners: {pytorch: docker}\n", &[]);
+    let s = f.write("a.yaml", "model: m\nengine: transformers\n");
+    let p = plan_with(&s, Overrides::default(), true, &e).unwrap();
+    assert_eq!(
+        p.configs[0]
+            .config
+            .runners
+            .get(&Engine::Transformers)
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("docker")
+    );
+    let s = f.write(
+        "b.yaml",
+        "model: m\nengine: transformers\nrunners: {pytorch: local}\n",
+    );
+    let p = plan_with(&s, Overrides::default(), true, &e).unwrap();
+    assert_eq!(
+        p.configs[0]
+            .config
+            .runners
+            .get(&Engine::Transformers)
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("local"),
+        "the YAML's alias wins over the user default"
+    );
+}
