@@ -12,8 +12,8 @@
 //! - An `engine` axis (or an `engine:` list among the shared fields) lists the engines;
 //!   engine-scoped axes also bring in their engine.
 //! - `experiments:` entries are merged onto the shared fields and appended after the
-//!   sweep's points. Sections of other engines inherited from the shared fields are dropped;
-//!   ones written in the entry itself are kept (and rejected if they do not match).
+//!   sweep's points. An entry naming its own engine drops the shared sections of other
+//!   engines; ones written in the entry itself are kept (and rejected if they do not match).
 
 use std::path::{Path, PathBuf};
 
