@@ -1,0 +1,420 @@
+//! The sampler: one background thread reading every sensor per tick, on absolute deadlines so
+//! the schedule never drifts, until stopped.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::sensor::Sensor;
+use crate::telemetry::{SamplerStats, Series, Telemetry};
+
+/// Sampler settings.
+#[derive(Clone, Copy, Debug)]
+pub struct MeterConfig {
+    /// Time between ticks (energy and power read every tick).
+    pub interval: Duration,
+    /// Time between reads of the slow fields (temperature, memory, clocks, utilisation,
+    /// throttle reasons); rounded to a whole number of ticks.
+    pub detail_interval: Duration,
+}
+
+impl Default for MeterConfig {
+    fn default() -> Self {
+        MeterConfig {
+            interval: Duration::from_millis(100),
+            detail_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// The meter cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum MeterError {
+    /// The interval is zero.
+    #[error("the sampling interval must be positive")]
+    ZeroInterval,
+    /// The interval would let a wrapping counter wrap twice between reads.
+    #[error(
+        "a {interval:?} interval is too long for {domain}, whose counter needs a read at least every {max:?}"
+    )]
+    IntervalTooLong {
+        /// Requested interval.
+        interval: Duration,
+        /// The domain.
+        domain: String,
+        /// Longest safe interval.
+        max: Duration,
+    },
+    /// The thread could not be started.
+    #[error("cannot start the sampler thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+/// What the sampler thread hands back: the recording and the sensors, for reuse.
+type Recording = (Telemetry, Vec<Box<dyn Sensor>>);
+
+/// A running sampler.
+pub struct Meter {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Recording>>,
+    live_power: Arc<AtomicU64>,
+}
+
+impl Meter {
+    /// Starts sampling `sensors`; sample times are seconds since `epoch`.
+    pub fn start(
+        sensors: Vec<Box<dyn Sensor>>,
+        config: MeterConfig,
+        epoch: Instant,
+    ) -> Result<Meter, MeterError> {
+        if config.interval.is_zero() {
+            return Err(MeterError::ZeroInterval);
+        }
+        for s in &sensors {
+            if let Some(max) = s.max_read_interval()
+                && config.interval > max
+            {
+                return Err(MeterError::IntervalTooLong {
+                    interval: config.interval,
+                    domain: s.domain().name.clone(),
+                    max,
+                });
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let live_power = Arc::new(AtomicU64::new(f64::NAN.to_bits()));
+        let (live, flag) = (live_power.clone(), stop.clone());
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("llem-sampler".into())
+            .spawn(move || run(sensors, config, epoch, &flag, &live, &ready_tx))
+            .map_err(MeterError::Spawn)?;
+        // Return only once the first sample is taken, so a window opened after start() is
+        // covered by samples from its first instant.
+        let _ = ready_rx.recv();
+        Ok(Meter {
+            stop,
+            thread: Some(thread),
+            live_power,
+        })
+    }
+
+    /// Total power of the last tick, W (for progress displays).
+    pub fn live_power_w(&self) -> Option<f64> {
+        let p = f64::from_bits(self.live_power.load(Ordering::Relaxed));
+        p.is_finite().then_some(p)
+    }
+
+    /// Stops sampling (after a final sample) and returns the recording and the sensors.
+    pub fn finish(mut self) -> Recording {
+        self.stop_thread()
+            .unwrap_or_else(|| (Telemetry::default(), Vec::new()))
+    }
+
+    /// Stops sampling and returns the recording.
+    pub fn stop(self) -> Telemetry {
+        self.finish().0
+    }
+
+    fn stop_thread(&mut self) -> Option<Recording> {
+        let thread = self.thread.take()?;
+        self.stop.store(true, Ordering::Release);
+        thread.thread().unpark();
+        // A sensor that panicked takes its recording with it; nothing else can be returned.
+        thread.join().ok()
+    }
+}
+
+impl Drop for Meter {
+    fn drop(&mut self) {
+        let _ = self.stop_thread();
+    }
+}
+
+struct Ticker<'a> {
+    sensors: Vec<Box<dyn Sensor>>,
+    series: Vec<Series>,
+    last_energy: Vec<Option<(f64, f64)>>,
+    epoch: Instant,
+    live: &'a AtomicU64,
+}
+
+impl Ticker<'_> {
+    fn sample(&mut self, detail: bool) {
+        let mut total = 0.0;
+        let mut any = false;
+        for ((sensor, series), last) in self
+            .sensors
+            .iter_mut()
+            .zip(self.series.iter_mut())
+            .zip(self.last_energy.iter_mut())
+        {
+            let t = self.epoch.elapsed().as_secs_f64();
+            match sensor.read(detail) {
+                Ok(r) => {
+                    series.push(t, &r);
+                    let power = r.power_w.or_else(|| {
+                        let e = r.energy_j?;
+                        let (t0, e0) = last.replace((t, e))?;
+                        (t > t0).then(|| (e - e0) / (t - t0))
+                    });
+                    if let Some(p) = power {
+                        total += p;
+                        any = true;
+                    }
+                }
+                Err(e) => {
+                    series.errors += 1;
+                    if series.first_error.is_none() {
+                        series.first_error = Some(e.to_string());
+                    }
+                }
+            }
+        }
+        if any {
+            self.live.store(total.to_bits(), Ordering::Relaxed);
+        }
+    }
+}
+
+fn run(
+    sensors: Vec<Box<dyn Sensor>>,
+    config: MeterConfig,
+    epoch: Instant,
+    stop: &AtomicBool,
+    live: &AtomicU64,
+    ready: &std::sync::mpsc::SyncSender<()>,
+) -> Recording {
+    let series: Vec<Series> = sensors
+        .iter()
+        .map(|s| {
+            let mut se = Series::new(s.domain().clone(), s.kind(), s.has_counter(), s.has_power());
+            se.notes = s.notes();
+            se
+        })
+        .collect();
+    let n = sensors.len();
+    let mut ticker = Ticker {
+        sensors,
+        series,
+        last_energy: vec![None; n],
+        epoch,
+        live,
+    };
+    let interval = config.interval;
+    let detail_every = (config.detail_interval.as_secs_f64() / interval.as_secs_f64())
+        .round()
+        .max(1.0) as u64;
+    let mut stats = SamplerStats {
+        interval_s: interval.as_secs_f64(),
+        ..SamplerStats::default()
+    };
+    let mut next = Instant::now();
+    let mut last_tick: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        if let Some(prev) = last_tick {
+            let gap = now.duration_since(prev).as_secs_f64();
+            stats.max_gap_s = stats.max_gap_s.max(gap);
+            if gap > 2.0 * stats.interval_s {
+                stats.long_gaps += 1;
+            }
+        }
+        last_tick = Some(now);
+        ticker.sample(stats.ticks.is_multiple_of(detail_every));
+        if stats.ticks == 0 {
+            let _ = ready.try_send(());
+        }
+        stats.ticks += 1;
+        next += interval;
+        let now = Instant::now();
+        if now > next {
+            // Behind schedule (the thread was not scheduled in time): count it, and restart
+            // the schedule from now instead of sampling in a burst to catch up.
+            if now.duration_since(next) > interval {
+                stats.late_ticks += 1;
+            }
+            next = now;
+        }
+        // park_timeout is the cheapest wait that stop() can also cut short (unpark); it may
+        // return early, so wait until the deadline or the stop flag.
+        loop {
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            let left = next.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::park_timeout(left);
+        }
+        if stop.load(Ordering::Acquire) {
+            ticker.sample(true);
+            stats.ticks += 1;
+            break;
+        }
+    }
+    let start_s = ticker
+        .series
+        .iter()
+        .filter_map(|s| s.t_s.first().copied())
+        .reduce(f64::min)
+        .unwrap_or(0.0);
+    let end_s = ticker
+        .series
+        .iter()
+        .filter_map(|s| s.t_s.last().copied())
+        .reduce(f64::max)
+        .unwrap_or(0.0);
+    (
+        Telemetry {
+            series: ticker.series,
+            stats,
+            start_s,
+            end_s,
+        },
+        ticker.sensors,
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::sensor::{Domain, DomainKind, Reading, SensorError, SensorKind};
+
+    /// A sensor whose power is 50 W and whose counter follows the clock exactly.
+    struct Clocked {
+        domain: Domain,
+        epoch: Instant,
+        reads: u32,
+        fail_every: u32,
+    }
+
+    impl Sensor for Clocked {
+        fn domain(&self) -> &Domain {
+            &self.domain
+        }
+        fn kind(&self) -> SensorKind {
+            SensorKind::Nvml
+        }
+        fn has_counter(&self) -> bool {
+            true
+        }
+        fn has_power(&self) -> bool {
+            true
+        }
+        fn read(&mut self, detail: bool) -> Result<Reading, SensorError> {
+            self.reads += 1;
+            if self.fail_every > 0 && self.reads.is_multiple_of(self.fail_every) {
+                return Err(SensorError::Nvml("transient".into()));
+            }
+            Ok(Reading {
+                energy_j: Some(50.0 * self.epoch.elapsed().as_secs_f64()),
+                power_w: Some(50.0),
+                temperature_c: detail.then_some(40.0),
+                ..Reading::default()
+            })
+        }
+    }
+
+    fn clocked(epoch: Instant, fail_every: u32) -> Box<dyn Sensor> {
+        Box::new(Clocked {
+            domain: Domain {
+                name: "gpu0".into(),
+                kind: DomainKind::Gpu,
+                index: 0,
+                device: "test".into(),
+            },
+            epoch,
+            reads: 0,
+            fail_every,
+        })
+    }
+
+    #[test]
+    fn samples_at_the_interval_and_stops_with_a_final_sample() {
+        let epoch = Instant::now();
+        let cfg = MeterConfig {
+            interval: Duration::from_millis(10),
+            detail_interval: Duration::from_millis(50),
+        };
+        let m = Meter::start(vec![clocked(epoch, 0)], cfg, epoch).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(m.live_power_w().is_some_and(|p| (p - 50.0).abs() < 1e-9));
+        let stopped_at = epoch.elapsed().as_secs_f64();
+        let t = m.stop();
+        let s = &t.series[0];
+        assert!(s.len() >= 15, "{} samples in 300 ms at 10 ms", s.len());
+        assert!((t.end_s - stopped_at).abs() < 0.05, "final sample at stop");
+        // Detail fields every 5th tick (and in the final sample).
+        let detailed = s.temperature_c.iter().filter(|v| !v.is_nan()).count();
+        assert!(
+            detailed >= 3 && detailed <= s.len() / 4 + 2,
+            "{detailed} of {}",
+            s.len()
+        );
+        // The counter reads the clock inside read(), microseconds after the sample's stamp.
+        let w = t.total_energy();
+        let want = 50.0 * (t.end_s - t.start_s);
+        assert!(
+            (w.domains[0].energy_j - want).abs() / want < 1e-3,
+            "{} vs {want}",
+            w.domains[0].energy_j
+        );
+    }
+
+    #[test]
+    fn read_errors_are_counted_not_fatal() {
+        let epoch = Instant::now();
+        let cfg = MeterConfig {
+            interval: Duration::from_millis(5),
+            ..MeterConfig::default()
+        };
+        let m = Meter::start(vec![clocked(epoch, 3)], cfg, epoch).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let t = m.stop();
+        assert!(t.series[0].errors > 0);
+        assert_eq!(t.series[0].first_error.as_deref(), Some("NVML: transient"));
+    }
+
+    #[test]
+    fn interval_must_fit_the_counter() {
+        struct Wrapping(Domain);
+        impl Sensor for Wrapping {
+            fn domain(&self) -> &Domain {
+                &self.0
+            }
+            fn kind(&self) -> SensorKind {
+                SensorKind::Rapl
+            }
+            fn has_counter(&self) -> bool {
+                true
+            }
+            fn has_power(&self) -> bool {
+                false
+            }
+            fn read(&mut self, _: bool) -> Result<Reading, SensorError> {
+                Ok(Reading::default())
+            }
+            fn max_read_interval(&self) -> Option<Duration> {
+                Some(Duration::from_secs(1))
+            }
+        }
+        let d = Domain {
+            name: "package-0".into(),
+            kind: DomainKind::CpuPackage,
+            index: 0,
+            device: "t".into(),
+        };
+        let cfg = MeterConfig {
+            interval: Duration::from_secs(2),
+            ..MeterConfig::default()
+        };
+        let e = Meter::start(vec![Box::new(Wrapping(d))], cfg, Instant::now())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("too long for package-0"));
+    }
+}

@@ -1,0 +1,168 @@
+//! What a sensor is: one energy domain, read on demand.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// The kind of device an energy domain is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DomainKind {
+    /// A GPU.
+    Gpu,
+    /// A CPU package (socket).
+    CpuPackage,
+    /// DRAM attached to a package.
+    Dram,
+}
+
+/// One energy domain: `gpu0`, `package-0`, `dram-0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Domain {
+    /// Name used in results: `gpu<i>`, `package-<i>`, `dram-<i>`.
+    pub name: String,
+    /// Device kind.
+    pub kind: DomainKind,
+    /// Index within the kind (CUDA-visible GPU index, package index).
+    pub index: u32,
+    /// What the domain is, for humans: GPU model and UUID, powercap zone path, ...
+    pub device: String,
+}
+
+/// Which family of sensor produced a series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SensorKind {
+    /// NVIDIA GPU through NVML.
+    Nvml,
+    /// AMD GPU through amdgpu hwmon.
+    Amdgpu,
+    /// CPU package or DRAM through Linux powercap (RAPL).
+    Rapl,
+    /// A model (TDP x utilisation, per-GiB DRAM power), not a measurement.
+    Estimate,
+}
+
+/// How a domain's energy was obtained, weakest first: the weakest source among the domains
+/// is the source of a total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnergySource {
+    /// A model of power, not a measurement.
+    Estimate,
+    /// Measured power, integrated over time (trapezoids).
+    Integrated,
+    /// A hardware energy counter, differenced.
+    Counter,
+}
+
+impl EnergySource {
+    /// The name used in results: `estimate`, `integrated`, `counter`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnergySource::Estimate => "estimate",
+            EnergySource::Integrated => "integrated",
+            EnergySource::Counter => "counter",
+        }
+    }
+}
+
+/// One reading of a sensor. Every field is optional: sensors fill what their hardware has.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Reading {
+    /// Cumulative energy in joules since the sensor was opened (wraparound already undone).
+    pub energy_j: Option<f64>,
+    /// Power in watts.
+    pub power_w: Option<f64>,
+    /// Temperature, °C.
+    pub temperature_c: Option<f64>,
+    /// Device memory in use, MiB.
+    pub memory_used_mib: Option<f64>,
+    /// Device memory, MiB.
+    pub memory_total_mib: Option<f64>,
+    /// SM clock, MHz.
+    pub sm_clock_mhz: Option<f64>,
+    /// SM utilisation, percent.
+    pub sm_util_pct: Option<f64>,
+    /// Memory-controller utilisation, percent.
+    pub mem_util_pct: Option<f64>,
+    /// Clock throttle reasons (NVML bitmask).
+    pub throttle_reasons: Option<u64>,
+}
+
+/// A sensor could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SensorError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file is readable only by root (RAPL since Linux 5.10).
+    #[error("cannot read {path}: permission denied. {hint}")]
+    PermissionDenied {
+        /// The file.
+        path: PathBuf,
+        /// How to fix it.
+        hint: String,
+    },
+    /// A file held something else than a number.
+    #[error("{path}: expected a number, found {text:?}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What it held.
+        text: String,
+    },
+    /// An NVML call failed.
+    #[error("NVML: {0}")]
+    Nvml(String),
+}
+
+/// One energy domain, read on demand by the sampler thread.
+pub trait Sensor: Send {
+    /// The domain this sensor measures.
+    fn domain(&self) -> &Domain;
+    /// The sensor family.
+    fn kind(&self) -> SensorKind;
+    /// True when readings carry a cumulative energy counter.
+    fn has_counter(&self) -> bool;
+    /// True when readings carry power.
+    fn has_power(&self) -> bool;
+    /// Reads the sensor. `detail` also asks for the slow fields (temperature, memory,
+    /// clocks, utilisation, throttle reasons), which the sampler reads less often.
+    fn read(&mut self, detail: bool) -> Result<Reading, SensorError>;
+    /// Longest time between reads that keeps a wrapping counter unambiguous.
+    fn max_read_interval(&self) -> Option<Duration> {
+        None
+    }
+    /// Facts about the setup that weaken the measurement (persistence mode off, ...).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Reads a sysfs-style file holding one unsigned integer.
+pub(crate) fn read_u64(path: &std::path::Path, hint: &str) -> Result<u64, SensorError> {
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::PermissionDenied {
+            SensorError::PermissionDenied {
+                path: path.to_path_buf(),
+                hint: hint.to_string(),
+            }
+        } else {
+            SensorError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    text.trim().parse().map_err(|_| SensorError::Parse {
+        path: path.to_path_buf(),
+        text: text.trim().chars().take(40).collect(),
+    })
+}

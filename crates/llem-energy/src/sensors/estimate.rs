@@ -1,0 +1,287 @@
+//! Power estimates for machines without readable counters (laptops, CI, VMs).
+//!
+//! - CPU: `TDP x utilisation`, utilisation from `/proc/stat` between reads (read at most
+//!   every 100 ms; before the first interval, the 1-minute load average per CPU). TDP is
+//!   `measurement.cpu_tdp_w` from the user config (or `LLEM_CPU_TDP_W`), else
+//!   [`DEFAULT_TDP_W_PER_CPU`] per online logical CPU, kept within
+//!   [`DEFAULT_TDP_MIN_W`]..[`DEFAULT_TDP_MAX_W`]. Current server and laptop parts draw
+//!   about 2-4 W per hardware thread at full load (e.g. 360 W / 192 threads, 28 W / 8
+//!   threads), so the default is an upper-end figure; set the real TDP for your machine.
+//! - DRAM: [`DRAM_W_PER_GIB`] per GiB of installed memory (`MemTotal`), constant — the figure
+//!   CodeCarbon uses (3 W per 8 GB).
+//!
+//! Every result from these sensors is labelled `estimate` and carries a warning.
+
+use std::path::Path;
+
+use crate::sensor::{Domain, DomainKind, Reading, Sensor, SensorError, SensorKind};
+use crate::value_file::ValueFile;
+
+/// Default CPU TDP per online logical CPU, W.
+pub const DEFAULT_TDP_W_PER_CPU: f64 = 4.0;
+/// Lower bound of the default TDP, W.
+pub const DEFAULT_TDP_MIN_W: f64 = 10.0;
+/// Upper bound of the default TDP, W.
+pub const DEFAULT_TDP_MAX_W: f64 = 400.0;
+/// DRAM power per GiB of installed memory, W.
+pub const DRAM_W_PER_GIB: f64 = 0.375;
+
+/// Where the CPU TDP of an estimate came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tdp {
+    /// Watts.
+    pub watts: f64,
+    /// `user config`, or the default rule with the CPU count.
+    pub origin: String,
+}
+
+/// The TDP to use: the configured one, else the documented default for `cpus` logical CPUs.
+pub fn tdp(configured: Option<f64>, cpus: usize) -> Tdp {
+    match configured {
+        Some(w) => Tdp {
+            watts: w,
+            origin: "measurement.cpu_tdp_w".into(),
+        },
+        None => Tdp {
+            watts: (DEFAULT_TDP_W_PER_CPU * cpus as f64)
+                .clamp(DEFAULT_TDP_MIN_W, DEFAULT_TDP_MAX_W),
+            origin: format!("default: {DEFAULT_TDP_W_PER_CPU} W x {cpus} logical CPUs"),
+        },
+    }
+}
+
+/// CPU busy and total jiffies from the aggregate `cpu` line, the first of `/proc/stat`.
+fn cpu_times(stat: &mut ValueFile) -> Result<(u64, u64), SensorError> {
+    let mut buf = [0u8; 256];
+    let n = stat.read_prefix(&mut buf)?;
+    let text = String::from_utf8_lossy(buf.get(..n).unwrap_or_default()).into_owned();
+    let bad = || SensorError::Parse {
+        path: stat.path().to_path_buf(),
+        text: text.lines().next().unwrap_or("").chars().take(60).collect(),
+    };
+    let line = text
+        .lines()
+        .next()
+        .filter(|l| l.starts_with("cpu "))
+        .ok_or_else(bad)?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user/nice).
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Ok((total.saturating_sub(idle), total))
+}
+
+/// Shortest time between reads of `/proc/stat`: the kernel formats the whole file (with its
+/// long `intr` line) on every read, and its counters move at 100 Hz anyway.
+pub const MIN_STAT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// CPU package power estimate: TDP x utilisation since the previous read.
+#[derive(Debug)]
+pub struct CpuEstimate {
+    domain: Domain,
+    stat: ValueFile,
+    tdp_w: f64,
+    last: (u64, u64),
+    last_util: f64,
+    last_read: std::time::Instant,
+}
+
+impl CpuEstimate {
+    /// Opens the estimate over `proc_root/stat`.
+    pub fn open(proc_root: &Path, tdp: &Tdp) -> Result<CpuEstimate, SensorError> {
+        let mut stat = ValueFile::open(proc_root.join("stat"), "");
+        let last = cpu_times(&mut stat)?;
+        // Until a first interval of /proc/stat has passed, the 1-minute load average per CPU
+        // stands in for utilisation (so a short run is not estimated at 0 W).
+        let prior = std::fs::read_to_string(proc_root.join("loadavg"))
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0.0, |load| (load / logical_cpus() as f64).clamp(0.0, 1.0));
+        Ok(CpuEstimate {
+            domain: Domain {
+                name: "package-0".into(),
+                kind: DomainKind::CpuPackage,
+                index: 0,
+                device: format!(
+                    "estimate: {:.0} W TDP ({}) x CPU utilisation",
+                    tdp.watts, tdp.origin
+                ),
+            },
+            stat,
+            tdp_w: tdp.watts,
+            last,
+            last_util: prior,
+            last_read: std::time::Instant::now(),
+        })
+    }
+}
+
+impl Sensor for CpuEstimate {
+    fn domain(&self) -> &Domain {
+        &self.domain
+    }
+    fn kind(&self) -> SensorKind {
+        SensorKind::Estimate
+    }
+    fn has_counter(&self) -> bool {
+        false
+    }
+    fn has_power(&self) -> bool {
+        true
+    }
+    fn read(&mut self, _detail: bool) -> Result<Reading, SensorError> {
+        if self.last_read.elapsed() < MIN_STAT_INTERVAL {
+            return Ok(Reading {
+                power_w: Some(self.tdp_w * self.last_util),
+                ..Reading::default()
+            });
+        }
+        self.last_read = std::time::Instant::now();
+        let (busy, total) = cpu_times(&mut self.stat)?;
+        let (dbusy, dtotal) = (
+            busy.saturating_sub(self.last.0),
+            total.saturating_sub(self.last.1),
+        );
+        // /proc/stat ticks at 100 Hz: between two fast reads nothing may have moved.
+        if dtotal > 0 {
+            self.last_util = (dbusy as f64 / dtotal as f64).clamp(0.0, 1.0);
+            self.last = (busy, total);
+        }
+        Ok(Reading {
+            power_w: Some(self.tdp_w * self.last_util),
+            sm_util_pct: None,
+            ..Reading::default()
+        })
+    }
+}
+
+/// DRAM power estimate: a constant per GiB of installed memory.
+#[derive(Debug)]
+pub struct DramEstimate {
+    domain: Domain,
+    power_w: f64,
+}
+
+/// Installed memory in GiB from `meminfo`.
+pub fn mem_total_gib(proc_root: &Path) -> Result<f64, SensorError> {
+    let path = proc_root.join("meminfo");
+    let text = std::fs::read_to_string(&path).map_err(|source| SensorError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let kib: Option<f64> = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok());
+    kib.map(|k| k / (1024.0 * 1024.0))
+        .ok_or(SensorError::Parse {
+            path,
+            text: "no MemTotal line".into(),
+        })
+}
+
+impl DramEstimate {
+    /// Opens the estimate for the memory in `proc_root/meminfo`.
+    pub fn open(proc_root: &Path) -> Result<DramEstimate, SensorError> {
+        let gib = mem_total_gib(proc_root)?;
+        Ok(DramEstimate {
+            domain: Domain {
+                name: "dram-0".into(),
+                kind: DomainKind::Dram,
+                index: 0,
+                device: format!("estimate: {DRAM_W_PER_GIB} W/GiB x {gib:.1} GiB"),
+            },
+            power_w: DRAM_W_PER_GIB * gib,
+        })
+    }
+}
+
+impl Sensor for DramEstimate {
+    fn domain(&self) -> &Domain {
+        &self.domain
+    }
+    fn kind(&self) -> SensorKind {
+        SensorKind::Estimate
+    }
+    fn has_counter(&self) -> bool {
+        false
+    }
+    fn has_power(&self) -> bool {
+        true
+    }
+    fn read(&mut self, _detail: bool) -> Result<Reading, SensorError> {
+        Ok(Reading {
+            power_w: Some(self.power_w),
+            ..Reading::default()
+        })
+    }
+}
+
+/// Online logical CPUs.
+pub fn logical_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tdp_rule() {
+        assert_eq!(tdp(None, 2).watts, 10.0);
+        assert_eq!(tdp(None, 16).watts, 64.0);
+        assert_eq!(tdp(None, 256).watts, 400.0);
+        assert_eq!(tdp(Some(95.0), 256).watts, 95.0);
+    }
+
+    #[test]
+    fn utilisation_from_proc_stat_deltas() {
+        let d = tempfile::tempdir().unwrap();
+        let stat = d.path().join("stat");
+        std::fs::write(&stat, "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3\n").unwrap();
+        let mut s = CpuEstimate::open(d.path(), &tdp(Some(100.0), 1)).unwrap();
+        let wait = || std::thread::sleep(MIN_STAT_INTERVAL);
+        // +300 busy, +100 idle: 75 % busy.
+        std::fs::write(&stat, "cpu  300 0 200 900 0 0 0 0 0 0\n").unwrap();
+        wait();
+        assert_eq!(s.read(false).unwrap().power_w, Some(75.0));
+        // Within the read interval: the last estimate, without reading.
+        std::fs::write(&stat, "garbage\n").unwrap();
+        assert_eq!(s.read(false).unwrap().power_w, Some(75.0));
+        // No tick since: keep the last utilisation.
+        std::fs::write(&stat, "cpu  300 0 200 900 0 0 0 0 0 0\n").unwrap();
+        wait();
+        assert_eq!(s.read(false).unwrap().power_w, Some(75.0));
+        std::fs::write(&stat, "garbage\n").unwrap();
+        wait();
+        assert!(s.read(false).is_err());
+    }
+
+    #[test]
+    fn dram_from_meminfo() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("meminfo"),
+            "MemTotal:       16777216 kB\nMemFree: 1 kB\n",
+        )
+        .unwrap();
+        let mut s = DramEstimate::open(d.path()).unwrap();
+        assert_eq!(s.read(false).unwrap().power_w, Some(6.0));
+    }
+
+    #[test]
+    fn this_machine() {
+        let root = Path::new("/proc");
+        let mut cpu = CpuEstimate::open(root, &tdp(None, logical_cpus())).unwrap();
+        std::thread::sleep(MIN_STAT_INTERVAL);
+        assert!(cpu.read(false).unwrap().power_w.is_some());
+        let mut dram = DramEstimate::open(root).unwrap();
+        assert!(dram.read(false).unwrap().power_w.unwrap() > 0.0);
+    }
+}

@@ -1,0 +1,42 @@
+//! llem's on-disk results: atomically written JSON and Parquet sidecars.
+//!
+//! This crate owns file formats, not measurements: it knows the columns of
+//! `timeseries.parquet`, not how a sensor produced them.
+
+pub mod atomic;
+pub mod time;
+pub mod timeseries;
+
+pub use atomic::{write_atomic, write_json_atomic};
+pub use timeseries::{TimeseriesColumns, read_timeseries, write_timeseries};
+
+/// A failure writing or reading a result file.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// A file system operation failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// JSON serialisation failed.
+    #[error("cannot serialise {path}: {source}")]
+    Json {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        source: serde_json::Error,
+    },
+    /// Parquet or Arrow failed.
+    #[error("parquet {path}: {message}")]
+    Parquet {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The cause.
+        message: String,
+    },
+}

@@ -1,0 +1,258 @@
+//! `timeseries.parquet`: one row per telemetry sample per energy domain.
+//!
+//! Columns: `t_s` (seconds since the experiment start), `domain` (`gpu0`, `package-0`,
+//! `dram-0`), `device_index`, `power_w`, `energy_j` (cumulative since the start of the
+//! recording), `temperature_c`, `memory_used_mib`, `memory_total_mib`, `sm_clock_mhz`,
+//! `sm_util_pct`, `mem_util_pct`, `throttle_reasons` (NVML bitmask). Missing values are null.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{
+    Array, ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::ResultsError;
+use crate::atomic::write_atomic_with;
+
+/// The columns of a timeseries, all of equal length.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TimeseriesColumns {
+    /// Seconds since the experiment start (monotonic clock).
+    pub t_s: Vec<f64>,
+    /// Energy domain name.
+    pub domain: Vec<String>,
+    /// Device index within the domain kind (GPU index, CPU package index).
+    pub device_index: Vec<i32>,
+    /// Power in watts.
+    pub power_w: Vec<Option<f64>>,
+    /// Energy in joules, cumulative since the recording started.
+    pub energy_j: Vec<Option<f64>>,
+    /// Temperature in degrees Celsius.
+    pub temperature_c: Vec<Option<f64>>,
+    /// Device memory in use, MiB.
+    pub memory_used_mib: Vec<Option<f64>>,
+    /// Device memory, MiB.
+    pub memory_total_mib: Vec<Option<f64>>,
+    /// SM (graphics) clock, MHz.
+    pub sm_clock_mhz: Vec<Option<f64>>,
+    /// SM (compute) utilisation, percent.
+    pub sm_util_pct: Vec<Option<f64>>,
+    /// Memory-controller utilisation, percent.
+    pub mem_util_pct: Vec<Option<f64>>,
+    /// Clock throttle reasons (NVML bitmask).
+    pub throttle_reasons: Vec<Option<u64>>,
+}
+
+impl TimeseriesColumns {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.t_s.len()
+    }
+
+    /// True when there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.t_s.is_empty()
+    }
+
+    fn schema() -> Schema {
+        let f = |name: &str, t: DataType, nullable: bool| Field::new(name, t, nullable);
+        Schema::new(vec![
+            f("t_s", DataType::Float64, false),
+            f("domain", DataType::Utf8, false),
+            f("device_index", DataType::Int32, false),
+            f("power_w", DataType::Float64, true),
+            f("energy_j", DataType::Float64, true),
+            f("temperature_c", DataType::Float64, true),
+            f("memory_used_mib", DataType::Float64, true),
+            f("memory_total_mib", DataType::Float64, true),
+            f("sm_clock_mhz", DataType::Float64, true),
+            f("sm_util_pct", DataType::Float64, true),
+            f("mem_util_pct", DataType::Float64, true),
+            f("throttle_reasons", DataType::UInt64, true),
+        ])
+    }
+
+    fn batch(&self) -> Result<RecordBatch, String> {
+        let n = self.len();
+        let lens = [
+            self.domain.len(),
+            self.device_index.len(),
+            self.power_w.len(),
+            self.energy_j.len(),
+            self.temperature_c.len(),
+            self.memory_used_mib.len(),
+            self.memory_total_mib.len(),
+            self.sm_clock_mhz.len(),
+            self.sm_util_pct.len(),
+            self.mem_util_pct.len(),
+            self.throttle_reasons.len(),
+        ];
+        if lens.iter().any(|&l| l != n) {
+            return Err(format!("columns of unequal length ({n} vs {lens:?})"));
+        }
+        let f64s = |v: &Vec<Option<f64>>| -> ArrayRef { Arc::new(Float64Array::from(v.clone())) };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Float64Array::from(self.t_s.clone())),
+            Arc::new(StringArray::from_iter_values(self.domain.iter())),
+            Arc::new(Int32Array::from(self.device_index.clone())),
+            f64s(&self.power_w),
+            f64s(&self.energy_j),
+            f64s(&self.temperature_c),
+            f64s(&self.memory_used_mib),
+            f64s(&self.memory_total_mib),
+            f64s(&self.sm_clock_mhz),
+            f64s(&self.sm_util_pct),
+            f64s(&self.mem_util_pct),
+            Arc::new(UInt64Array::from(self.throttle_reasons.clone())),
+        ];
+        RecordBatch::try_new(Arc::new(Self::schema()), columns).map_err(|e| e.to_string())
+    }
+}
+
+/// Writes a timeseries atomically (zstd-compressed Parquet), with `metadata` as file-level
+/// key/value pairs (sampler, interval, llem version, ...).
+pub fn write_timeseries(
+    path: &Path,
+    columns: &TimeseriesColumns,
+    metadata: &[(&str, String)],
+) -> Result<(), ResultsError> {
+    let err = |message: String| ResultsError::Parquet {
+        path: path.to_path_buf(),
+        message,
+    };
+    let batch = columns.batch().map_err(err)?;
+    let kv: Vec<KeyValue> = metadata
+        .iter()
+        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
+        .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(kv))
+        .build();
+    write_atomic_with(path, |file| {
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props))
+            .map_err(std::io::Error::other)?;
+        w.write(&batch).map_err(std::io::Error::other)?;
+        w.close().map_err(std::io::Error::other)?;
+        Ok(())
+    })
+}
+
+fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("missing column {name}"))?
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name} has an unexpected type"))
+}
+
+fn opt_f64(a: &Float64Array, i: usize) -> Option<f64> {
+    a.is_valid(i).then(|| a.value(i))
+}
+
+/// Reads a timeseries written by [`write_timeseries`].
+pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
+    let err = |message: String| ResultsError::Parquet {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|source| ResultsError::Io {
+        what: "cannot open",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| err(e.to_string()))?;
+    let mut out = TimeseriesColumns::default();
+    for batch in reader {
+        let batch = batch.map_err(|e| err(e.to_string()))?;
+        let t = column::<Float64Array>(&batch, "t_s").map_err(err)?;
+        let d = column::<StringArray>(&batch, "domain").map_err(err)?;
+        let idx = column::<Int32Array>(&batch, "device_index").map_err(err)?;
+        let cols: Vec<&Float64Array> = [
+            "power_w",
+            "energy_j",
+            "temperature_c",
+            "memory_used_mib",
+            "memory_total_mib",
+            "sm_clock_mhz",
+            "sm_util_pct",
+            "mem_util_pct",
+        ]
+        .iter()
+        .map(|n| column::<Float64Array>(&batch, n))
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+        let thr = column::<UInt64Array>(&batch, "throttle_reasons").map_err(err)?;
+        for i in 0..batch.num_rows() {
+            out.t_s.push(t.value(i));
+            out.domain.push(d.value(i).to_string());
+            out.device_index.push(idx.value(i));
+            let targets: [&mut Vec<Option<f64>>; 8] = [
+                &mut out.power_w,
+                &mut out.energy_j,
+                &mut out.temperature_c,
+                &mut out.memory_used_mib,
+                &mut out.memory_total_mib,
+                &mut out.sm_clock_mhz,
+                &mut out.sm_util_pct,
+                &mut out.mem_util_pct,
+            ];
+            for (target, col) in targets.into_iter().zip(&cols) {
+                target.push(opt_f64(col, i));
+            }
+            out.throttle_reasons
+                .push(thr.is_valid(i).then(|| thr.value(i)));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn sample() -> TimeseriesColumns {
+        TimeseriesColumns {
+            t_s: vec![0.0, 0.1, 0.0],
+            domain: vec!["gpu0".into(), "gpu0".into(), "package-0".into()],
+            device_index: vec![0, 0, 0],
+            power_w: vec![Some(100.0), Some(120.5), Some(30.0)],
+            energy_j: vec![Some(0.0), Some(11.0), None],
+            temperature_c: vec![Some(40.0), Some(41.0), None],
+            memory_used_mib: vec![Some(1000.0), Some(1000.0), None],
+            memory_total_mib: vec![Some(81559.0), Some(81559.0), None],
+            sm_clock_mhz: vec![Some(1980.0), None, None],
+            sm_util_pct: vec![Some(99.0), None, None],
+            mem_util_pct: vec![Some(50.0), None, None],
+            throttle_reasons: vec![Some(0), Some(4), None],
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("timeseries.parquet");
+        write_timeseries(&p, &sample(), &[("llem.sampler", "auto".into())]).unwrap();
+        assert_eq!(read_timeseries(&p).unwrap(), sample());
+    }
+
+    #[test]
+    fn unequal_columns_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = sample();
+        c.power_w.pop();
+        assert!(write_timeseries(&dir.path().join("t.parquet"), &c, &[]).is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
