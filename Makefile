@@ -11,14 +11,19 @@ build:
 
 # Until the embedded engine lands, the main job is planned, not executed: the dry run
 # prints the quickstart experiment (fully resolved, hashed) and the example study's
-# Williams-ordered plan.
+# Williams-ordered plan; then the energy meter measures a short CPU workload here.
 demo: build
 	$(LLEM) run examples/quickstart.yaml --dry-run
 	@echo
 	$(LLEM) run examples/sweep.yaml --dry-run
+	@echo
+	$(LLEM) config
+	$(LLEM) measure --interval 50ms -- sh -c 'i=0; while [ $$i -lt 400000 ]; do i=$$((i+1)); done'
 
+# The Parquet files are also checked with pandas and polars, installed by the script.
 test:
-	$(CARGO) test --workspace
+	scripts/python-env.sh
+	LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace
 
 bench-expand:
 	bench/expand.sh

@@ -27,8 +27,62 @@ pub struct Cli {
 pub enum Command {
     /// Run an experiment or a study; `--dry-run` shows the plan without running it.
     Run(RunArgs),
+    /// Measure the energy of any command (perf-stat style); exits with the command's code.
+    Measure(MeasureArgs),
     /// Show the environment, the user configuration and where each value comes from.
     Config(ConfigArgs),
+}
+
+/// `llem measure`.
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    /// Sampling interval: 100ms (default), 10ms, 0.5s, 1s; a bare number is milliseconds.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub interval: std::time::Duration,
+    /// Energy sampler: auto, nvml, zeus, amdgpu, rapl, estimate, codecarbon.
+    #[arg(long)]
+    pub sampler: Option<llem_config::EnergySampler>,
+    /// Measure idle power for this long first (e.g. 10s) and report baseline-adjusted energy.
+    #[arg(long, value_parser = parse_duration)]
+    pub baseline: Option<std::time::Duration>,
+    /// Write measurement.json and timeseries.parquet into this directory.
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
+    /// Print the report as JSON on stdout (the text report goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// The command to measure, after `--`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
+}
+
+/// Parses `100ms`, `10ms`, `0.5s`, `1s`, `250us`, or a bare number of milliseconds.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (t, 1e-3)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 100ms, 0.5s, 2m)"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("`{s}` must be a positive duration"));
+    }
+    Ok(std::time::Duration::from_secs_f64(v * scale))
 }
 
 /// `llem run`.

@@ -11,6 +11,7 @@ fn main() {
     let args = cli::Cli::parse();
     let code = match args.command {
         cli::Command::Run(a) => commands::run::run(&a),
+        cli::Command::Measure(a) => commands::measure::run(&a),
         cli::Command::Config(a) => commands::config::run(&a),
     };
     std::process::exit(code);

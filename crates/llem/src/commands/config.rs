@@ -121,9 +121,31 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
             runner
         );
     }
-    let _ = writeln!(out, "\nEnergy sensors");
-    for name in ["nvml", "zeus", "amdgpu", "rapl", "estimate"] {
-        let _ = writeln!(out, "  {name:<13} not in this build");
+    let _ = writeln!(
+        out,
+        "\nEnergy sensors (energy_sampler: auto uses GPUs + RAPL, else the estimate)"
+    );
+    let senv = llem_energy::SensorEnv::from_process(s.config.measurement.cpu_tdp_w);
+    for family in llem_energy::select::inventory(&senv) {
+        match &family.unavailable {
+            Some(why) => {
+                let _ = writeln!(out, "  {:<13} absent: {why}", family.sampler);
+            }
+            None => {
+                for (i, d) in family.found.iter().enumerate() {
+                    let name = if i == 0 { family.sampler } else { "" };
+                    let _ = writeln!(out, "  {name:<13} {d}");
+                }
+            }
+        }
+    }
+    if verbose {
+        let _ = writeln!(
+            out,
+            "  roots: powercap {}, sysfs {} (LLEM_POWERCAP_ROOT, LLEM_SYSFS_ROOT)",
+            senv.powercap_root.display(),
+            senv.sysfs_root.display()
+        );
     }
 
     let vars: Vec<(&str, &str)> = env.llem_vars().collect();

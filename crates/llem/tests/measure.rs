@@ -1,0 +1,449 @@
+//! `llem measure` end to end: real child processes, real signals, sensor trees the tests
+//! write (powercap, amdgpu hwmon), the estimate on this machine.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A sandbox: empty sensor roots (so results do not depend on the machine's hardware), a
+/// home without user config.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let s = Sandbox {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(s.path().join("powercap")).unwrap();
+        std::fs::create_dir_all(s.path().join("sys")).unwrap();
+        s
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn command(&self, args: &[&str], vars: &[(&str, &Path)]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_llem"));
+        cmd.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path())
+            .env("LLEM_CONFIG_PATH", self.path().join("no-user-config.yaml"))
+            .env("LLEM_POWERCAP_ROOT", self.path().join("powercap"))
+            .env("LLEM_SYSFS_ROOT", self.path().join("sys"))
+            .args(args);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    fn run(&self, args: &[&str], vars: &[(&str, &Path)]) -> Output {
+        self.command(args, vars).output().unwrap()
+    }
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn sleep_measured_with_the_estimate_on_this_machine() {
+    let s = Sandbox::new();
+    let o = s.run(&["measure", "--json", "--", "sleep", "1"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    assert_eq!(v["exit_code"], 0);
+    let d = v["duration_s"].as_f64().unwrap();
+    assert!((0.95..2.0).contains(&d), "{d}");
+    assert!(v["total_energy_j"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["energy_source"], "estimate");
+    assert_eq!(v["sampler"], "auto");
+    assert_eq!(v["interval_ms"], 100.0);
+    assert!(v["n_samples"].as_u64().unwrap() >= 9);
+    let names: Vec<&str> = v["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["package-0", "dram-0"]);
+    for d in v["domains"].as_array().unwrap() {
+        for k in ["energy_j", "avg_power_w", "peak_power_w"] {
+            assert!(d[k].as_f64().is_some(), "{k} in {d}");
+        }
+        assert_eq!(d["energy_source"], "estimate");
+    }
+    let warnings = v["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("is an estimate")),
+        "{warnings:?}"
+    );
+    let text = stderr(&o);
+    assert!(
+        text.contains("Energy of 'sleep 1' (exit 0)") && text.contains("package-0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_exit_code_is_the_commands() {
+    let s = Sandbox::new();
+    assert_eq!(
+        s.run(&["measure", "--", "sh", "-c", "exit 3"], &[])
+            .status
+            .code(),
+        Some(3)
+    );
+    assert_eq!(
+        s.run(&["measure", "--", "sh", "-c", "kill -TERM $$"], &[])
+            .status
+            .code(),
+        Some(143)
+    );
+    let o = s.run(&["measure", "--", "no-such-command-llem"], &[]);
+    assert_eq!(o.status.code(), Some(127));
+    assert!(stderr(&o).contains("cannot run `no-such-command-llem`"));
+}
+
+#[test]
+fn sigterm_to_llem_reaches_the_command_and_the_report_is_still_written() {
+    let s = Sandbox::new();
+    let out = s.path().join("run");
+    let child = s
+        .command(
+            &["measure", "-o", out.to_str().unwrap(), "--", "sleep", "30"],
+            &[],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "llem waited for sleep 30"
+    );
+    assert_eq!(o.status.code(), Some(143), "{}", stderr(&o));
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(out.join("measurement.json")).unwrap()).unwrap();
+    assert_eq!(m["exit_code"], 143);
+}
+
+#[test]
+fn output_dir_holds_measurement_json_and_a_readable_timeseries() {
+    let s = Sandbox::new();
+    let out = s.path().join("run");
+    let o = s.run(
+        &[
+            "measure",
+            "--interval",
+            "20ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.5",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(out.join("measurement.json")).unwrap()).unwrap();
+    assert_eq!(m["command"], serde_json::json!(["sleep", "0.5"]));
+    assert_eq!(m["interval_ms"], 20.0);
+    assert_eq!(m["timeseries"], "timeseries.parquet");
+    assert!(m["start_time"].as_str().unwrap().ends_with('Z'));
+    let ts = llem_results::read_timeseries(&out.join("timeseries.parquet")).unwrap();
+    for domain in ["package-0", "dram-0"] {
+        let rows: Vec<usize> = (0..ts.len()).filter(|&i| ts.domain[i] == domain).collect();
+        assert!(rows.len() >= 20, "{domain}: {} rows", rows.len());
+        assert_eq!(ts.energy_j[rows[0]], Some(0.0), "cumulative from zero");
+        assert!(rows.windows(2).all(|w| ts.t_s[w[0]] < ts.t_s[w[1]]));
+        assert!(rows.iter().all(|&i| ts.power_w[i].is_some()));
+    }
+    // The JSON total is the window's share of the recorded energy.
+    let recorded: f64 = ["package-0", "dram-0"]
+        .iter()
+        .map(|d| {
+            (0..ts.len())
+                .filter(|&i| ts.domain[i] == *d)
+                .filter_map(|i| ts.energy_j[i])
+                .fold(0.0, f64::max)
+        })
+        .sum();
+    let total = m["total_energy_j"].as_f64().unwrap();
+    assert!(
+        total <= recorded + 1e-9 && total > 0.8 * recorded,
+        "{total} vs {recorded}"
+    );
+}
+
+fn write_atomically(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// A package zone whose counter a thread advances at `watts`.
+fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let z = root.join("intel-rapl:0");
+    std::fs::create_dir_all(&z).unwrap();
+    std::fs::write(z.join("name"), "package-0\n").unwrap();
+    std::fs::write(z.join("max_energy_range_uj"), "262143328850\n").unwrap();
+    write_atomically(&z.join("energy_uj"), "1000\n");
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let epoch = Instant::now();
+    let writer = std::thread::spawn(move || {
+        while !flag.load(Ordering::Relaxed) {
+            let uj = 1000 + (watts * epoch.elapsed().as_secs_f64() * 1e6) as u64;
+            write_atomically(&z.join("energy_uj"), &format!("{uj}\n"));
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    (stop, writer)
+}
+
+#[test]
+fn rapl_tree_energy_matches_the_written_rate() {
+    let s = Sandbox::new();
+    let root = s.path().join("powercap");
+    let (stop, writer) = rapl_zone(&root, 20.0);
+    let o = s.run(
+        &[
+            "measure",
+            "--sampler",
+            "rapl",
+            "--interval",
+            "10ms",
+            "--json",
+            "--",
+            "sleep",
+            "1",
+        ],
+        &[],
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["domains"][0];
+    assert_eq!(d["name"], "package-0");
+    assert_eq!(d["energy_source"], "counter");
+    let truth = 20.0 * v["duration_s"].as_f64().unwrap();
+    let got = d["energy_j"].as_f64().unwrap();
+    assert!((got - truth).abs() / truth < 0.01, "{got} J vs {truth} J");
+    assert_eq!(v["energy_source"], "counter");
+}
+
+#[test]
+fn amdgpu_tree_power_is_integrated() {
+    let s = Sandbox::new();
+    let hw = s.path().join("sys/class/drm/card0/device/hwmon/hwmon0");
+    std::fs::create_dir_all(&hw).unwrap();
+    std::fs::write(hw.join("name"), "amdgpu\n").unwrap();
+    std::fs::write(hw.join("power1_average"), "150000000\n").unwrap();
+    std::fs::write(hw.join("temp1_input"), "50000\n").unwrap();
+    let o = s.run(
+        &[
+            "measure",
+            "--sampler",
+            "amdgpu",
+            "--json",
+            "--",
+            "sleep",
+            "0.5",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["domains"][0];
+    assert_eq!(
+        (d["name"].as_str(), d["energy_source"].as_str()),
+        (Some("gpu0"), Some("integrated"))
+    );
+    let truth = 150.0 * v["duration_s"].as_f64().unwrap();
+    assert!((d["energy_j"].as_f64().unwrap() - truth).abs() / truth < 1e-6);
+}
+
+#[test]
+fn rapl_permission_denied_says_how_to_fix_it() {
+    let s = Sandbox::new();
+    let root = s.path().join("powercap");
+    let z = root.join("intel-rapl:0");
+    std::fs::create_dir_all(&z).unwrap();
+    std::fs::write(z.join("name"), "package-0\n").unwrap();
+    std::fs::write(z.join("max_energy_range_uj"), "262143328850\n").unwrap();
+    std::fs::write(z.join("energy_uj"), "1000\n").unwrap();
+    std::fs::set_permissions(z.join("energy_uj"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    for d in [s.path(), root.as_path(), z.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut cmd = s.command(&["measure", "--sampler", "rapl", "--", "true"], &[]);
+    if nix::unistd::Uid::effective().is_root() {
+        // Root reads any file: run llem as nobody, as an unprivileged user would.
+        use std::os::unix::process::CommandExt;
+        cmd.uid(65534).gid(65534);
+    }
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("energy_uj: permission denied"), "{e}");
+    assert!(e.contains("chmod o+r") && e.contains("Linux 5.10"), "{e}");
+}
+
+#[test]
+fn an_unavailable_sampler_is_an_error_not_a_fallback() {
+    let s = Sandbox::new();
+    for sampler in ["zeus", "nvml", "amdgpu", "rapl"] {
+        let o = s.run(&["measure", "--sampler", sampler, "--", "true"], &[]);
+        assert_eq!(o.status.code(), Some(2), "{sampler}");
+        assert!(
+            stderr(&o).contains(&format!("energy sampler `{sampler}` is not available")),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn config_lists_sensors_and_why_others_are_absent() {
+    let s = Sandbox::new();
+    let (stop, writer) = rapl_zone(&s.path().join("powercap"), 10.0);
+    let o = s.run(&["config"], &[]);
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("rapl") && out.contains("package-0: ") && out.contains("(energy counter)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("amdgpu        absent: no amdgpu hwmon"),
+        "{out}"
+    );
+    if !Path::new("/proc/driver/nvidia").exists() {
+        assert!(
+            out.contains("nvml          absent: no NVIDIA driver"),
+            "{out}"
+        );
+    }
+    assert!(out.contains("estimate      package-0: estimate"), "{out}");
+}
+
+#[test]
+fn baseline_adjusts_the_energy() {
+    let s = Sandbox::new();
+    let o = s.run(
+        &[
+            "measure",
+            "--baseline",
+            "300ms",
+            "--json",
+            "--",
+            "sleep",
+            "0.3",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let base = v["baseline_power_w"].as_f64().unwrap();
+    assert!(base > 0.0);
+    let adjusted = v["energy_adjusted_j"].as_f64().unwrap();
+    let raw = v["total_energy_j"].as_f64().unwrap();
+    let want = (raw - base * v["duration_s"].as_f64().unwrap()).max(0.0);
+    assert!((adjusted - want).abs() < 1e-9);
+    assert_eq!(v["baseline"]["origin"], "fresh");
+}
+
+/// pandas and polars read the Parquet file (make test installs them; see scripts/python-env.sh).
+#[test]
+fn timeseries_is_readable_by_pandas_and_polars() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
+            "target/pyenv is missing: run scripts/python-env.sh"
+        );
+        eprintln!("skipped: run `make test` (it installs pandas and polars into target/pyenv)");
+        return;
+    }
+    let s = Sandbox::new();
+    let out: PathBuf = s.path().join("run");
+    let o = s.run(
+        &[
+            "measure",
+            "--interval",
+            "20ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.3",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let script = r#"
+import sys, pandas as pd, polars as pl
+p = sys.argv[1]
+df = pd.read_parquet(p)
+cols = ["t_s","domain","device_index","power_w","energy_j","temperature_c","memory_used_mib",
+        "memory_total_mib","sm_clock_mhz","sm_util_pct","mem_util_pct","throttle_reasons"]
+assert list(df.columns) == cols, list(df.columns)
+assert set(df["domain"]) == {"package-0", "dram-0"}, set(df["domain"])
+assert (df.groupby("domain")["energy_j"].min() == 0).all()
+pf = pl.read_parquet(p)
+assert pf.shape == df.shape, (pf.shape, df.shape)
+assert pf.schema["throttle_reasons"] == pl.UInt64
+print("ok", df.shape)
+"#;
+    let r = Command::new(&python)
+        .args([
+            "-c",
+            script,
+            out.join("timeseries.parquet").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Python packages the tests use to check llem's files the way users read them:
+# pandas and polars reading timeseries.parquet. Installed from PyPI into target/pyenv
+# (ignored by git); idempotent: an environment that already imports them is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=target/pyenv
+want='import pandas, polars, pyarrow'
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$want" 2>/dev/null; then
+  exit 0
+fi
+python=${PYTHON:-python3}
+if ! command -v "$python" >/dev/null; then
+  echo "scripts/python-env.sh: $python not found; the Parquet compatibility test needs Python 3.9+" >&2
+  exit 1
+fi
+mkdir -p target
+"$python" -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check 'pandas>=2' 'polars>=1' 'pyarrow>=15'
+"$venv/bin/python" -c "$want"
+echo "scripts/python-env.sh: pandas, polars and pyarrow ready in $venv"
