@@ -18,7 +18,7 @@ demo: build
 	$(LLEM) run examples/sweep.yaml --dry-run
 	@echo
 	$(LLEM) config
-	$(LLEM) measure --interval 50ms -- sh -c 'i=0; while [ $$i -lt 400000 ]; do i=$$((i+1)); done'
+	$(LLEM) measure --interval 50ms -- sh -c 'i=0; while [ $$i -lt 2500000 ]; do i=$$((i+1)); done'
 
 # The Parquet files are also checked with pandas and polars, installed by the script.
 test:

@@ -54,8 +54,8 @@ fn sensors(kind: &str, root: &std::path::Path) -> Vec<Box<dyn Sensor>> {
             })
             .unwrap_or_default(),
         _ => {
-            let tdp = estimate::tdp(None, estimate::logical_cpus());
             let proc = std::path::Path::new("/proc");
+            let tdp = estimate::tdp(None, &estimate::cpu_model(proc), estimate::logical_cpus());
             match (
                 estimate::CpuEstimate::open(proc, &tdp),
                 estimate::DramEstimate::open(proc),

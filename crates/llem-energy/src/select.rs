@@ -109,7 +109,11 @@ fn rapl_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, String> {
 }
 
 fn estimate_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, String> {
-    let tdp = estimate::tdp(env.cpu_tdp_w, estimate::logical_cpus());
+    let tdp = estimate::tdp(
+        env.cpu_tdp_w,
+        &estimate::cpu_model(&env.proc_root),
+        estimate::logical_cpus(),
+    );
     let cpu = CpuEstimate::open(&env.proc_root, &tdp).map_err(|e| e.to_string())?;
     let dram = DramEstimate::open(&env.proc_root).map_err(|e| e.to_string())?;
     Ok(vec![Box::new(cpu), Box::new(dram)])

@@ -2,7 +2,8 @@
 //!
 //! - CPU: `TDP x utilisation`, utilisation from `/proc/stat` between reads (read at most
 //!   every 100 ms; before the first interval, the 1-minute load average per CPU). TDP is
-//!   `measurement.cpu_tdp_w` from the user config (or `LLEM_CPU_TDP_W`), else
+//!   `measurement.cpu_tdp_w` from the user config (or `LLEM_CPU_TDP_W`); else the part's
+//!   entry in [`TDP_TABLE`] scaled to the logical CPUs visible (a VM gets its share); else
 //!   [`DEFAULT_TDP_W_PER_CPU`] per online logical CPU, kept within
 //!   [`DEFAULT_TDP_MIN_W`]..[`DEFAULT_TDP_MAX_W`]. Current server and laptop parts draw
 //!   about 2-4 W per hardware thread at full load (e.g. 360 W / 192 threads, 28 W / 8
@@ -26,28 +27,68 @@ pub const DEFAULT_TDP_MAX_W: f64 = 400.0;
 /// DRAM power per GiB of installed memory, W.
 pub const DRAM_W_PER_GIB: f64 = 0.375;
 
+/// Known parts: `(model-name substring, TDP W, hardware threads)`, from the vendors' published
+/// specifications. The TDP is scaled to the logical CPUs this machine sees, so a VM with a
+/// few vCPUs of a large part gets its share.
+pub const TDP_TABLE: &[(&str, f64, u32)] = &[
+    ("EPYC 9654", 360.0, 192),
+    ("EPYC 9554", 360.0, 128),
+    ("EPYC 9454", 290.0, 96),
+    ("EPYC 7763", 280.0, 128),
+    ("EPYC 7742", 225.0, 128),
+    ("EPYC 7543", 225.0, 64),
+    ("Xeon(R) Platinum 8480", 350.0, 112),
+    ("Xeon(R) Platinum 8380", 270.0, 80),
+    ("Xeon(R) Platinum 8358", 250.0, 64),
+    ("Xeon(R) Gold 6338", 205.0, 64),
+    ("Core(TM) i9-13900K", 125.0, 32),
+    ("Core(TM) i7-1165G7", 28.0, 8),
+    ("Ryzen 9 7950X", 170.0, 32),
+    ("Ryzen 9 5950X", 105.0, 32),
+];
+
 /// Where the CPU TDP of an estimate came from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tdp {
     /// Watts.
     pub watts: f64,
-    /// `user config`, or the default rule with the CPU count.
+    /// `measurement.cpu_tdp_w`, the table entry, or the default rule with the CPU count.
     pub origin: String,
 }
 
-/// The TDP to use: the configured one, else the documented default for `cpus` logical CPUs.
-pub fn tdp(configured: Option<f64>, cpus: usize) -> Tdp {
-    match configured {
-        Some(w) => Tdp {
+/// The TDP to use: the configured one; else the table entry for `model` scaled to `cpus`
+/// logical CPUs; else the documented default rule for `cpus`.
+pub fn tdp(configured: Option<f64>, model: &str, cpus: usize) -> Tdp {
+    if let Some(w) = configured {
+        return Tdp {
             watts: w,
             origin: "measurement.cpu_tdp_w".into(),
-        },
-        None => Tdp {
-            watts: (DEFAULT_TDP_W_PER_CPU * cpus as f64)
-                .clamp(DEFAULT_TDP_MIN_W, DEFAULT_TDP_MAX_W),
-            origin: format!("default: {DEFAULT_TDP_W_PER_CPU} W x {cpus} logical CPUs"),
-        },
+        };
     }
+    if let Some((name, watts, threads)) = TDP_TABLE.iter().find(|(n, _, _)| model.contains(n)) {
+        let share = (cpus as f64 / f64::from(*threads)).min(1.0);
+        return Tdp {
+            watts: (watts * share).max(1.0),
+            origin: format!("table: {name} {watts} W / {threads} threads x {cpus} logical CPUs"),
+        };
+    }
+    Tdp {
+        watts: (DEFAULT_TDP_W_PER_CPU * cpus as f64).clamp(DEFAULT_TDP_MIN_W, DEFAULT_TDP_MAX_W),
+        origin: format!("default: {DEFAULT_TDP_W_PER_CPU} W x {cpus} logical CPUs"),
+    }
+}
+
+/// The CPU model name from `cpuinfo` (empty when unknown).
+pub fn cpu_model(proc_root: &Path) -> String {
+    std::fs::read_to_string(proc_root.join("cpuinfo"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default()
 }
 
 /// CPU busy and total jiffies from the aggregate `cpu` line, the first of `/proc/stat`.
@@ -233,11 +274,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tdp_rule() {
-        assert_eq!(tdp(None, 2).watts, 10.0);
-        assert_eq!(tdp(None, 16).watts, 64.0);
-        assert_eq!(tdp(None, 256).watts, 400.0);
-        assert_eq!(tdp(Some(95.0), 256).watts, 95.0);
+    fn tdp_rule_and_table() {
+        assert_eq!(tdp(None, "AMD EPYC", 2).watts, 10.0);
+        assert_eq!(tdp(None, "", 16).watts, 64.0);
+        assert_eq!(tdp(None, "", 256).watts, 400.0);
+        assert_eq!(
+            tdp(Some(95.0), "AMD EPYC 9654 96-Core Processor", 256).watts,
+            95.0
+        );
+        // A 16-vCPU slice of a 192-thread, 360 W part: 30 W.
+        let t = tdp(None, "AMD EPYC 9654 96-Core Processor", 16);
+        assert_eq!(t.watts, 30.0);
+        assert!(t.origin.starts_with("table: EPYC 9654"));
+        // The whole part (or more CPUs than it has threads) is capped at its TDP.
+        assert_eq!(
+            tdp(None, "Intel(R) Xeon(R) Platinum 8480+", 224).watts,
+            350.0
+        );
     }
 
     #[test]
@@ -245,7 +298,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let stat = d.path().join("stat");
         std::fs::write(&stat, "cpu  100 0 100 800 0 0 0 0 0 0\ncpu0 1 2 3\n").unwrap();
-        let mut s = CpuEstimate::open(d.path(), &tdp(Some(100.0), 1)).unwrap();
+        let mut s = CpuEstimate::open(d.path(), &tdp(Some(100.0), "", 1)).unwrap();
         let wait = || std::thread::sleep(MIN_STAT_INTERVAL);
         // +300 busy, +100 idle: 75 % busy.
         std::fs::write(&stat, "cpu  300 0 200 900 0 0 0 0 0 0\n").unwrap();
@@ -278,7 +331,8 @@ mod tests {
     #[test]
     fn this_machine() {
         let root = Path::new("/proc");
-        let mut cpu = CpuEstimate::open(root, &tdp(None, logical_cpus())).unwrap();
+        let mut cpu =
+            CpuEstimate::open(root, &tdp(None, &cpu_model(root), logical_cpus())).unwrap();
         std::thread::sleep(MIN_STAT_INTERVAL);
         assert!(cpu.read(false).unwrap().power_w.is_some());
         let mut dram = DramEstimate::open(root).unwrap();
