@@ -146,21 +146,25 @@ pub trait Sensor: Send {
     }
 }
 
-/// Reads a sysfs-style file holding one unsigned integer.
-pub(crate) fn read_u64(path: &std::path::Path, hint: &str) -> Result<u64, SensorError> {
-    let text = std::fs::read_to_string(path).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::PermissionDenied {
-            SensorError::PermissionDenied {
-                path: path.to_path_buf(),
-                hint: hint.to_string(),
-            }
-        } else {
-            SensorError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
+/// A sensor error for an I/O failure on `path`; permission errors carry `hint` (how to fix).
+pub(crate) fn io_error(path: &std::path::Path, hint: &str, source: std::io::Error) -> SensorError {
+    if source.kind() == std::io::ErrorKind::PermissionDenied {
+        SensorError::PermissionDenied {
+            path: path.to_path_buf(),
+            hint: hint.to_string(),
         }
-    })?;
+    } else {
+        SensorError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// Reads a sysfs-style file holding one unsigned integer (for one-off reads; the sampler's
+/// repeated reads go through [`crate::value_file::ValueFile`]).
+pub(crate) fn read_u64(path: &std::path::Path, hint: &str) -> Result<u64, SensorError> {
+    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, hint, e))?;
     text.trim().parse().map_err(|_| SensorError::Parse {
         path: path.to_path_buf(),
         text: text.trim().chars().take(40).collect(),

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use nix::sys::statfs::{PROC_SUPER_MAGIC, SYSFS_MAGIC, statfs};
 
-use crate::sensor::SensorError;
+use crate::sensor::{SensorError, io_error};
 
 /// A value file read on demand.
 #[derive(Debug)]
@@ -21,20 +21,6 @@ pub struct ValueFile {
     path: PathBuf,
     kept: Option<File>,
     hint: &'static str,
-}
-
-fn io_error(path: &Path, hint: &'static str, source: std::io::Error) -> SensorError {
-    if source.kind() == std::io::ErrorKind::PermissionDenied {
-        SensorError::PermissionDenied {
-            path: path.to_path_buf(),
-            hint: hint.to_string(),
-        }
-    } else {
-        SensorError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
-    }
 }
 
 impl ValueFile {
