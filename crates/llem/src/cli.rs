@@ -45,6 +45,10 @@ pub struct MeasureArgs {
     /// Measure idle power for this long first (e.g. 10s) and report baseline-adjusted energy.
     #[arg(long, value_parser = parse_duration)]
     pub baseline: Option<std::time::Duration>,
+    /// How the baseline is obtained: fresh (default), cached (reused for 2 h), validated
+    /// (cached, spot-checked every 5 uses); the cache lives in ~/.cache/llem.
+    #[arg(long, default_value = "fresh", requires = "baseline")]
+    pub baseline_strategy: llem_config::BaselineStrategy,
     /// Write measurement.json and timeseries.parquet into this directory.
     #[arg(short = 'o', long)]
     pub output: Option<PathBuf>,

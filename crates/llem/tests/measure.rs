@@ -390,6 +390,52 @@ fn baseline_adjusts_the_energy() {
     assert_eq!(v["baseline"]["origin"], "fresh");
 }
 
+#[test]
+fn a_cached_baseline_is_reused() {
+    let s = Sandbox::new();
+    let run = || {
+        let o = s.run(
+            &[
+                "measure",
+                "--baseline",
+                "200ms",
+                "--baseline-strategy",
+                "cached",
+                "--json",
+                "--",
+                "true",
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    let first = run();
+    let second = run();
+    assert_eq!(first["baseline"]["origin"], "fresh");
+    assert_eq!(second["baseline"]["origin"], "cached");
+    assert_eq!(first["baseline_power_w"], second["baseline_power_w"]);
+    let cache = s.path().join(".cache/llem");
+    let files: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(cache.join(&files[0])).unwrap()).unwrap();
+    for k in [
+        "power_w",
+        "total_power_w",
+        "measured_at_unix_s",
+        "host",
+        "devices",
+        "n_samples",
+    ] {
+        assert!(!record[k].is_null(), "{k}");
+    }
+}
+
 /// pandas and polars read the Parquet file (make test installs them; see scripts/python-env.sh).
 #[test]
 fn timeseries_is_readable_by_pandas_and_polars() {

@@ -36,6 +36,16 @@ struct Measurement<'a> {
     timeseries: Option<&'static str>,
 }
 
+/// `$XDG_CACHE_HOME/llem`, else `~/.cache/llem`.
+fn cache_dir() -> std::path::PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| std::path::PathBuf::from(".cache"))
+        .join("llem")
+}
+
 fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
@@ -185,27 +195,57 @@ pub fn run(args: &MeasureArgs) -> i32 {
                 .map(|s| format!("{}: {}", s.domain().name, s.domain().device))
                 .collect(),
         };
-        eprintln!(
-            "llem: measuring idle power for {:.1} s ...",
-            d.as_secs_f64()
-        );
-        let meter = match Meter::start(sensors, config, epoch) {
-            Ok(m) => m,
-            Err(e) => {
-                eprintln!("llem: {e}");
-                return exit::CONFIG;
-            }
+        let cfg = llem_config::BaselineConfig {
+            duration_seconds: d.as_secs_f64(),
+            strategy: args.baseline_strategy,
+            ..llem_config::BaselineConfig::default()
         };
-        std::thread::sleep(d);
-        let (t, back) = meter.finish();
-        sensors = back;
-        let w = t.total_energy();
-        baseline = Some(BaselineOutcome {
-            record: BaselineRecord::from_window(&w, &identity, llem_results::time::unix_now_s()),
-            origin: BaselineOrigin::Fresh,
-            spot_check: None,
-            age_s: None,
-        });
+        // The sensors go into a meter for each idle measurement and come back after it.
+        let mut held = Some(sensors);
+        let mut idle = |duration: std::time::Duration| -> Result<BaselineRecord, String> {
+            let s = held.take().ok_or("sensors lost")?;
+            eprintln!(
+                "llem: measuring idle power for {:.1} s ...",
+                duration.as_secs_f64()
+            );
+            let meter = Meter::start(s, config, epoch).map_err(|e| e.to_string())?;
+            std::thread::sleep(duration);
+            let (t, back) = meter.finish();
+            held = Some(back);
+            Ok(BaselineRecord::from_window(
+                &t.total_energy(),
+                &identity,
+                llem_results::time::unix_now_s(),
+            ))
+        };
+        let got = llem_energy::baseline::obtain(
+            &cfg,
+            &identity,
+            &cache_dir(),
+            llem_results::time::unix_now_s(),
+            &mut idle,
+        );
+        match got {
+            Ok(o) => {
+                if o.origin != BaselineOrigin::Fresh {
+                    notes.push(format!(
+                        "baseline {:.2} W {:?} ({:.0} s old)",
+                        o.record.total_power_w,
+                        o.origin,
+                        o.age_s.unwrap_or(0.0)
+                    ));
+                }
+                baseline = Some(o);
+            }
+            Err(e) => {
+                eprintln!("llem: baseline: {e}");
+                return exit::FAILURE;
+            }
+        }
+        let Some(s) = held else {
+            return exit::FAILURE;
+        };
+        sensors = s;
     }
 
     let meter = match Meter::start(sensors, config, epoch) {
