@@ -161,12 +161,7 @@ pub(crate) fn io_error(path: &std::path::Path, hint: &str, source: std::io::Erro
     }
 }
 
-/// Reads a sysfs-style file holding one unsigned integer (for one-off reads; the sampler's
-/// repeated reads go through [`crate::value_file::ValueFile`]).
-pub(crate) fn read_u64(path: &std::path::Path, hint: &str) -> Result<u64, SensorError> {
-    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, hint, e))?;
-    text.trim().parse().map_err(|_| SensorError::Parse {
-        path: path.to_path_buf(),
-        text: text.trim().chars().take(40).collect(),
-    })
+/// Reads a sysfs-style file holding one unsigned integer, once.
+pub(crate) fn read_u64(path: &std::path::Path, hint: &'static str) -> Result<u64, SensorError> {
+    crate::value_file::ValueFile::open(path.to_path_buf(), hint).read_u64()
 }

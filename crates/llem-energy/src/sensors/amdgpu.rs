@@ -30,14 +30,15 @@ fn optional_u64(path: &Path) -> Option<u64> {
 impl AmdgpuSensor {
     fn open(index: u32, card: &Path, hwmon: PathBuf) -> Result<AmdgpuSensor, SensorError> {
         let device = card.join("device");
+        // A file that reads as a number now is the one the sampler keeps.
+        let readable = |name: &str| {
+            let mut f = ValueFile::open(hwmon.join(name), "");
+            f.read_u64().is_ok().then_some(f)
+        };
         let power_file = ["power1_average", "power1_input"]
-            .iter()
-            .map(|f| hwmon.join(f))
-            .find(|p| read_u64(p, "").is_ok())
-            .map(|p| ValueFile::open(p, ""));
-        let energy_file = Some(hwmon.join("energy1_input"))
-            .filter(|p| read_u64(p, "").is_ok())
-            .map(|p| ValueFile::open(p, ""));
+            .into_iter()
+            .find_map(readable);
+        let energy_file = readable("energy1_input");
         let model = std::fs::read_to_string(device.join("product_name"))
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "AMD GPU".into());

@@ -184,11 +184,12 @@ pub fn run(args: &MeasureArgs) -> i32 {
     let epoch = Instant::now();
     let start_unix = llem_results::time::unix_now_s();
     let mut sensors = selection.sensors;
+    let host = host_name();
 
     let mut baseline: Option<BaselineOutcome> = None;
     if let Some(d) = args.baseline {
         let identity = BaselineIdentity {
-            host: host_name(),
+            host: host.clone(),
             sampler: sampler.to_string(),
             devices: sensors
                 .iter()
@@ -292,7 +293,7 @@ pub fn run(args: &MeasureArgs) -> i32 {
         command: &args.command,
         exit_code: code,
         start_time: llem_results::time::iso8601_utc(start_unix + t0),
-        host: host_name(),
+        host,
         report: &report,
         notes: &notes,
         timeseries: args.output.as_ref().map(|_| "timeseries.parquet"),
