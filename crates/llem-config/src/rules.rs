@@ -80,6 +80,11 @@ pub fn resolve(cfg: &mut ExperimentConfig, warnings: &mut Vec<String>) {
     if cfg.output_dir.is_none() {
         cfg.output_dir = Some(DEFAULT_OUTPUT_DIR.to_string());
     }
+    // Synthetic lengths are part of what is measured: write them out so the hash and the
+    // effective config say exactly which lengths ran.
+    if cfg.dataset.source == "synthetic" && cfg.dataset.synthetic.is_none() {
+        cfg.dataset.synthetic = Some(crate::model::SyntheticConfig::default());
+    }
 }
 
 /// The rules that involve more than one field. Violations make a configuration invalid;
@@ -92,6 +97,15 @@ pub fn check(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Ve
         out.push(violation(
             &["dataset", "source"],
             "`dataset.source` must not be empty".into(),
+        ));
+    }
+    if cfg.dataset.synthetic.is_some() && cfg.dataset.source != "synthetic" {
+        out.push(violation(
+            &["dataset", "synthetic"],
+            format!(
+                "`dataset.synthetic` applies to `source: synthetic` only (source is `{}`)",
+                cfg.dataset.source
+            ),
         ));
     }
     check_engine_sections(cfg, out);

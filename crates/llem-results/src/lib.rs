@@ -4,10 +4,14 @@
 //! `timeseries.parquet`, not how a sensor produced them.
 
 pub mod atomic;
+pub mod requests;
+pub mod result;
 pub mod time;
 pub mod timeseries;
 
 pub use atomic::{write_atomic, write_json_atomic};
+pub use requests::{FinishReason, RequestRecord, read_requests, write_requests};
+pub use result::ExperimentResult;
 pub use timeseries::{TimeseriesColumns, read_timeseries, write_timeseries};
 
 /// A failure writing or reading a result file.

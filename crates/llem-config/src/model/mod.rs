@@ -11,10 +11,10 @@ pub use execution::{StudyExecution, StudyExecutionConfig};
 pub use experiment::ExperimentConfig;
 pub use names::{
     Arrival, BaselineStrategy, BatchingStrategy, DatasetOrder, Dtype, EnergySampler, Engine,
-    ExperimentOrder, Methodology, Preset,
+    ExperimentOrder, LengthDistribution, Methodology, Preset,
 };
 pub use runner::{RunnerKind, RunnerSpec};
 pub use sections::{
     BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, SloConfig,
-    TrafficConfig, WarmupConfig,
+    SyntheticConfig, TrafficConfig, WarmupConfig,
 };

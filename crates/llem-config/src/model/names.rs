@@ -186,6 +186,20 @@ str_enum! {
 }
 
 str_enum! {
+    /// How synthetic prompt and reply lengths are drawn.
+    pub enum LengthDistribution {
+        /// Every request the same length.
+        Fixed = "fixed",
+        /// Uniform over mean x [1 - spread, 1 + spread].
+        Uniform = "uniform",
+        /// Normal with coefficient of variation `spread`, at least 1 token.
+        Normal = "normal",
+        /// Log-normal with coefficient of variation `spread` (long tail, like real traffic).
+        Lognormal = "lognormal",
+    }
+}
+
+str_enum! {
     /// Decoder presets, expanded into concrete sampling values.
     pub enum Preset {
         /// Greedy: temperature 0, no sampling.

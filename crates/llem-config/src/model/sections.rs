@@ -7,7 +7,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::names::{Arrival, BaselineStrategy, DatasetOrder, Methodology, Preset};
+use super::names::{
+    Arrival, BaselineStrategy, DatasetOrder, LengthDistribution, Methodology, Preset,
+};
 
 /// Which prompts to use and how they are loaded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -20,6 +22,38 @@ pub struct DatasetConfig {
     pub n_prompts: u32,
     /// Prompt ordering: interleaved (round-robin by source), grouped, shuffled (seeded).
     pub order: DatasetOrder,
+    /// Lengths of the generated prompts and replies (source `synthetic` only).
+    pub synthetic: Option<SyntheticConfig>,
+}
+
+/// Synthetic prompts: token-exact input lengths made of real vocabulary tokens, and a fixed
+/// number of output tokens per request (end-of-sequence ignored), both fixed or drawn from a
+/// seeded distribution (`random_seed`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SyntheticConfig {
+    /// Prompt length in tokens (the mean when a distribution is used).
+    #[schemars(range(min = 1))]
+    pub input_tokens: u32,
+    /// Reply length in tokens (the mean when a distribution is used).
+    #[schemars(range(min = 1))]
+    pub output_tokens: u32,
+    /// fixed, uniform (mean +/- spread x mean), normal (CV = spread), lognormal (CV = spread).
+    pub distribution: LengthDistribution,
+    /// Relative spread of the lengths (ignored when fixed).
+    #[schemars(range(min = 0.0, max = 2.0))]
+    pub spread: f64,
+}
+
+impl Default for SyntheticConfig {
+    fn default() -> Self {
+        SyntheticConfig {
+            input_tokens: 128,
+            output_tokens: 128,
+            distribution: LengthDistribution::Fixed,
+            spread: 0.25,
+        }
+    }
 }
 
 impl Default for DatasetConfig {
@@ -28,6 +62,7 @@ impl Default for DatasetConfig {
             source: "aienergyscore".into(),
             n_prompts: 100,
             order: DatasetOrder::Interleaved,
+            synthetic: None,
         }
     }
 }

@@ -1,0 +1,67 @@
+//! The asset cache that `scripts/fetch-assets.sh` fills: models and datasets available
+//! offline, found by file name.
+
+use std::path::{Path, PathBuf};
+
+/// `$LLEM_ASSETS`, else `$XDG_CACHE_HOME/llem/assets`, else `~/.cache/llem/assets`.
+pub fn assets_dir(llem_assets: Option<&str>) -> PathBuf {
+    if let Some(a) = llem_assets.filter(|a| !a.is_empty()) {
+        return PathBuf::from(a);
+    }
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".cache"))
+        .join("llem")
+        .join("assets")
+}
+
+/// A model given as a path, or as a bare file name found in the asset cache (directly or one
+/// directory down, where fetch-assets puts each asset).
+pub fn resolve_model(model: &str, assets: &Path) -> Option<PathBuf> {
+    let p = Path::new(model);
+    if p.is_file() {
+        return Some(p.to_path_buf());
+    }
+    if p.components().count() != 1 {
+        return None;
+    }
+    let direct = assets.join(p);
+    if direct.is_file() {
+        return Some(direct);
+    }
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(assets)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|d| d.is_dir())
+        .collect();
+    dirs.sort();
+    dirs.into_iter().map(|d| d.join(p)).find(|c| c.is_file())
+}
+
+/// A dataset file inside the asset cache.
+pub fn dataset_file(assets: &Path, alias: &str, file: &str) -> PathBuf {
+    assets.join(alias).join(file)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_models_by_name_in_the_cache() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("smol")).unwrap();
+        std::fs::write(d.path().join("smol/m.gguf"), b"x").unwrap();
+        assert_eq!(
+            resolve_model("m.gguf", d.path()),
+            Some(d.path().join("smol/m.gguf"))
+        );
+        assert_eq!(resolve_model("other.gguf", d.path()), None);
+        assert_eq!(resolve_model("sub/m.gguf", d.path()), None);
+        let abs = d.path().join("smol/m.gguf");
+        assert_eq!(resolve_model(abs.to_str().unwrap(), d.path()), Some(abs));
+    }
+}

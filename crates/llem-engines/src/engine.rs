@@ -1,0 +1,120 @@
+//! The engine seam: load a model, run a workload reporting every request as its tokens
+//! arrive, unload.
+
+use llem_results::RequestRecord;
+
+use crate::workload::Workload;
+
+/// What an engine is.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineInfo {
+    /// Engine name as in the config (`llamacpp`).
+    pub name: &'static str,
+    /// Version of the engine library (llama.cpp build number for the embedded engine).
+    pub version: Option<String>,
+    /// Backend details (SIMD features, GPU offload).
+    pub system_info: Option<String>,
+}
+
+/// The model as the engine loaded it; what FLOPs and the result need.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ModelInfo {
+    /// Model path or name.
+    pub name: String,
+    /// Architecture (`llama`, `qwen2`, ...).
+    pub architecture: Option<String>,
+    /// Parameters.
+    pub parameters: Option<u64>,
+    /// Transformer layers.
+    pub layers: Option<u32>,
+    /// Hidden (embedding) size.
+    pub hidden_size: Option<u32>,
+    /// Attention heads.
+    pub attention_heads: Option<u32>,
+    /// Key/value heads.
+    pub kv_heads: Option<u32>,
+    /// Per-head dimension of keys/queries.
+    pub head_dim: Option<u32>,
+    /// Feed-forward size.
+    pub ffn_size: Option<u32>,
+    /// Vocabulary size.
+    pub vocab_size: Option<u32>,
+    /// Training context length.
+    pub context_length: Option<u32>,
+    /// Weight type or quantisation (`Q4_1`).
+    pub dtype: Option<String>,
+    /// Model file size, bytes.
+    pub file_size_bytes: Option<u64>,
+    /// Bytes of weights resident after load.
+    pub weights_bytes: Option<u64>,
+    /// True when input and output embeddings share one matrix.
+    pub tied_embeddings: Option<bool>,
+}
+
+/// Receives requests as the engine serves them. Times are seconds on the harness's clock
+/// (the engine asks the sink for the time so every timestamp shares one epoch).
+pub trait RequestSink {
+    /// Seconds since the experiment start.
+    fn now_s(&self) -> f64;
+    /// `n` new output tokens of `request_id` arrived at `t_s` (one call per decode step).
+    fn on_tokens(&mut self, request_id: u32, t_s: f64, n: u32);
+    /// A request finished.
+    fn on_done(&mut self, record: RequestRecord);
+}
+
+/// What a workload run produced besides the per-request records.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunSummary {
+    /// Batches decoded.
+    pub num_batches: u32,
+    /// Mean sequences per batch.
+    pub effective_batch_size: f64,
+    /// Configured sequences per batch.
+    pub configured_batch_size: u32,
+    /// Idle decode slots / all decode slots (finished sequences waiting for their batch).
+    pub padding_overhead: f64,
+    /// Prompt tokens cut by `max_input_tokens`.
+    pub truncated_prompts: u32,
+    /// KV cache size, bytes.
+    pub kv_cache_bytes: Option<u64>,
+    /// Anything the harness should surface as a measurement warning.
+    pub warnings: Vec<String>,
+}
+
+/// An engine failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The model could not be found or loaded.
+    #[error("cannot load model {model}: {reason}")]
+    Load {
+        /// The model.
+        model: String,
+        /// Why.
+        reason: String,
+    },
+    /// The engine's settings cannot work (context too small, bad combination).
+    #[error("{0}")]
+    Config(String),
+    /// Inference failed.
+    #[error("inference failed: {0}")]
+    Inference(String),
+    /// The run was cancelled (Ctrl-C).
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// An inference engine.
+pub trait Engine {
+    /// Name, version, backend.
+    fn info(&self) -> EngineInfo;
+    /// The loaded model.
+    fn model_info(&self) -> &ModelInfo;
+    /// Tokens of `text` (with the chat template applied when `chat` is set).
+    fn count_tokens(&self, text: &str, chat: bool) -> Result<u32, EngineError>;
+    /// Runs `workload`, reporting every request to `sink`.
+    fn run(
+        &mut self,
+        workload: &Workload,
+        sink: &mut dyn RequestSink,
+    ) -> Result<RunSummary, EngineError>;
+}

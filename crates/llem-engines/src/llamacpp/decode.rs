@@ -1,0 +1,388 @@
+//! Batched decode: the sequences of a batch share one llama.cpp batch per step (one KV
+//! stream each), stop independently on end-of-generation or their token limit, and free
+//! their KV cells as they finish.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llem_results::{FinishReason, RequestRecord};
+
+use super::LlamaCppSession;
+use crate::engine::{EngineError, RequestSink, RunSummary};
+use crate::sampling::SamplingParams;
+use crate::workload::{Workload, batching};
+
+/// A sink that only keeps time (tests, `complete`).
+pub(super) struct Collect {
+    epoch: Instant,
+}
+
+impl Default for Collect {
+    fn default() -> Self {
+        Collect {
+            epoch: Instant::now(),
+        }
+    }
+}
+
+impl RequestSink for Collect {
+    fn now_s(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+    fn on_tokens(&mut self, _: u32, _: f64, _: u32) {}
+    fn on_done(&mut self, _: RequestRecord) {}
+}
+
+/// The sampler chain of one request, in Hugging Face's order (penalty, temperature, top-k,
+/// top-p, min-p, then the draw), seeded per request so its tokens do not depend on the batch.
+fn sampler(p: &SamplingParams, n_vocab: i32, request_id: u32, history: usize) -> LlamaSampler {
+    let mut chain = Vec::new();
+    if (p.repetition_penalty - 1.0).abs() > f64::EPSILON {
+        let last_n = i32::try_from(history).unwrap_or(i32::MAX);
+        chain.push(LlamaSampler::penalties(
+            n_vocab,
+            last_n,
+            p.repetition_penalty as f32,
+            0.0,
+            0.0,
+        ));
+    }
+    if p.greedy {
+        chain.push(LlamaSampler::greedy());
+    } else {
+        chain.push(LlamaSampler::temp(p.temperature as f32));
+        if p.top_k > 0 {
+            chain.push(LlamaSampler::top_k(
+                i32::try_from(p.top_k).unwrap_or(i32::MAX),
+            ));
+        }
+        if p.top_p < 1.0 {
+            chain.push(LlamaSampler::top_p(p.top_p as f32, 1));
+        }
+        if let Some(m) = p.min_p.filter(|m| *m > 0.0) {
+            chain.push(LlamaSampler::min_p(m as f32, 1));
+        }
+        // u32::MAX asks llama.cpp for a random seed; keep runs reproducible.
+        let seed = (p.seed.wrapping_add(u64::from(request_id)) as u32).min(u32::MAX - 1);
+        chain.push(LlamaSampler::dist(seed));
+    }
+    LlamaSampler::chain_simple(chain)
+}
+
+struct Slot {
+    request: usize,
+    seq: i32,
+    pos: i32,
+    input_tokens: u32,
+    limit: u32,
+    ignore_eos: bool,
+    min_new: u32,
+    sampler: LlamaSampler,
+    generated: Vec<LlamaToken>,
+    times: Vec<f64>,
+    submit_s: f64,
+    logits_at: i32,
+    done: Option<FinishReason>,
+}
+
+fn record(
+    s: &Slot,
+    batch_index: u32,
+    reference: Option<u32>,
+    end_s: f64,
+    finish: FinishReason,
+) -> RequestRecord {
+    RequestRecord {
+        request_id: u32::try_from(s.request).unwrap_or(u32::MAX),
+        batch_index: Some(batch_index),
+        input_tokens: s.input_tokens,
+        output_tokens: u32::try_from(s.generated.len()).unwrap_or(u32::MAX),
+        reference_output_tokens: reference,
+        submit_s: s.submit_s,
+        first_token_s: s.times.first().copied(),
+        end_s,
+        success: true,
+        error: None,
+        finish_reason: finish,
+        token_times_s: s.times.clone(),
+    }
+}
+
+fn inference(e: impl std::fmt::Display) -> EngineError {
+    EngineError::Inference(e.to_string())
+}
+
+/// Picks the next token of `slot` from the logits at `idx`; end-of-generation tokens are
+/// masked while the slot must go on (min_new_tokens, ignore_eos).
+fn next_token(sess: &LlamaCppSession<'_>, slot: &mut Slot) -> LlamaToken {
+    let mask = slot.ignore_eos || (slot.generated.len() as u32) < slot.min_new;
+    if !mask {
+        return slot.sampler.sample(&sess.ctx, slot.logits_at);
+    }
+    let mut arr = sess.ctx.token_data_array_ith(slot.logits_at);
+    for d in &mut arr.data {
+        if sess.engine.eog.contains(&d.id()) {
+            d.set_logit(f32::NEG_INFINITY);
+        }
+    }
+    arr.apply_sampler(&mut slot.sampler);
+    let t = arr
+        .selected_token()
+        .or_else(|| arr.data.first().map(|d| d.id()))
+        .unwrap_or(LlamaToken(0));
+    slot.sampler.accept(t);
+    t
+}
+
+/// Takes the token just sampled for `slot` at time `t`; returns true when one was emitted.
+fn take(sess: &LlamaCppSession<'_>, slot: &mut Slot, t: f64, limit_pos: i32) -> bool {
+    let token = next_token(sess, slot);
+    if !slot.ignore_eos && sess.engine.model.vocab().is_eog(token) {
+        slot.done = Some(FinishReason::Stop);
+        return false;
+    }
+    slot.generated.push(token);
+    slot.times.push(t);
+    if slot.generated.len() as u32 >= slot.limit || slot.pos >= limit_pos {
+        slot.done = Some(FinishReason::Length);
+    }
+    true
+}
+
+/// Runs the workload; returns the summary and every request's generated tokens.
+pub(super) fn run(
+    sess: &mut LlamaCppSession<'_>,
+    wl: &Workload,
+    sink: &mut dyn RequestSink,
+) -> Result<(RunSummary, Vec<Vec<LlamaToken>>), EngineError> {
+    let engine = sess.engine;
+    let plan = sess.plan;
+    if wl.batching.batch_size > plan.slots {
+        return Err(EngineError::Config(format!(
+            "batch size {} exceeds the {} sequences the context was opened for",
+            wl.batching.batch_size, plan.slots
+        )));
+    }
+    let prompts: Vec<_> = wl
+        .prompts
+        .iter()
+        .map(|p| engine.tokenize_prompt(p, wl.max_input_tokens))
+        .collect();
+    let references: Vec<Option<u32>> = wl
+        .prompts
+        .iter()
+        .map(|p| {
+            p.reference_output
+                .as_ref()
+                .map(|r| u32::try_from(engine.tokenize(r).len()).unwrap_or(u32::MAX))
+        })
+        .collect();
+    let lengths: Vec<u32> = prompts
+        .iter()
+        .map(|p| u32::try_from(p.tokens.len()).unwrap_or(u32::MAX))
+        .collect();
+    let batches = batching::plan(&wl.batching, &lengths);
+    let n_vocab = engine.model.n_vocab();
+    let per_slot = i32::try_from(plan.tokens_per_slot).unwrap_or(i32::MAX);
+    let n_batch = sess.n_batch as usize;
+    let mut batch = LlamaBatch::new(n_batch, i32::try_from(plan.slots).unwrap_or(1));
+    let mut outputs: Vec<Vec<LlamaToken>> = vec![Vec::new(); prompts.len()];
+    let mut summary = RunSummary {
+        num_batches: u32::try_from(batches.len()).unwrap_or(u32::MAX),
+        configured_batch_size: wl.batching.batch_size,
+        truncated_prompts: u32::try_from(prompts.iter().filter(|p| p.truncated).count())
+            .unwrap_or(u32::MAX),
+        ..RunSummary::default()
+    };
+    let (mut slot_steps, mut busy_steps) = (0u64, 0u64);
+    let cancel = engine.cancel.clone();
+
+    for (bi, members) in batches.iter().enumerate() {
+        let bi = u32::try_from(bi).unwrap_or(u32::MAX);
+        let submit_s = sink.now_s();
+        let mut slots: Vec<Slot> = Vec::with_capacity(members.len());
+        for (k, &req) in members.iter().enumerate() {
+            let Some(p) = prompts.get(req) else { continue };
+            let prompt = wl.prompts.get(req);
+            let n_in = p.tokens.len();
+            if n_in as i64 >= i64::from(per_slot) {
+                let id = u32::try_from(req).unwrap_or(u32::MAX);
+                sink.on_done(RequestRecord {
+                    request_id: id,
+                    batch_index: Some(bi),
+                    input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
+                    output_tokens: 0,
+                    reference_output_tokens: references.get(req).copied().flatten(),
+                    submit_s,
+                    first_token_s: None,
+                    end_s: sink.now_s(),
+                    success: false,
+                    error: Some(format!(
+                        "prompt of {n_in} tokens does not fit the {per_slot}-token context slot \
+                         (set max_input_tokens or llamacpp.n_ctx)"
+                    )),
+                    finish_reason: FinishReason::Error,
+                    token_times_s: Vec::new(),
+                });
+                continue;
+            }
+            let room = (per_slot as usize - n_in) as u32;
+            let limit = prompt
+                .and_then(|p| p.output_tokens)
+                .or(wl.max_output_tokens)
+                .unwrap_or(room)
+                .min(room);
+            let mut s = sampler(
+                &wl.sampling,
+                n_vocab,
+                req as u32,
+                plan.tokens_per_slot as usize,
+            );
+            if (wl.sampling.repetition_penalty - 1.0).abs() > f64::EPSILON {
+                // Hugging Face penalises tokens of the prompt too.
+                s.accept_many(p.tokens.iter());
+            }
+            slots.push(Slot {
+                request: req,
+                seq: i32::try_from(k).unwrap_or(0),
+                pos: 0,
+                input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
+                limit,
+                ignore_eos: prompt.is_some_and(|p| p.ignore_eos),
+                min_new: wl.sampling.min_new_tokens.unwrap_or(0),
+                sampler: s,
+                generated: Vec::new(),
+                times: Vec::new(),
+                submit_s,
+                logits_at: -1,
+                done: None,
+            });
+        }
+        summary.effective_batch_size += slots.len() as f64;
+        for s in &slots {
+            sess.ctx
+                .clear_kv_cache_seq(Some(u32::try_from(s.seq).unwrap_or(0)), None, None)
+                .map_err(inference)?;
+        }
+
+        // Prefill: every prompt of the batch, packed into as few decode calls as fit.
+        let mut queue: Vec<(usize, usize)> =
+            slots.iter().enumerate().map(|(i, _)| (i, 0)).collect();
+        let mut qi = 0;
+        while qi < queue.len() {
+            batch.clear();
+            let mut finishing: Vec<usize> = Vec::new();
+            while qi < queue.len() && (batch.n_tokens() as usize) < n_batch {
+                let Some((si, start)) = queue.get(qi).copied() else {
+                    break;
+                };
+                let Some(slot) = slots.get_mut(si) else { break };
+                let tokens = &prompts
+                    .get(slot.request)
+                    .map(|p| &p.tokens[..])
+                    .unwrap_or_default();
+                let space = n_batch - batch.n_tokens() as usize;
+                let end = (start + space).min(tokens.len());
+                for (j, &tok) in tokens.iter().enumerate().take(end).skip(start) {
+                    let last = j + 1 == tokens.len();
+                    batch
+                        .add(tok, i32::try_from(j).unwrap_or(0), &[slot.seq], last)
+                        .map_err(inference)?;
+                    if last {
+                        slot.logits_at = batch.n_tokens() - 1;
+                    }
+                }
+                slot.pos = i32::try_from(end).unwrap_or(0);
+                if end == tokens.len() {
+                    finishing.push(si);
+                    qi += 1;
+                } else if let Some(q) = queue.get_mut(qi) {
+                    q.1 = end;
+                }
+            }
+            if cancel.load(Ordering::Relaxed) {
+                return Err(EngineError::Cancelled);
+            }
+            sess.ctx.decode(&mut batch).map_err(inference)?;
+            let t = sink.now_s();
+            for si in finishing {
+                if let Some(slot) = slots.get_mut(si)
+                    && take(sess, slot, t, per_slot)
+                {
+                    sink.on_tokens(slot.request as u32, t, 1);
+                }
+            }
+        }
+        slot_steps += slots.len() as u64;
+        busy_steps += slots.len() as u64;
+
+        // Decode: one token per unfinished sequence per step.
+        loop {
+            for slot in slots
+                .iter_mut()
+                .filter(|s| s.done.is_some() && s.logits_at >= 0)
+            {
+                let end = slot.times.last().copied().unwrap_or_else(|| sink.now_s());
+                let reason = slot.done.unwrap_or(FinishReason::Length);
+                sess.ctx
+                    .clear_kv_cache_seq(Some(u32::try_from(slot.seq).unwrap_or(0)), None, None)
+                    .map_err(inference)?;
+                let reference = references.get(slot.request).copied().flatten();
+                let end = if reason == FinishReason::Stop {
+                    sink.now_s()
+                } else {
+                    end
+                };
+                sink.on_done(record(slot, bi, reference, end, reason));
+                if let Some(o) = outputs.get_mut(slot.request) {
+                    *o = std::mem::take(&mut slot.generated);
+                }
+                slot.logits_at = -1;
+            }
+            let active: Vec<usize> = (0..slots.len())
+                .filter(|&i| slots.get(i).is_some_and(|s| s.done.is_none()))
+                .collect();
+            if active.is_empty() {
+                break;
+            }
+            if cancel.load(Ordering::Relaxed) {
+                return Err(EngineError::Cancelled);
+            }
+            batch.clear();
+            for &i in &active {
+                let Some(slot) = slots.get_mut(i) else {
+                    continue;
+                };
+                let last = *slot.generated.last().unwrap_or(&LlamaToken(0));
+                batch
+                    .add(last, slot.pos, &[slot.seq], true)
+                    .map_err(inference)?;
+                slot.logits_at = batch.n_tokens() - 1;
+                slot.pos += 1;
+            }
+            sess.ctx.decode(&mut batch).map_err(inference)?;
+            let t = sink.now_s();
+            slot_steps += slots.len() as u64;
+            busy_steps += active.len() as u64;
+            for &i in &active {
+                if let Some(slot) = slots.get_mut(i)
+                    && take(sess, slot, t, per_slot)
+                {
+                    sink.on_tokens(slot.request as u32, t, 1);
+                }
+            }
+        }
+    }
+    if !batches.is_empty() {
+        summary.effective_batch_size /= batches.len() as f64;
+    }
+    summary.padding_overhead = if slot_steps > 0 {
+        1.0 - busy_steps as f64 / slot_steps as f64
+    } else {
+        0.0
+    };
+    Ok((summary, outputs))
+}

@@ -1,0 +1,387 @@
+//! The embedded llama.cpp engine: a GGUF model loaded in-process through `llama-cpp-2`.
+//!
+//! A [`LlamaCppEngine`] owns the model; a [`LlamaCppSession`] owns one llama.cpp context
+//! (KV cache with one stream per batch slot) and runs workloads on it, so warmup and
+//! measurement share the context and its allocation happens before the window opens.
+
+mod decode;
+pub mod info;
+mod prompt;
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
+
+use llama_cpp_2::context::params::{KvCacheType as LlamaKvType, LlamaContextParams};
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::token::LlamaToken;
+use llem_config::ExperimentConfig;
+use llem_config::model::engines::LlamaCppConfig;
+use llem_config::model::engines::llamacpp::{FlashAttn, KvCacheType};
+
+use crate::engine::{EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary};
+use crate::workload::Workload;
+
+/// Version of the `llama-cpp-2` bindings (pinned in Cargo.toml), which fixes the llama.cpp
+/// source that is compiled in.
+pub const BINDINGS_VERSION: &str = "0.1.160";
+
+/// llama.cpp's backend is process-global and may be initialised only once.
+fn backend() -> Result<&'static LlamaBackend, EngineError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp logs every load step to stderr; route it into tracing (shown at -v).
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| EngineError::Load {
+            model: String::new(),
+            reason: format!("llama.cpp backend: {e}"),
+        })
+}
+
+/// Context size and per-slot budget for a config.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ContextPlan {
+    /// Sequences decoded together (KV streams).
+    pub slots: u32,
+    /// Tokens per slot (prompt + output).
+    pub tokens_per_slot: u32,
+    /// Threads.
+    pub n_threads: i32,
+}
+
+/// Tokens a slot needs when the config leaves a limit open.
+const OPEN_INPUT_TOKENS: u32 = 2048;
+const OPEN_OUTPUT_TOKENS: u32 = 1024;
+
+impl ContextPlan {
+    /// The plan for `cfg` on a model trained with `n_ctx_train` positions.
+    pub fn for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
+        let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+        let slots = l.batch_size.max(1);
+        let input = cfg.max_input_tokens.unwrap_or(OPEN_INPUT_TOKENS);
+        let mut output = cfg.max_output_tokens.unwrap_or(OPEN_OUTPUT_TOKENS);
+        if let Some(s) = &cfg.dataset.synthetic
+            && cfg.dataset.source == "synthetic"
+        {
+            // Room for the long tail of drawn lengths (3 spreads above the mean).
+            let hi = |m: u32| (f64::from(m) * (1.0 + 3.0 * s.spread)).ceil() as u32;
+            output = hi(s.output_tokens);
+            let need = hi(s.input_tokens).saturating_add(output);
+            return ContextPlan {
+                slots,
+                tokens_per_slot: need.min(n_ctx_train.max(1)),
+                n_threads: threads(&l),
+            };
+        }
+        let per_slot = match l.n_ctx {
+            Some(n) => (n / slots).max(1),
+            None => input
+                .saturating_add(output)
+                .saturating_add(16)
+                .min(n_ctx_train.max(1)),
+        };
+        ContextPlan {
+            slots,
+            tokens_per_slot: per_slot,
+            n_threads: threads(&l),
+        }
+    }
+}
+
+/// `n_threads`, else the CPUs this process may run on.
+fn threads(l: &LlamaCppConfig) -> i32 {
+    l.n_threads
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .ok()
+                .and_then(|n| i32::try_from(n.get()).ok())
+                .unwrap_or(1)
+        })
+}
+
+fn kv_type(t: KvCacheType) -> LlamaKvType {
+    match t {
+        KvCacheType::F32 => LlamaKvType::F32,
+        KvCacheType::F16 => LlamaKvType::F16,
+        KvCacheType::Bf16 => LlamaKvType::BF16,
+        KvCacheType::Q8_0 => LlamaKvType::Q8_0,
+        KvCacheType::Q4_0 => LlamaKvType::Q4_0,
+        KvCacheType::Q4_1 => LlamaKvType::Q4_1,
+        KvCacheType::Iq4Nl => LlamaKvType::IQ4_NL,
+        KvCacheType::Q5_0 => LlamaKvType::Q5_0,
+        KvCacheType::Q5_1 => LlamaKvType::Q5_1,
+    }
+}
+
+/// A loaded GGUF model.
+pub struct LlamaCppEngine {
+    model: LlamaModel,
+    info: ModelInfo,
+    settings: LlamaCppConfig,
+    template: Option<LlamaChatTemplate>,
+    /// End-of-generation tokens (EOS, EOT, ...), masked for min_new_tokens / ignore_eos.
+    eog: Vec<LlamaToken>,
+    /// Ordinary text tokens, from which synthetic prompts are drawn.
+    text_tokens: Vec<LlamaToken>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// True when `path` starts with the GGUF magic.
+fn is_gguf(path: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut f = std::fs::File::open(path)?;
+    Ok(f.read_exact(&mut magic).is_ok() && &magic == b"GGUF")
+}
+
+impl LlamaCppEngine {
+    /// Loads the GGUF model at `path` with the `llamacpp:` settings.
+    pub fn load(
+        path: &Path,
+        name: &str,
+        settings: &LlamaCppConfig,
+    ) -> Result<LlamaCppEngine, EngineError> {
+        let fail = |reason: String| EngineError::Load {
+            model: path.display().to_string(),
+            reason,
+        };
+        match is_gguf(path) {
+            Ok(true) => {}
+            Ok(false) => return Err(fail("not a GGUF file (llamacpp loads .gguf models)".into())),
+            Err(e) => return Err(fail(e.to_string())),
+        }
+        let backend = backend()?;
+        let n_gpu_layers = match settings.n_gpu_layers {
+            n if n < 0 => u32::MAX,
+            n => n.unsigned_abs(),
+        };
+        let params = LlamaModelParams::default()
+            .with_n_gpu_layers(n_gpu_layers)
+            .with_use_mmap(settings.use_mmap);
+        let model = LlamaModel::load_from_file(backend, path, &params)
+            .map_err(|e| fail(format!("llama.cpp could not load it: {e}")))?;
+        let size = std::fs::metadata(path).ok().map(|m| m.len());
+        let info = info::model_info(&model, name, size);
+        let template = model.chat_template(None).ok();
+        let vocab = model.vocab();
+        let mut eog = Vec::new();
+        let mut text_tokens = Vec::new();
+        for t in vocab.tokens() {
+            if vocab.is_eog(t) {
+                eog.push(t);
+            } else if !vocab.is_control(t) {
+                let piece = vocab.token_to_piece(t, false, None);
+                if piece.iter().any(u8::is_ascii_alphanumeric) {
+                    text_tokens.push(t);
+                }
+            }
+        }
+        drop(vocab);
+        Ok(LlamaCppEngine {
+            model,
+            info,
+            settings: settings.clone(),
+            template,
+            eog,
+            text_tokens,
+            cancel: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// A flag that, once set, makes a running workload stop after the current step.
+    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    /// Engine name, version and devices.
+    pub fn engine_info(&self) -> EngineInfo {
+        let devices: Vec<String> = llama_cpp_2::list_llama_ggml_backend_devices()
+            .into_iter()
+            .map(|d| format!("{} ({})", d.description, d.backend))
+            .collect();
+        EngineInfo {
+            name: "llamacpp",
+            version: Some(format!("llama-cpp-2 {BINDINGS_VERSION}")),
+            system_info: (!devices.is_empty()).then(|| devices.join("; ")),
+        }
+    }
+
+    /// The model as loaded.
+    pub fn model_info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Training context length.
+    pub fn n_ctx_train(&self) -> u32 {
+        self.model.n_ctx_train()
+    }
+
+    /// True when the model carries a chat template.
+    pub fn has_chat_template(&self) -> bool {
+        self.template.is_some()
+    }
+
+    /// Tokens of `text` as plain text (no template, no BOS).
+    pub fn tokenize(&self, text: &str) -> Vec<LlamaToken> {
+        self.model.vocab().tokenize(text.as_bytes(), false, false)
+    }
+
+    /// Text of `tokens` (special tokens omitted).
+    pub fn detokenize(&self, tokens: &[LlamaToken]) -> String {
+        let vocab = self.model.vocab();
+        let mut bytes = Vec::new();
+        for &t in tokens {
+            vocab.token_to_piece_into(t, &mut bytes, false, None);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// Opens a context for `plan`: KV cache, threads, batch buffers.
+    pub fn session(&self, plan: ContextPlan) -> Result<LlamaCppSession<'_>, EngineError> {
+        let backend = backend()?;
+        let n_ctx = plan.slots.saturating_mul(plan.tokens_per_slot);
+        let n_ctx = NonZeroU32::new(n_ctx)
+            .ok_or_else(|| EngineError::Config("the context would have 0 tokens".into()))?;
+        let n_batch = n_ctx.get().min(2048);
+        let flash = match self.settings.flash_attn {
+            FlashAttn::Auto => -1,
+            FlashAttn::Off => 0,
+            FlashAttn::On => 1,
+        };
+        let params = LlamaContextParams::default()
+            .with_n_ctx(Some(n_ctx))
+            .with_n_batch(n_batch)
+            .with_n_ubatch(n_batch.min(512))
+            .with_n_seq_max(plan.slots)
+            // One KV stream per slot: a sequence attends over its own cells only, and a
+            // finished sequence's cells are freed without touching the others.
+            .with_kv_unified(false)
+            .with_n_threads(plan.n_threads)
+            .with_n_threads_batch(plan.n_threads)
+            .with_flash_attention_policy(flash)
+            .with_type_k(kv_type(self.settings.kv_cache_type))
+            .with_type_v(kv_type(self.settings.kv_cache_type));
+        let ctx = self
+            .model
+            .new_context(backend, params)
+            .map_err(|e| EngineError::Config(format!("llama.cpp context ({n_ctx} tokens): {e}")))?;
+        let kv_bytes = kv_cache_bytes(&self.info, n_ctx.get(), self.settings.kv_cache_type);
+        Ok(LlamaCppSession {
+            engine: self,
+            ctx,
+            plan,
+            n_batch,
+            kv_bytes,
+        })
+    }
+}
+
+/// KV cache size: 2 (K and V) x layers x KV heads x head dim x cells x element size.
+fn kv_cache_bytes(info: &ModelInfo, cells: u32, t: KvCacheType) -> Option<u64> {
+    let bytes_per_elem = match t {
+        KvCacheType::F32 => 4.0,
+        KvCacheType::F16 | KvCacheType::Bf16 => 2.0,
+        KvCacheType::Q8_0 => 34.0 / 32.0,
+        KvCacheType::Q4_0 | KvCacheType::Iq4Nl => 18.0 / 32.0,
+        KvCacheType::Q4_1 => 20.0 / 32.0,
+        KvCacheType::Q5_0 => 22.0 / 32.0,
+        KvCacheType::Q5_1 => 24.0 / 32.0,
+    };
+    let elems = 2.0
+        * f64::from(info.layers?)
+        * f64::from(info.kv_heads?)
+        * f64::from(info.head_dim?)
+        * f64::from(cells);
+    Some((elems * bytes_per_elem) as u64)
+}
+
+/// One llama.cpp context on a loaded model.
+pub struct LlamaCppSession<'m> {
+    engine: &'m LlamaCppEngine,
+    ctx: llama_cpp_2::context::LlamaContext<'m>,
+    plan: ContextPlan,
+    n_batch: u32,
+    kv_bytes: Option<u64>,
+}
+
+impl LlamaCppSession<'_> {
+    /// The context plan.
+    pub fn plan(&self) -> ContextPlan {
+        self.plan
+    }
+
+    /// KV cache size, bytes.
+    pub fn kv_cache_bytes(&self) -> Option<u64> {
+        self.kv_bytes
+    }
+
+    /// Runs `workload`, reporting each request to `sink` as its tokens arrive.
+    pub fn run(
+        &mut self,
+        workload: &Workload,
+        sink: &mut dyn RequestSink,
+    ) -> Result<RunSummary, EngineError> {
+        let (mut s, _) = decode::run(self, workload, sink)?;
+        s.kv_cache_bytes = self.kv_bytes;
+        Ok(s)
+    }
+
+    /// Greedy completion of `text` (chat template applied when `chat`), for checks and tests.
+    pub fn complete(
+        &mut self,
+        text: &str,
+        chat: bool,
+        max_tokens: u32,
+    ) -> Result<String, EngineError> {
+        let prompts = vec![crate::workload::Prompt {
+            dataset_index: 0,
+            input: crate::workload::PromptInput::Text {
+                text: text.to_string(),
+                chat,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: None,
+            ignore_eos: false,
+        }];
+        let wl = Workload {
+            prompts,
+            batching: crate::workload::BatchingSpec {
+                strategy: llem_config::BatchingStrategy::Static,
+                batch_size: 1,
+                max_tokens_per_batch: None,
+            },
+            sampling: crate::sampling::SamplingParams::greedy(),
+            max_input_tokens: None,
+            max_output_tokens: Some(max_tokens),
+        };
+        let (_, out) = decode::run(self, &wl, &mut decode::Collect::default())?;
+        Ok(out
+            .first()
+            .map(|t| self.engine.detokenize(t))
+            .unwrap_or_default())
+    }
+
+    /// Generated token ids per request (in request order), for tests of batch invariance.
+    pub fn generate_ids(&mut self, workload: &Workload) -> Result<Vec<Vec<i32>>, EngineError> {
+        let (_, out) = decode::run(self, workload, &mut decode::Collect::default())?;
+        Ok(out
+            .into_iter()
+            .map(|v| v.into_iter().map(|t| t.0).collect())
+            .collect())
+    }
+}
+
+/// Where a model path came from, for messages.
+pub fn describe_model_path(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}

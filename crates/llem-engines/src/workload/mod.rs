@@ -1,0 +1,98 @@
+//! The workload: prompts, how they are batched, how tokens are chosen.
+
+pub mod batching;
+pub mod dataset;
+pub mod sharegpt;
+
+use llem_config::{BatchingStrategy, ExperimentConfig};
+
+use crate::sampling::SamplingParams;
+
+/// The text of a prompt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PromptInput {
+    /// Text, tokenised by the engine (with the chat template when `chat` is set).
+    Text {
+        /// The prompt.
+        text: String,
+        /// Wrap it as a user turn in the model's chat template.
+        chat: bool,
+    },
+    /// Exactly `n_tokens` ordinary vocabulary tokens drawn with `seed` (synthetic prompts):
+    /// the engine picks them from its own vocabulary so the length is token-exact.
+    Tokens {
+        /// Prompt length.
+        n_tokens: u32,
+        /// Seed of the token draw.
+        seed: u64,
+    },
+}
+
+/// One prompt of the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Prompt {
+    /// Position in the dataset as loaded (before ordering).
+    pub dataset_index: u32,
+    /// The prompt.
+    pub input: PromptInput,
+    /// Sub-source (`source` key of a JSONL record), for `grouped` ordering.
+    pub group: Option<String>,
+    /// The dataset's reference reply (ShareGPT's first answer), for its length.
+    pub reference_output: Option<String>,
+    /// Output tokens for this request, overriding the experiment's limit (synthetic).
+    pub output_tokens: Option<u32>,
+    /// Generate exactly `output_tokens`, ignoring end-of-sequence (synthetic).
+    pub ignore_eos: bool,
+}
+
+/// How prompts are grouped into batches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchingSpec {
+    /// Strategy.
+    pub strategy: BatchingStrategy,
+    /// Sequences per batch.
+    pub batch_size: u32,
+    /// Prompt-token budget per batch (dynamic strategies).
+    pub max_tokens_per_batch: Option<u32>,
+}
+
+/// Everything an engine needs to serve the measurement (or warmup) phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    /// Prompts, in submission order.
+    pub prompts: Vec<Prompt>,
+    /// Batching.
+    pub batching: BatchingSpec,
+    /// Token selection.
+    pub sampling: SamplingParams,
+    /// Prompts longer than this are cut (keeping their start).
+    pub max_input_tokens: Option<u32>,
+    /// Output limit per request.
+    pub max_output_tokens: Option<u32>,
+}
+
+impl Workload {
+    /// The workload of `cfg` over `prompts`.
+    pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
+        let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+        Workload {
+            prompts,
+            batching: BatchingSpec {
+                strategy: l.batching_strategy,
+                batch_size: l.batch_size.max(1),
+                max_tokens_per_batch: l.max_tokens_per_batch,
+            },
+            sampling: SamplingParams::from_config(cfg),
+            max_input_tokens: cfg.max_input_tokens,
+            max_output_tokens: cfg.max_output_tokens,
+        }
+    }
+
+    /// The same workload over other prompts (warmup).
+    pub fn with_prompts(&self, prompts: Vec<Prompt>) -> Workload {
+        Workload {
+            prompts,
+            ..self.clone()
+        }
+    }
+}

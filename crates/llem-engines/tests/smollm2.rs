@@ -1,0 +1,301 @@
+//! The embedded engine on the real SmolLM2-135M-Instruct (Q4_1 GGUF) from
+//! scripts/fetch-assets.sh (`make test` fetches it first).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::path::PathBuf;
+
+use llem_config::BatchingStrategy;
+use llem_config::model::engines::LlamaCppConfig;
+use llem_engines::llamacpp::{ContextPlan, LlamaCppEngine};
+use llem_engines::sampling::SamplingParams;
+use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
+use llem_engines::{RequestSink, assets};
+use llem_results::{FinishReason, RequestRecord};
+
+fn model_path() -> PathBuf {
+    let dir = assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    assets::resolve_model("SmolLM2-135M-Instruct.Q4_1.gguf", &dir).unwrap_or_else(|| {
+        panic!(
+            "SmolLM2 is not in the asset cache {}: run scripts/fetch-assets.sh",
+            dir.display()
+        )
+    })
+}
+
+fn engine() -> LlamaCppEngine {
+    let p = model_path();
+    LlamaCppEngine::load(
+        &p,
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        &LlamaCppConfig::default(),
+    )
+    .unwrap()
+}
+
+fn chat(texts: &[&str]) -> Vec<Prompt> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Prompt {
+            dataset_index: i as u32,
+            input: PromptInput::Text {
+                text: (*t).to_string(),
+                chat: true,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: None,
+            ignore_eos: false,
+        })
+        .collect()
+}
+
+fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
+    Workload {
+        prompts,
+        batching: BatchingSpec {
+            strategy: BatchingStrategy::Static,
+            batch_size: batch,
+            max_tokens_per_batch: None,
+        },
+        sampling: SamplingParams::greedy(),
+        max_input_tokens: Some(128),
+        max_output_tokens: Some(max_out),
+    }
+}
+
+fn plan(slots: u32) -> ContextPlan {
+    ContextPlan {
+        slots,
+        tokens_per_slot: 256,
+        n_threads: 2,
+    }
+}
+
+#[derive(Default)]
+struct Records {
+    epoch: Option<std::time::Instant>,
+    done: Vec<RequestRecord>,
+    token_calls: usize,
+}
+
+impl RequestSink for Records {
+    fn now_s(&self) -> f64 {
+        self.epoch.map_or(0.0, |e| e.elapsed().as_secs_f64())
+    }
+    fn on_tokens(&mut self, _: u32, _: f64, n: u32) {
+        self.token_calls += n as usize;
+    }
+    fn on_done(&mut self, r: RequestRecord) {
+        self.done.push(r);
+    }
+}
+
+#[test]
+fn model_facts_come_from_the_gguf_metadata() {
+    let e = engine();
+    let m = e.model_info();
+    assert_eq!(m.architecture.as_deref(), Some("llama"));
+    assert_eq!(m.layers, Some(30));
+    assert_eq!(m.hidden_size, Some(576));
+    assert_eq!(m.attention_heads, Some(9));
+    assert_eq!(m.kv_heads, Some(3));
+    assert_eq!(m.ffn_size, Some(1536));
+    assert_eq!(m.vocab_size, Some(49152));
+    assert_eq!(m.dtype.as_deref(), Some("Q4_1"));
+    assert_eq!(m.tied_embeddings, Some(true));
+    let p = m.parameters.unwrap();
+    assert!((130_000_000..140_000_000).contains(&p), "{p}");
+    assert!(e.has_chat_template());
+}
+
+#[test]
+fn tokenizer_round_trips() {
+    let e = engine();
+    for text in [
+        "The capital of France is Paris.",
+        "  leading spaces, émojis 🙂 and numbers 12345\nnew line",
+        "def f(x):\n    return x ** 2",
+    ] {
+        let t = e.tokenize(text);
+        assert!(!t.is_empty());
+        assert_eq!(e.detokenize(&t), text);
+    }
+}
+
+#[test]
+fn greedy_answer_is_coherent_english() {
+    let e = engine();
+    let mut s = e.session(plan(1)).unwrap();
+    let out = s
+        .complete("What is the capital of France?", true, 24)
+        .unwrap();
+    assert!(out.contains("Paris"), "{out:?}");
+}
+
+#[test]
+fn batch_of_four_decodes_exactly_the_tokens_of_batch_one() {
+    let prompts = chat(&[
+        "What is the capital of France?",
+        "Write one sentence about the sea.",
+        "List three colours.",
+        "Say hello.",
+        "What is 2 + 2?",
+        "Name a famous scientist.",
+    ]);
+    let e = engine();
+    let one = {
+        let mut s = e.session(plan(1)).unwrap();
+        s.generate_ids(&workload(prompts.clone(), 1, 48)).unwrap()
+    };
+    let four = {
+        let mut s = e.session(plan(4)).unwrap();
+        s.generate_ids(&workload(prompts.clone(), 4, 48)).unwrap()
+    };
+    assert_eq!(one.len(), 6);
+    assert!(one.iter().all(|t| !t.is_empty()));
+    for (i, (a, b)) in one.iter().zip(&four).enumerate() {
+        assert_eq!(a, b, "request {i}: batch 4 diverged from batch 1");
+    }
+}
+
+#[test]
+fn each_sequence_stops_on_its_own_eos_and_frees_its_slot() {
+    // Short answers end on EOS at different steps; the long request runs to its limit.
+    let prompts = chat(&[
+        "Say hello.",
+        "Write a long story about a dragon.",
+        "What is 2 + 2?",
+        "Reply with one word: yes or no?",
+    ]);
+    let e = engine();
+    let mut s = e.session(plan(4)).unwrap();
+    let mut sink = Records {
+        epoch: Some(std::time::Instant::now()),
+        ..Records::default()
+    };
+    let summary = s.run(&workload(prompts, 4, 80), &mut sink).unwrap();
+    assert_eq!(sink.done.len(), 4);
+    let by_id = |id: u32| sink.done.iter().find(|r| r.request_id == id).unwrap();
+    let story = by_id(1);
+    assert_eq!(story.finish_reason, FinishReason::Length);
+    assert_eq!(story.output_tokens, 80);
+    let stopped: Vec<&RequestRecord> = sink
+        .done
+        .iter()
+        .filter(|r| r.finish_reason == FinishReason::Stop)
+        .collect();
+    assert!(stopped.len() >= 2, "{:?}", sink.done);
+    for r in &sink.done {
+        assert_eq!(r.token_times_s.len(), r.output_tokens as usize);
+        assert!(r.token_times_s.windows(2).all(|w| w[0] <= w[1]));
+        assert!(r.first_token_s.unwrap() >= r.submit_s);
+        assert!(r.end_s >= *r.token_times_s.last().unwrap());
+    }
+    // Stopped sequences ended before the long one and left idle slots behind.
+    assert!(stopped.iter().all(|r| r.end_s < story.end_s));
+    assert!(summary.padding_overhead > 0.0);
+    assert_eq!(summary.num_batches, 1);
+    assert_eq!(
+        sink.token_calls,
+        sink.done
+            .iter()
+            .map(|r| r.output_tokens as usize)
+            .sum::<usize>()
+    );
+    // The slot of a finished sequence is reusable: a second run on the same session works.
+    let again = s
+        .run(&workload(chat(&["Say hello."]), 4, 8), &mut sink)
+        .unwrap();
+    assert_eq!(again.num_batches, 1);
+}
+
+#[test]
+fn sampling_is_seeded_per_request() {
+    let e = engine();
+    let mut wl = workload(chat(&["Tell me a joke.", "Tell me a joke."]), 2, 24);
+    wl.sampling = SamplingParams {
+        greedy: false,
+        temperature: 1.0,
+        top_k: 50,
+        top_p: 0.95,
+        min_p: Some(0.05),
+        repetition_penalty: 1.1,
+        min_new_tokens: Some(10),
+        seed: 7,
+    };
+    let mut s = e.session(plan(2)).unwrap();
+    let a = s.generate_ids(&wl).unwrap();
+    let b = s.generate_ids(&wl).unwrap();
+    assert_eq!(a, b, "same seed, same tokens");
+    assert!(
+        a.iter().all(|t| t.len() >= 10),
+        "min_new_tokens holds EOS back"
+    );
+    // Requests 0 and 1 have the same prompt but their own seeds.
+    assert_ne!(a[0], a[1]);
+}
+
+#[test]
+fn synthetic_prompts_are_token_exact_and_ignore_eos() {
+    let e = engine();
+    let prompts = vec![Prompt {
+        dataset_index: 0,
+        input: PromptInput::Tokens {
+            n_tokens: 40,
+            seed: 3,
+        },
+        group: None,
+        reference_output: None,
+        output_tokens: Some(30),
+        ignore_eos: true,
+    }];
+    let mut s = e.session(plan(1)).unwrap();
+    let mut sink = Records {
+        epoch: Some(std::time::Instant::now()),
+        ..Records::default()
+    };
+    s.run(&workload(prompts, 1, 256), &mut sink).unwrap();
+    assert_eq!(sink.done[0].input_tokens, 40);
+    assert_eq!(sink.done[0].output_tokens, 30);
+}
+
+#[test]
+fn long_prompts_are_cut_inside_the_user_turn() {
+    let e = engine();
+    let long = "word ".repeat(500);
+    let mut sink = Records {
+        epoch: Some(std::time::Instant::now()),
+        ..Records::default()
+    };
+    let mut wl = workload(chat(&[&long]), 1, 4);
+    wl.max_input_tokens = Some(64);
+    let mut s = e.session(plan(1)).unwrap();
+    let summary = s.run(&wl, &mut sink).unwrap();
+    assert_eq!(summary.truncated_prompts, 1);
+    assert!(sink.done[0].input_tokens <= 64);
+    assert!(sink.done[0].input_tokens >= 56);
+}
+
+#[test]
+fn bad_model_files_are_clear_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("x.gguf");
+    std::fs::write(&p, b"not a model").unwrap();
+    let e = LlamaCppEngine::load(&p, "x", &LlamaCppConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("not a GGUF file"), "{e}");
+    let e = LlamaCppEngine::load(&d.path().join("none.gguf"), "x", &LlamaCppConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("none.gguf"), "{e}");
+}

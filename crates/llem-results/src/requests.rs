@@ -1,0 +1,303 @@
+//! `requests.parquet`: one row per request of the measurement window.
+//!
+//! Columns: `request_id`, `batch_index`, `input_tokens`, `output_tokens`,
+//! `reference_output_tokens` (the dataset's own reply length, when it has one), `submit_s`,
+//! `first_token_s`, `end_s` (seconds since the experiment start), `success`, `error`,
+//! `finish_reason` (`stop`, `length`, `error`) and `token_times_s`, a list column with the
+//! arrival time of every output token.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{Float64Builder, ListBuilder};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+
+use crate::ResultsError;
+use crate::atomic::write_atomic_with;
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// An end-of-generation token.
+    Stop,
+    /// The output token limit (or the context) was reached.
+    Length,
+    /// The request failed.
+    Error,
+}
+
+impl FinishReason {
+    /// The name written to files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Error => "error",
+        }
+    }
+
+    fn parse(s: &str) -> Option<FinishReason> {
+        match s {
+            "stop" => Some(FinishReason::Stop),
+            "length" => Some(FinishReason::Length),
+            "error" => Some(FinishReason::Error),
+            _ => None,
+        }
+    }
+}
+
+/// One request as the engine served it; times are seconds since the experiment start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Position of the request in the workload.
+    pub request_id: u32,
+    /// The batch it was decoded in (null for engines without batches).
+    pub batch_index: Option<u32>,
+    /// Prompt tokens after truncation.
+    pub input_tokens: u32,
+    /// Generated tokens.
+    pub output_tokens: u32,
+    /// Tokens of the dataset's reference reply (ShareGPT), when known.
+    pub reference_output_tokens: Option<u32>,
+    /// When the request entered the engine.
+    pub submit_s: f64,
+    /// When its first output token arrived.
+    pub first_token_s: Option<f64>,
+    /// When it finished.
+    pub end_s: f64,
+    /// False when the request failed.
+    pub success: bool,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// How it ended.
+    pub finish_reason: FinishReason,
+    /// Arrival time of every output token.
+    pub token_times_s: Vec<f64>,
+}
+
+impl RequestRecord {
+    /// Time to first token, s.
+    pub fn ttft_s(&self) -> Option<f64> {
+        self.first_token_s.map(|f| f - self.submit_s)
+    }
+
+    /// End-to-end latency, s.
+    pub fn e2e_s(&self) -> f64 {
+        self.end_s - self.submit_s
+    }
+}
+
+fn schema() -> Schema {
+    let f = |name: &str, t: DataType, nullable: bool| Field::new(name, t, nullable);
+    Schema::new(vec![
+        f("request_id", DataType::UInt32, false),
+        f("batch_index", DataType::UInt32, true),
+        f("input_tokens", DataType::UInt32, false),
+        f("output_tokens", DataType::UInt32, false),
+        f("reference_output_tokens", DataType::UInt32, true),
+        f("submit_s", DataType::Float64, false),
+        f("first_token_s", DataType::Float64, true),
+        f("end_s", DataType::Float64, false),
+        f("success", DataType::Boolean, false),
+        f("error", DataType::Utf8, true),
+        f("finish_reason", DataType::Utf8, false),
+        f(
+            "token_times_s",
+            DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
+            false,
+        ),
+    ])
+}
+
+fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
+    let u32s = |f: &dyn Fn(&RequestRecord) -> u32| -> ArrayRef {
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(f)))
+    };
+    let opt_u32s = |f: &dyn Fn(&RequestRecord) -> Option<u32>| -> ArrayRef {
+        Arc::new(rows.iter().map(f).collect::<UInt32Array>())
+    };
+    let mut times = ListBuilder::new(Float64Builder::new());
+    for r in rows {
+        times.values().append_slice(&r.token_times_s);
+        times.append(true);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        u32s(&|r| r.request_id),
+        opt_u32s(&|r| r.batch_index),
+        u32s(&|r| r.input_tokens),
+        u32s(&|r| r.output_tokens),
+        opt_u32s(&|r| r.reference_output_tokens),
+        Arc::new(Float64Array::from_iter_values(
+            rows.iter().map(|r| r.submit_s),
+        )),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.first_token_s)
+                .collect::<Float64Array>(),
+        ),
+        Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.end_s))),
+        Arc::new(
+            rows.iter()
+                .map(|r| Some(r.success))
+                .collect::<BooleanArray>(),
+        ),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.error.as_deref())
+                .collect::<StringArray>(),
+        ),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.finish_reason.as_str()),
+        )),
+        Arc::new(times.finish()),
+    ];
+    // The builder's list field is nullable-item "item"; the schema says the same.
+    RecordBatch::try_new(Arc::new(schema()), columns).map_err(|e| e.to_string())
+}
+
+/// Writes the request log atomically (zstd-compressed Parquet) with file-level metadata.
+pub fn write_requests(
+    path: &Path,
+    rows: &[RequestRecord],
+    metadata: &[(&str, String)],
+) -> Result<(), ResultsError> {
+    let err = |message: String| ResultsError::Parquet {
+        path: path.to_path_buf(),
+        message,
+    };
+    let batch = batch(rows).map_err(err)?;
+    let kv: Vec<KeyValue> = metadata
+        .iter()
+        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
+        .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(kv))
+        .build();
+    write_atomic_with(path, |file| {
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props))
+            .map_err(std::io::Error::other)?;
+        w.write(&batch).map_err(std::io::Error::other)?;
+        w.close().map_err(std::io::Error::other)?;
+        Ok(())
+    })
+}
+
+fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("missing column {name}"))?
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name} has an unexpected type"))
+}
+
+/// Reads a request log written by [`write_requests`].
+pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
+    let err = |message: String| ResultsError::Parquet {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|source| ResultsError::Io {
+        what: "cannot open",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| err(e.to_string()))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let b = batch.map_err(|e| err(e.to_string()))?;
+        let id = column::<UInt32Array>(&b, "request_id").map_err(err)?;
+        let bi = column::<UInt32Array>(&b, "batch_index").map_err(err)?;
+        let inp = column::<UInt32Array>(&b, "input_tokens").map_err(err)?;
+        let outp = column::<UInt32Array>(&b, "output_tokens").map_err(err)?;
+        let refo = column::<UInt32Array>(&b, "reference_output_tokens").map_err(err)?;
+        let sub = column::<Float64Array>(&b, "submit_s").map_err(err)?;
+        let first = column::<Float64Array>(&b, "first_token_s").map_err(err)?;
+        let end = column::<Float64Array>(&b, "end_s").map_err(err)?;
+        let ok = column::<BooleanArray>(&b, "success").map_err(err)?;
+        let e = column::<StringArray>(&b, "error").map_err(err)?;
+        let fr = column::<StringArray>(&b, "finish_reason").map_err(err)?;
+        let times = column::<ListArray>(&b, "token_times_s").map_err(err)?;
+        for i in 0..b.num_rows() {
+            let t = times.value(i);
+            let t = t
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .ok_or_else(|| err("token_times_s items are not float64".into()))?;
+            out.push(RequestRecord {
+                request_id: id.value(i),
+                batch_index: bi.is_valid(i).then(|| bi.value(i)),
+                input_tokens: inp.value(i),
+                output_tokens: outp.value(i),
+                reference_output_tokens: refo.is_valid(i).then(|| refo.value(i)),
+                submit_s: sub.value(i),
+                first_token_s: first.is_valid(i).then(|| first.value(i)),
+                end_s: end.value(i),
+                success: ok.value(i),
+                error: e.is_valid(i).then(|| e.value(i).to_string()),
+                finish_reason: FinishReason::parse(fr.value(i))
+                    .ok_or_else(|| err(format!("unknown finish_reason {:?}", fr.value(i))))?,
+                token_times_s: t.values().to_vec(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("requests.parquet");
+        let rows = vec![
+            RequestRecord {
+                request_id: 0,
+                batch_index: Some(0),
+                input_tokens: 12,
+                output_tokens: 3,
+                reference_output_tokens: Some(40),
+                submit_s: 1.0,
+                first_token_s: Some(1.2),
+                end_s: 1.4,
+                success: true,
+                error: None,
+                finish_reason: FinishReason::Stop,
+                token_times_s: vec![1.2, 1.3, 1.4],
+            },
+            RequestRecord {
+                request_id: 1,
+                batch_index: None,
+                input_tokens: 7,
+                output_tokens: 0,
+                reference_output_tokens: None,
+                submit_s: 1.0,
+                first_token_s: None,
+                end_s: 1.1,
+                success: false,
+                error: Some("decode failed".into()),
+                finish_reason: FinishReason::Error,
+                token_times_s: vec![],
+            },
+        ];
+        write_requests(&p, &rows, &[("llem.version", "x".into())]).unwrap();
+        assert_eq!(read_requests(&p).unwrap(), rows);
+        assert!((rows[0].ttft_s().unwrap() - 0.2).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,465 @@
+//! `result.json`: one experiment's scientific record, schema 4.0 (seeds 000/001).
+//!
+//! Field names and units follow the Python llem's `ExperimentResult`, so notebooks written
+//! against it read these files unchanged; fields llem adds (input/output token split,
+//! environment, energy source, FLOPs method) are new keys, never renamed old ones.
+
+use serde::{Deserialize, Serialize};
+
+/// The schema version written by this llem.
+pub const SCHEMA_VERSION: &str = "4.0";
+
+/// One experiment's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentResult {
+    /// `"4.0"`.
+    pub schema_version: String,
+    /// `{model}_{YYYYMMDD_HHMMSS}` for single experiments.
+    pub experiment_id: String,
+    /// SHA-256[:16] of the resolved config, environment fields excluded.
+    pub measurement_config_hash: String,
+    /// The llem version that produced this result (the field keeps the Python tool's name).
+    pub llenergymeasure_version: Option<String>,
+    /// Engine name (`llamacpp`, `transformers`, `vllm`, ...).
+    pub engine: String,
+    /// Engine library version.
+    pub engine_version: Option<String>,
+    /// Model name or path as configured.
+    pub model_name: String,
+    /// `total`, `steady_state` or `windowed`.
+    pub measurement_methodology: String,
+    /// `[start_s, end_s]` of the measured window relative to inference start.
+    pub steady_state_window: Option<[f64; 2]>,
+
+    /// Output tokens generated in the measurement window.
+    pub total_tokens: u64,
+    /// Prompt tokens processed in the measurement window.
+    pub total_input_tokens: u64,
+    /// Output tokens (same as `total_tokens`, named for symmetry).
+    pub total_output_tokens: u64,
+    /// Energy of every measured domain over the window, J (no baseline subtraction).
+    pub total_energy_j: f64,
+    /// `total_energy_j - baseline_power_w x total_inference_time_sec`, J.
+    pub energy_adjusted_j: Option<f64>,
+    /// Measurement window length, s.
+    pub total_inference_time_sec: f64,
+    /// Output tokens per second.
+    pub avg_tokens_per_second: f64,
+    /// (Input + output) tokens per second.
+    pub avg_total_tokens_per_second: f64,
+    /// J per output token.
+    pub avg_energy_per_token_j: f64,
+    /// mJ per output token from total energy.
+    pub mj_per_tok_total: Option<f64>,
+    /// mJ per output token from adjusted energy.
+    pub mj_per_tok_adjusted: Option<f64>,
+    /// Output tokens per joule (0 when no energy was measured).
+    pub tokens_per_joule: f64,
+    /// `counter`, `integrated` or `estimate`: the weakest source among the domains.
+    pub energy_source: Option<String>,
+
+    /// Estimated FLOPs of the window.
+    pub total_flops: f64,
+    /// FLOPs per output token.
+    pub flops_per_output_token: Option<f64>,
+    /// FLOPs per input token.
+    pub flops_per_input_token: Option<f64>,
+    /// FLOPs per second of the window.
+    pub flops_per_second: Option<f64>,
+    /// How the FLOPs were estimated.
+    pub flops: Option<FlopsEstimate>,
+
+    /// Idle power, W.
+    pub baseline_power_w: Option<f64>,
+    /// Per-GPU energy, J (null without GPUs).
+    pub energy_per_device_j: Option<Vec<f64>>,
+    /// Raw, adjusted and per-domain energy, with the baseline's provenance.
+    pub energy_breakdown: Option<EnergyBreakdown>,
+    /// Multi-GPU aggregate (null for single-process runs).
+    pub multi_gpu: Option<serde_json::Value>,
+    /// Raw per-process measurements (one for single-process runs).
+    pub process_results: Vec<ProcessResult>,
+    /// Aggregation metadata (null for single-process runs).
+    pub aggregation: Option<serde_json::Value>,
+
+    /// What weakens this measurement.
+    pub measurement_warnings: Vec<String>,
+    /// Warmup prompts run before the window.
+    pub warmup_excluded_samples: Option<u32>,
+    /// The sampler, its accuracy and the methodology caveats.
+    pub reproducibility_notes: String,
+    /// Throttling seen during the window.
+    pub thermal_throttle: Option<ThermalThrottleInfo>,
+    /// How the warmup ended.
+    pub warmup_result: Option<WarmupResult>,
+
+    /// Start of the experiment (UTC, ISO-8601).
+    pub start_time: String,
+    /// End of the experiment (UTC, ISO-8601).
+    pub end_time: String,
+    /// `end_time - start_time`, s.
+    pub duration_sec: f64,
+    /// Relative path of the telemetry sidecar.
+    pub timeseries: Option<String>,
+    /// Relative path of the per-request sidecar.
+    pub requests: Option<String>,
+    /// TTFT/ITL/TPOT/E2E statistics.
+    pub latency_stats: Option<LatencyStatistics>,
+    /// Memory, utilisation, batch, KV-cache and request-latency metrics.
+    pub extended_metrics: ExtendedEfficiencyMetrics,
+    /// Machine, software and model the result came from.
+    pub environment: Environment,
+}
+
+/// A FLOPs estimate and how it was made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlopsEstimate {
+    /// Estimated FLOPs.
+    pub value: f64,
+    /// `architecture`, `parameter_estimate` or `palm_formula`.
+    pub method: String,
+    /// `high`, `medium` or `low`.
+    pub confidence: String,
+    /// Compute precision (the weights' type for GGUF models).
+    pub precision: String,
+    /// Prefill (prompt) FLOPs.
+    pub prefill_flops: f64,
+    /// Decode (generation) FLOPs.
+    pub decode_flops: f64,
+    /// How the figure was derived.
+    pub notes: Option<String>,
+}
+
+/// Energy split with the baseline's provenance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnergyBreakdown {
+    /// Measured energy, J.
+    pub raw_j: f64,
+    /// Baseline-adjusted energy, J.
+    pub adjusted_j: Option<f64>,
+    /// Idle power, W.
+    pub baseline_power_w: Option<f64>,
+    /// `fresh`, `cached` or `validated`, and whether it was measured now.
+    pub baseline_method: Option<String>,
+    /// When the baseline was measured (UTC).
+    pub baseline_timestamp: Option<String>,
+    /// Age of a cached baseline, s.
+    pub baseline_cache_age_sec: Option<f64>,
+    /// Per energy domain.
+    pub domains: Vec<DomainEnergyRecord>,
+}
+
+/// One domain's energy over the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainEnergyRecord {
+    /// `gpu0`, `package-0`, `dram-0`, `cpu`.
+    pub name: String,
+    /// `gpu`, `cpu` or `dram`.
+    pub kind: String,
+    /// Sensor family (`nvml`, `rapl`, `amdgpu`, `estimate`).
+    pub sensor: String,
+    /// Energy, J.
+    pub energy_j: f64,
+    /// Source of `energy_j`.
+    pub energy_source: String,
+    /// Counter energy, J.
+    pub counter_j: Option<f64>,
+    /// Integrated power, J.
+    pub integrated_j: Option<f64>,
+    /// Relative counter/integration disagreement.
+    pub disagreement: Option<f64>,
+    /// Mean power, W.
+    pub avg_power_w: f64,
+    /// Peak sampled power, W.
+    pub peak_power_w: Option<f64>,
+    /// Samples in the window.
+    pub n_samples: usize,
+}
+
+/// One process's raw measurements.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessResult {
+    /// Process rank.
+    pub process_index: u32,
+    /// GPU the process drove (null on CPU).
+    pub gpu_id: Option<u32>,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Window, s.
+    pub inference_time_sec: f64,
+    /// Energy, J.
+    pub energy_j: f64,
+    /// GPU energy, J.
+    pub gpu_energy_j: f64,
+    /// CPU energy, J.
+    pub cpu_energy_j: f64,
+    /// DRAM energy, J.
+    pub ram_energy_j: f64,
+}
+
+/// GPU throttling during the window (all false without NVML throttle reasons).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThermalThrottleInfo {
+    /// Any thermal slowdown.
+    pub thermal: bool,
+    /// Power cap or power brake.
+    pub power: bool,
+    /// Software thermal slowdown.
+    pub sw_thermal: bool,
+    /// Hardware thermal slowdown.
+    pub hw_thermal: bool,
+    /// Hardware power brake.
+    pub hw_power: bool,
+    /// Time throttled, s.
+    pub throttle_duration_sec: f64,
+    /// Hottest sampled device temperature, °C.
+    pub max_temperature_c: Option<f64>,
+    /// Sample times (s since start) with a throttle reason set.
+    pub throttle_timestamps: Vec<f64>,
+    /// Any of the above.
+    pub detected: bool,
+}
+
+/// How the warmup ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WarmupResult {
+    /// Latency CV fell below the target (always true in fixed mode once it completed).
+    pub converged: bool,
+    /// CV of the last window of warmup latencies.
+    pub final_cv: f64,
+    /// Warmup prompts run.
+    pub iterations_completed: u32,
+    /// Configured CV target.
+    pub target_cv: f64,
+    /// Configured cap on warmup prompts.
+    pub max_prompts: u32,
+    /// Latency of each warmup prompt, ms.
+    pub latencies_ms: Vec<f64>,
+    /// Thermal floor wait after warmup, s.
+    pub thermal_floor_wait_s: f64,
+    /// `fixed` or `cv_convergence`.
+    pub mode: String,
+}
+
+/// Latency statistics, in the flat field names of the Python llem, plus p90, TPOT and E2E.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStatistics {
+    /// Mean time to first token, ms.
+    pub ttft_mean_ms: Option<f64>,
+    /// Median TTFT, ms.
+    pub ttft_median_ms: Option<f64>,
+    /// 90th percentile TTFT, ms.
+    pub ttft_p90_ms: Option<f64>,
+    /// 95th percentile TTFT, ms.
+    pub ttft_p95_ms: Option<f64>,
+    /// 99th percentile TTFT, ms.
+    pub ttft_p99_ms: Option<f64>,
+    /// Fastest TTFT, ms.
+    pub ttft_min_ms: Option<f64>,
+    /// Slowest TTFT, ms.
+    pub ttft_max_ms: Option<f64>,
+    /// Requests with a first token.
+    pub ttft_samples: usize,
+    /// Mean inter-token latency (first and last interval of each request excluded), ms.
+    pub itl_mean_ms: Option<f64>,
+    /// Median trimmed ITL, ms.
+    pub itl_median_ms: Option<f64>,
+    /// 90th percentile trimmed ITL, ms.
+    pub itl_p90_ms: Option<f64>,
+    /// 95th percentile trimmed ITL, ms.
+    pub itl_p95_ms: Option<f64>,
+    /// 99th percentile trimmed ITL, ms.
+    pub itl_p99_ms: Option<f64>,
+    /// Trimmed intervals.
+    pub itl_samples: usize,
+    /// Mean of all intervals, ms.
+    pub itl_full_mean_ms: Option<f64>,
+    /// 99th percentile of all intervals, ms.
+    pub itl_full_p99_ms: Option<f64>,
+    /// Intervals counted in the full statistics.
+    pub itl_full_samples: usize,
+    /// Mean time per output token after the first, per request, ms.
+    pub tpot_mean_ms: Option<f64>,
+    /// Median TPOT, ms.
+    pub tpot_median_ms: Option<f64>,
+    /// 90th percentile TPOT, ms.
+    pub tpot_p90_ms: Option<f64>,
+    /// 95th percentile TPOT, ms.
+    pub tpot_p95_ms: Option<f64>,
+    /// 99th percentile TPOT, ms.
+    pub tpot_p99_ms: Option<f64>,
+    /// Requests with at least two output tokens.
+    pub tpot_samples: usize,
+    /// Mean end-to-end latency, ms.
+    pub e2e_mean_ms: Option<f64>,
+    /// Median E2E latency, ms.
+    pub e2e_median_ms: Option<f64>,
+    /// 90th percentile E2E latency, ms.
+    pub e2e_p90_ms: Option<f64>,
+    /// 95th percentile E2E latency, ms.
+    pub e2e_p95_ms: Option<f64>,
+    /// 99th percentile E2E latency, ms.
+    pub e2e_p99_ms: Option<f64>,
+    /// Requests counted.
+    pub e2e_samples: usize,
+    /// `true_streaming`, `proportional` or `per_request_batch`.
+    pub measurement_mode: String,
+}
+
+/// Extended efficiency metrics: always present, leaves null when not computable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExtendedEfficiencyMetrics {
+    /// Mean time per output token, ms.
+    pub tpot_ms: Option<f64>,
+    /// Throughput x tokens per joule x precision factor.
+    pub token_efficiency_index: Option<f64>,
+    /// Memory.
+    pub memory: MemoryEfficiencyMetrics,
+    /// Device utilisation.
+    pub gpu_utilisation: GpuUtilisationMetrics,
+    /// Static batching efficiency.
+    pub batch: BatchEfficiencyMetrics,
+    /// KV cache (serving engines).
+    pub kv_cache: KvCacheEfficiencyMetrics,
+    /// Per-request end-to-end latency.
+    pub request_latency: RequestLatencyMetrics,
+}
+
+/// Memory metrics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryEfficiencyMetrics {
+    /// Device (or host) memory, MB.
+    pub total_vram_mb: Option<f64>,
+    /// Model weights, MB.
+    pub model_memory_mb: Option<f64>,
+    /// Peak memory during the window, MB.
+    pub peak_memory_mb: Option<f64>,
+    /// Peak minus model memory, MB.
+    pub inference_memory_mb: Option<f64>,
+    /// KV cache, MB.
+    pub kv_cache_mb: Option<f64>,
+    /// Output tokens per GB of peak memory.
+    pub tokens_per_gb_vram: Option<f64>,
+    /// Model memory / total memory.
+    pub model_memory_utilisation: Option<f64>,
+    /// KV cache / peak memory.
+    pub kv_cache_memory_ratio: Option<f64>,
+    /// Where the memory figures come from (`nvml`, `process_rss`).
+    pub memory_source: Option<String>,
+}
+
+/// Utilisation metrics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuUtilisationMetrics {
+    /// Mean SM utilisation, %.
+    pub sm_utilisation_mean: Option<f64>,
+    /// Samples behind it.
+    pub sm_utilisation_samples: usize,
+    /// Mean memory-controller activity, %.
+    pub memory_bandwidth_utilisation: Option<f64>,
+    /// Mean CPU utilisation of the llem process over the window, % of one core.
+    pub process_cpu_pct: Option<f64>,
+}
+
+/// Batch efficiency.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchEfficiencyMetrics {
+    /// Mean sequences per batch.
+    pub effective_batch_size: Option<f64>,
+    /// Effective / configured batch size.
+    pub batch_utilisation: Option<f64>,
+    /// Idle decode slots (finished sequences waiting for their batch) / all slots.
+    pub padding_overhead: Option<f64>,
+    /// Batches.
+    pub num_batches: Option<u32>,
+}
+
+/// KV-cache metrics (serving engines).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvCacheEfficiencyMetrics {
+    /// Prefix cache hit rate.
+    pub kv_cache_hit_rate: Option<f64>,
+    /// Blocks used.
+    pub kv_cache_blocks_used: Option<u64>,
+    /// Blocks available.
+    pub kv_cache_blocks_total: Option<u64>,
+}
+
+/// Per-request end-to-end latency.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestLatencyMetrics {
+    /// Mean, ms.
+    pub e2e_latency_mean_ms: Option<f64>,
+    /// Median, ms.
+    pub e2e_latency_median_ms: Option<f64>,
+    /// 95th percentile, ms.
+    pub e2e_latency_p95_ms: Option<f64>,
+    /// 99th percentile, ms.
+    pub e2e_latency_p99_ms: Option<f64>,
+    /// Requests.
+    pub e2e_latency_samples: usize,
+}
+
+/// Where the result came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// llem version.
+    pub llem_version: String,
+    /// Git commit llem was built from.
+    pub llem_git_commit: Option<String>,
+    /// Host name.
+    pub hostname: String,
+    /// Operating system and kernel.
+    pub os: String,
+    /// CPU model.
+    pub cpu_model: Option<String>,
+    /// Logical CPUs available to the process.
+    pub cpu_count: usize,
+    /// Physical memory, MiB.
+    pub memory_total_mib: Option<f64>,
+    /// GPUs: name per device.
+    pub gpus: Vec<String>,
+    /// GPU driver version.
+    pub gpu_driver: Option<String>,
+    /// The energy sampler and the sensors it used.
+    pub energy_sampler: String,
+    /// Sensors, one per domain (`package-0: rapl`).
+    pub sensors: Vec<String>,
+    /// Sampling interval, ms.
+    pub sampling_interval_ms: f64,
+    /// Engine backend details (llama.cpp system info).
+    pub engine_system_info: Option<String>,
+    /// The model as the engine saw it.
+    pub model: Option<ModelDescription>,
+}
+
+/// The model as loaded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelDescription {
+    /// Architecture (`llama`, `qwen2`, ...).
+    pub architecture: Option<String>,
+    /// Parameters.
+    pub parameters: Option<u64>,
+    /// Transformer layers.
+    pub layers: Option<u32>,
+    /// Hidden (embedding) size.
+    pub hidden_size: Option<u32>,
+    /// Attention heads.
+    pub attention_heads: Option<u32>,
+    /// Key/value heads.
+    pub kv_heads: Option<u32>,
+    /// Feed-forward size.
+    pub ffn_size: Option<u32>,
+    /// Vocabulary size.
+    pub vocab_size: Option<u32>,
+    /// Training context length.
+    pub context_length: Option<u32>,
+    /// Weight type or quantisation (`Q4_1`, `bf16`).
+    pub dtype: Option<String>,
+    /// Model file size, bytes.
+    pub file_size_bytes: Option<u64>,
+    /// Time to load, s.
+    pub load_time_s: Option<f64>,
+}
