@@ -211,6 +211,41 @@ pub fn obtain(
     })
 }
 
+/// Obtains the baseline by sampling `sensors` idle (each measurement in its own meter run);
+/// the sensors are handed back either way. `on_measure` is told each idle period first.
+pub fn obtain_with_sensors(
+    config: &BaselineConfig,
+    identity: &BaselineIdentity,
+    cache_dir: &Path,
+    sensors: Vec<Box<dyn crate::Sensor>>,
+    meter: crate::MeterConfig,
+    epoch: std::time::Instant,
+    on_measure: &mut dyn FnMut(Duration),
+) -> (Result<BaselineOutcome, String>, Vec<Box<dyn crate::Sensor>>) {
+    let mut held = Some(sensors);
+    let mut idle = |duration: Duration| -> Result<BaselineRecord, String> {
+        let s = held.take().ok_or("sensors lost")?;
+        on_measure(duration);
+        let m = crate::Meter::start(s, meter, epoch).map_err(|e| e.to_string())?;
+        std::thread::sleep(duration);
+        let (t, back) = m.finish();
+        held = Some(back);
+        Ok(BaselineRecord::from_window(
+            &t.total_energy(),
+            identity,
+            llem_results::time::unix_now_s(),
+        ))
+    };
+    let got = obtain(
+        config,
+        identity,
+        cache_dir,
+        llem_results::time::unix_now_s(),
+        &mut idle,
+    );
+    (got, held.unwrap_or_default())
+}
+
 /// Energy above the baseline: `max(0, raw - baseline_w x window_s)`.
 pub fn adjusted_energy_j(raw_j: f64, baseline_w: f64, window_s: f64) -> f64 {
     (raw_j - baseline_w * window_s).max(0.0)

@@ -1,1 +1,19 @@
-//! llem harness.
+//! llem's harness: one experiment, measured.
+//!
+//! [`lifecycle::run_experiment`] takes a resolved config through preflight, baseline, model
+//! load, warmup (fixed or CV-converged), thermal floor and the measurement window, then
+//! assembles the [`llem_results::ExperimentResult`] (tokens, energy, adjusted energy, FLOPs,
+//! latency statistics, extended metrics, warnings) and writes the cell's artefacts. It does
+//! not schedule experiments.
+
+pub mod artefacts;
+pub mod assemble;
+pub mod environment;
+pub mod flops;
+pub mod latency;
+pub mod lifecycle;
+pub mod progress;
+pub mod stats;
+
+pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};
+pub use progress::{Event, Phase, Progress, Silent};

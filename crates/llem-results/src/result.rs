@@ -30,6 +30,9 @@ pub struct ExperimentResult {
     pub measurement_methodology: String,
     /// `[start_s, end_s]` of the measured window relative to inference start.
     pub steady_state_window: Option<[f64; 2]>,
+    /// `[start_s, end_s]` of the measurement window in seconds since the experiment start
+    /// (the clock of `timeseries.parquet` and `requests.parquet`).
+    pub measurement_window_s: Option<[f64; 2]>,
 
     /// Output tokens generated in the measurement window.
     pub total_tokens: u64,

@@ -121,6 +121,15 @@ pub struct RunArgs {
     /// Run configurations with the same measurement_config_hash separately.
     #[arg(long)]
     pub no_dedup: bool,
+    /// No progress display; only errors and the final summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Log what happens (-v: llem and llama.cpp info, -vv: debug).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Telemetry sampling interval: 100ms (default), 10ms, 0.5s.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub interval: std::time::Duration,
 }
 
 /// `llem config`.

@@ -7,5 +7,4 @@ pub const FAILURE: i32 = 1;
 /// A configuration or validation error.
 pub const CONFIG: i32 = 2;
 /// Interrupted by the user (Ctrl-C).
-#[allow(dead_code)]
 pub const INTERRUPTED: i32 = 130;

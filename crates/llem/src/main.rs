@@ -3,6 +3,8 @@
 mod cli;
 mod commands;
 mod exit;
+mod paths;
+mod progress;
 mod render;
 
 use clap::Parser;

@@ -185,7 +185,6 @@ impl LlamaCppEngine {
                 }
             }
         }
-        drop(vocab);
         Ok(LlamaCppEngine {
             model,
             info,

@@ -103,7 +103,7 @@ pub fn parse(bytes: &[u8], limit: Option<usize>) -> Result<ShareGpt, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use llem_config::{EnergySampler, Env, UserSettings, source::SourceMap};
-use llem_energy::baseline::{BaselineIdentity, BaselineOrigin, BaselineOutcome, BaselineRecord};
+use llem_energy::baseline::{BaselineIdentity, BaselineOrigin, BaselineOutcome};
 use llem_energy::{CarbonFactors, EnergyReport, Meter, MeterConfig, SensorEnv};
 use serde::Serialize;
 
@@ -34,16 +34,6 @@ struct Measurement<'a> {
     report: &'a EnergyReport,
     notes: &'a [String],
     timeseries: Option<&'static str>,
-}
-
-/// `$XDG_CACHE_HOME/llem`, else `~/.cache/llem`.
-fn cache_dir() -> std::path::PathBuf {
-    std::env::var_os("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| std::path::PathBuf::from(".cache"))
-        .join("llem")
 }
 
 fn host_name() -> String {
@@ -201,31 +191,21 @@ pub fn run(args: &MeasureArgs) -> i32 {
             strategy: args.baseline_strategy,
             ..llem_config::BaselineConfig::default()
         };
-        // The sensors go into a meter for each idle measurement and come back after it.
-        let mut held = Some(sensors);
-        let mut idle = |duration: std::time::Duration| -> Result<BaselineRecord, String> {
-            let s = held.take().ok_or("sensors lost")?;
-            eprintln!(
-                "llem: measuring idle power for {:.1} s ...",
-                duration.as_secs_f64()
-            );
-            let meter = Meter::start(s, config, epoch).map_err(|e| e.to_string())?;
-            std::thread::sleep(duration);
-            let (t, back) = meter.finish();
-            held = Some(back);
-            Ok(BaselineRecord::from_window(
-                &t.total_energy(),
-                &identity,
-                llem_results::time::unix_now_s(),
-            ))
-        };
-        let got = llem_energy::baseline::obtain(
+        let (got, back) = llem_energy::baseline::obtain_with_sensors(
             &cfg,
             &identity,
-            &cache_dir(),
-            llem_results::time::unix_now_s(),
-            &mut idle,
+            &crate::paths::cache_dir(),
+            sensors,
+            config,
+            epoch,
+            &mut |d| {
+                eprintln!(
+                    "llem: measuring idle power for {:.1} s ...",
+                    d.as_secs_f64()
+                )
+            },
         );
+        sensors = back;
         match got {
             Ok(o) => {
                 if o.origin != BaselineOrigin::Fresh {
@@ -243,10 +223,6 @@ pub fn run(args: &MeasureArgs) -> i32 {
                 return exit::FAILURE;
             }
         }
-        let Some(s) = held else {
-            return exit::FAILURE;
-        };
-        sensors = s;
     }
 
     let meter = match Meter::start(sensors, config, epoch) {

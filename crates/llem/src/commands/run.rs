@@ -1,4 +1,4 @@
-//! `llem run`: plan the study; with `--dry-run` print the plan.
+//! `llem run`: plan the study, then measure it; with `--dry-run` print the plan.
 
 use std::io::Write;
 
@@ -29,15 +29,7 @@ pub fn run(args: &RunArgs) -> i32 {
         Err(e) => return config_error(&e, args.json),
     };
     if !args.dry_run {
-        eprint!("{}", render::plan_summary(&plan));
-        eprintln!(
-            "\nllem: this build can plan experiments but not run them yet: the measurement \
-             engine is not part of it.\n      `llem run {} --dry-run` shows the full plan.",
-            args.config
-                .as_ref()
-                .map_or_else(|| "-m MODEL".to_string(), |p| p.display().to_string())
-        );
-        return exit::FAILURE;
+        return super::execute::execute(&plan, args);
     }
     let out = if args.json {
         match serde_json::to_string_pretty(&plan) {

@@ -1,0 +1,65 @@
+//! Where an experiment's files go and what they are called (seed 001).
+
+use std::path::{Path, PathBuf};
+
+/// A name safe in a directory name: letters, digits, `.`, `_`, `-`; anything else `-`.
+pub fn slug(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let out = out.trim_matches('-').to_string();
+    if out.is_empty() { "x".into() } else { out }
+}
+
+/// The model part of a cell name: the file stem of a GGUF path, the last segment of a hub id.
+pub fn model_slug(model: &str) -> String {
+    let last = model.rsplit('/').next().unwrap_or(model);
+    let stem = last.strip_suffix(".gguf").unwrap_or(last);
+    slug(stem)
+}
+
+/// `<NNN>_c<cycle>_<model>-<engine>_<hash>`.
+pub fn cell_dir_name(index: usize, cycle: u32, model: &str, engine: &str, hash: &str) -> String {
+    format!("{index:03}_c{cycle}_{}-{engine}_{hash}", model_slug(model))
+}
+
+/// `<results>/<name>_<UTC stamp>`.
+pub fn study_dir(results: &Path, name: &str, stamp: &str) -> PathBuf {
+    results.join(format!("{}_{stamp}", slug(name)))
+}
+
+/// File names inside a cell directory.
+pub const RESULT: &str = "result.json";
+/// The resolved config.
+pub const EFFECTIVE_CONFIG: &str = "effective_config.json";
+/// Telemetry sidecar.
+pub const TIMESERIES: &str = "timeseries.parquet";
+/// Per-request sidecar.
+pub const REQUESTS: &str = "requests.parquet";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_seed_layout() {
+        assert_eq!(
+            cell_dir_name(1, 0, "SmolLM2-135M-Instruct.Q4_1.gguf", "llamacpp", "ab12"),
+            "001_c0_SmolLM2-135M-Instruct.Q4_1-llamacpp_ab12"
+        );
+        assert_eq!(model_slug("meta-llama/Llama-3.1-8B"), "Llama-3.1-8B");
+        assert_eq!(model_slug("/m/dir with space/x y.gguf"), "x-y");
+        assert_eq!(slug("///"), "x");
+        assert_eq!(
+            study_dir(Path::new("results"), "quick start", "2026-11-21T10-00-00"),
+            PathBuf::from("results/quick-start_2026-11-21T10-00-00")
+        );
+    }
+}

@@ -1,0 +1,561 @@
+//! One experiment, measured: preflight → baseline → load → warmup → thermal floor →
+//! measurement window → teardown → artefacts.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use llem_config::{EnergySampler, Engine as EngineName, ExperimentConfig, Methodology, RunnerKind};
+use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
+use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
+use llem_engines::llamacpp::{ContextPlan, LlamaCppEngine, LlamaCppSession};
+use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
+use llem_engines::{EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Workload, assets};
+use llem_results::result::WarmupResult;
+use llem_results::{ExperimentResult, RequestRecord, ResultsError};
+
+use crate::assemble::{self, Measured};
+use crate::progress::{Event, Phase, Progress};
+use crate::{artefacts, environment, stats};
+
+/// The methodology's recommended minimum thermal floor, s.
+pub const RECOMMENDED_THERMAL_FLOOR_S: f64 = 30.0;
+
+/// What to run and where to put it.
+pub struct ExperimentRequest<'a> {
+    /// The resolved config.
+    pub config: &'a ExperimentConfig,
+    /// Its `measurement_config_hash`.
+    pub config_hash: &'a str,
+    /// `experiment_id` for the result.
+    pub experiment_id: String,
+    /// The cell directory (created; must not hold a result yet).
+    pub cell_dir: PathBuf,
+    /// The asset cache (models and datasets by name).
+    pub assets_dir: PathBuf,
+    /// Where the baseline cache lives (`~/.cache/llem`).
+    pub cache_dir: PathBuf,
+    /// Sensor roots and settings.
+    pub sensor_env: SensorEnv,
+    /// Telemetry sampling interval.
+    pub sampling_interval: Duration,
+    /// llem's version.
+    pub llem_version: &'a str,
+    /// The commit llem was built from.
+    pub git_commit: Option<&'a str>,
+    /// Set to stop at the next decode step (Ctrl-C).
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// An experiment failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The config cannot run here.
+    #[error("{0}")]
+    Config(String),
+    /// The dataset cannot be loaded.
+    #[error(transparent)]
+    Dataset(#[from] DatasetError),
+    /// The engine failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The energy meter failed.
+    #[error("energy meter: {0}")]
+    Energy(String),
+    /// Writing an artefact failed.
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    /// Stopped by the user.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// What a finished experiment left behind.
+#[derive(Debug)]
+pub struct ExperimentOutcome {
+    /// The result, as written to `result.json`.
+    pub result: ExperimentResult,
+    /// The cell directory.
+    pub cell_dir: PathBuf,
+}
+
+/// Collects the requests of a phase and reports progress at most every 100 ms.
+struct Collector<'a> {
+    epoch: Instant,
+    phase_start: f64,
+    records: Vec<RequestRecord>,
+    tokens: u64,
+    last_report: f64,
+    progress: &'a mut dyn Progress,
+    meter: Option<&'a Meter>,
+}
+
+impl Collector<'_> {
+    fn report(&mut self, force: bool) {
+        let now = self.now_s();
+        if !force && now - self.last_report < 0.1 {
+            return;
+        }
+        self.last_report = now;
+        self.progress.event(Event::Advance {
+            done: self.records.len() as u64,
+            tokens: self.tokens,
+            elapsed_s: now - self.phase_start,
+            power_w: self.meter.and_then(Meter::live_power_w),
+        });
+    }
+}
+
+impl RequestSink for Collector<'_> {
+    fn now_s(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+    fn on_tokens(&mut self, _: u32, _: f64, n: u32) {
+        self.tokens += u64::from(n);
+        self.report(false);
+    }
+    fn on_done(&mut self, r: RequestRecord) {
+        self.records.push(r);
+        self.report(true);
+    }
+}
+
+fn check_cancel(cancel: &AtomicBool) -> Result<(), HarnessError> {
+    if cancel.load(Ordering::Relaxed) {
+        Err(HarnessError::Cancelled)
+    } else {
+        Ok(())
+    }
+}
+
+/// Sleeps `d` in short steps so a cancel is seen promptly.
+fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), HarnessError> {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        check_cancel(cancel)?;
+        std::thread::sleep((end - Instant::now()).min(Duration::from_millis(100)));
+    }
+    Ok(())
+}
+
+fn preflight(req: &ExperimentRequest<'_>) -> Result<(PathBuf, LoadedDataset), HarnessError> {
+    let cfg = req.config;
+    let runner = cfg.runner().map(|r| r.kind());
+    if cfg.engine != EngineName::LlamaCpp || runner.is_some_and(|k| k != RunnerKind::Embedded) {
+        return Err(HarnessError::Config(format!(
+            "engine `{}` with runner `{}` cannot run in this llem build yet: only the embedded \
+             llama.cpp engine (engine: llamacpp, runner embedded) executes experiments",
+            cfg.engine,
+            cfg.runner()
+                .map_or_else(|| "none".to_string(), ToString::to_string)
+        )));
+    }
+    let model = assets::resolve_model(&cfg.model, &req.assets_dir).ok_or_else(|| {
+        HarnessError::Config(format!(
+            "model `{}` not found: not a file, and not in the asset cache {} \
+             (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
+            cfg.model,
+            req.assets_dir.display()
+        ))
+    })?;
+    let data = dataset::load(
+        &cfg.dataset,
+        cfg.dataset.n_prompts as usize,
+        cfg.random_seed,
+        &req.assets_dir,
+    )?;
+    if req.cell_dir.join(artefacts::RESULT).exists() {
+        return Err(HarnessError::Config(format!(
+            "{} already holds a result; refusing to overwrite it",
+            req.cell_dir.display()
+        )));
+    }
+    std::fs::create_dir_all(&req.cell_dir).map_err(|source| ResultsError::Io {
+        what: "cannot create",
+        path: req.cell_dir.clone(),
+        source,
+    })?;
+    Ok((model, data))
+}
+
+fn warmup(
+    session: &mut LlamaCppSession<'_>,
+    cfg: &ExperimentConfig,
+    workload: &Workload,
+    epoch: Instant,
+    progress: &mut dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Option<WarmupResult>, HarnessError> {
+    let w = &cfg.warmup;
+    if !w.enabled {
+        return Ok(None);
+    }
+    let fixed = !w.convergence_detection;
+    let limit = if fixed { w.n_warmup } else { w.max_prompts };
+    // One iteration is one full batch of the workload's first prompts, so warmup exercises
+    // the same kernels (batch shape) the measurement will.
+    let n = (workload.batching.batch_size as usize)
+        .min(workload.prompts.len())
+        .max(1);
+    let prompts: Vec<_> = workload.prompts.iter().take(n).cloned().collect();
+    let iteration = workload.with_prompts(prompts);
+    progress.event(Event::Start {
+        phase: Phase::Warmup,
+        total: Some(u64::from(limit)),
+        detail: if fixed {
+            format!("{limit} iterations of {n} prompts")
+        } else {
+            format!(
+                "until the latency CV < {} (at most {limit} iterations)",
+                w.cv_threshold
+            )
+        },
+    });
+    let (mut latencies_ms, mut per_token_ms) = (Vec::new(), Vec::new());
+    let mut converged = fixed;
+    let mut final_cv = 0.0;
+    for i in 0..limit {
+        check_cancel(cancel)?;
+        let mut sink = Collector {
+            epoch,
+            phase_start: 0.0,
+            records: Vec::new(),
+            tokens: 0,
+            last_report: f64::INFINITY,
+            progress: &mut crate::progress::Silent,
+            meter: None,
+        };
+        let t0 = Instant::now();
+        session.run(&iteration, &mut sink)?;
+        let ms = t0.elapsed().as_secs_f64() * 1000.0;
+        latencies_ms.push(ms);
+        // Per output token, so sampled runs with varying lengths still converge.
+        per_token_ms.push(ms / sink.tokens.max(1) as f64);
+        let window = (w.window_size as usize).max(2);
+        if per_token_ms.len() >= 2 {
+            let recent = per_token_ms
+                .get(per_token_ms.len().saturating_sub(window)..)
+                .unwrap_or_default();
+            final_cv = stats::cv(recent).unwrap_or(0.0);
+            if !fixed
+                && per_token_ms.len() >= (w.min_prompts as usize).max(window)
+                && final_cv < w.cv_threshold
+            {
+                converged = true;
+            }
+        }
+        progress.event(Event::Advance {
+            done: u64::from(i) + 1,
+            tokens: 0,
+            elapsed_s: 0.0,
+            power_w: None,
+        });
+        if converged && !fixed {
+            break;
+        }
+    }
+    let done = latencies_ms.len() as u32;
+    progress.event(Event::Finish {
+        phase: Phase::Warmup,
+        summary: format!(
+            "{done} iterations, CV {final_cv:.3}{}",
+            if fixed {
+                ""
+            } else if converged {
+                " (converged)"
+            } else {
+                " (did not converge)"
+            }
+        ),
+    });
+    Ok(Some(WarmupResult {
+        converged,
+        final_cv,
+        iterations_completed: done,
+        target_cv: w.cv_threshold,
+        max_prompts: w.max_prompts,
+        latencies_ms,
+        thermal_floor_wait_s: 0.0,
+        mode: if fixed { "fixed" } else { "cv_convergence" }.into(),
+    }))
+}
+
+/// The energy sensors of an experiment.
+type Sensors = Vec<Box<dyn llem_energy::Sensor>>;
+
+/// The sensors for `sampler` (none for `null`).
+fn sensors(
+    sampler: Option<EnergySampler>,
+    env: &SensorEnv,
+) -> Result<(Sensors, Vec<String>), HarnessError> {
+    match sampler {
+        None => Ok((
+            Vec::new(),
+            vec!["energy_sampler is null: no energy measured".into()],
+        )),
+        Some(s) => {
+            let sel =
+                llem_energy::select(s, env).map_err(|e| HarnessError::Energy(e.to_string()))?;
+            Ok((sel.sensors, sel.notes))
+        }
+    }
+}
+
+/// Runs one experiment end to end and writes its artefacts into `req.cell_dir`.
+pub fn run_experiment(
+    req: &ExperimentRequest<'_>,
+    progress: &mut dyn Progress,
+) -> Result<ExperimentOutcome, HarnessError> {
+    let cfg = req.config;
+    let epoch = Instant::now();
+    let start_unix = llem_results::time::unix_now_s();
+    let cancel = req.cancel.as_ref();
+    let mut warnings: Vec<String> = Vec::new();
+
+    progress.event(Event::Start {
+        phase: Phase::Preflight,
+        total: None,
+        detail: cfg.model.clone(),
+    });
+    let (model_path, data) = preflight(req)?;
+    warnings.extend(data.notes.iter().cloned());
+    let (mut sensor_set, sensor_notes) = sensors(cfg.energy_sampler, &req.sensor_env)?;
+    warnings.extend(sensor_notes);
+    let sensor_names: Vec<String> = sensor_set
+        .iter()
+        .map(|s| format!("{}: {}", s.domain().name, s.domain().device))
+        .collect();
+    let gpus: Vec<String> = sensor_set
+        .iter()
+        .filter(|s| s.domain().kind == llem_energy::DomainKind::Gpu)
+        .map(|s| s.domain().device.clone())
+        .collect();
+    progress.event(Event::Finish {
+        phase: Phase::Preflight,
+        summary: format!(
+            "{} prompts from {}, {} energy domains",
+            data.prompts.len(),
+            data.name,
+            sensor_set.len()
+        ),
+    });
+
+    // Baseline, before anything of the experiment is loaded.
+    let meter_cfg = MeterConfig {
+        interval: req.sampling_interval,
+        ..MeterConfig::default()
+    };
+    let mut baseline: Option<BaselineOutcome> = None;
+    if cfg.baseline.enabled && !sensor_set.is_empty() {
+        progress.event(Event::Start {
+            phase: Phase::Baseline,
+            total: None,
+            detail: format!(
+                "{} ({} s)",
+                cfg.baseline.strategy, cfg.baseline.duration_seconds
+            ),
+        });
+        let identity = BaselineIdentity {
+            host: environment::hostname(),
+            sampler: cfg
+                .energy_sampler
+                .map_or_else(|| "none".into(), |s| s.to_string()),
+            devices: sensor_names.clone(),
+        };
+        let (got, back) = llem_energy::baseline::obtain_with_sensors(
+            &cfg.baseline,
+            &identity,
+            &req.cache_dir,
+            sensor_set,
+            meter_cfg,
+            epoch,
+            &mut |_| {},
+        );
+        sensor_set = back;
+        let outcome = got.map_err(HarnessError::Energy)?;
+        progress.event(Event::Finish {
+            phase: Phase::Baseline,
+            summary: format!(
+                "{:.2} W ({:?})",
+                outcome.record.total_power_w, outcome.origin
+            ),
+        });
+        baseline = Some(outcome);
+    }
+    check_cancel(cancel)?;
+
+    // Telemetry from here to the end: the timeseries shows load, warmup and the window.
+    let meter = if sensor_set.is_empty() {
+        None
+    } else {
+        Some(
+            Meter::start(sensor_set, meter_cfg, epoch)
+                .map_err(|e| HarnessError::Energy(e.to_string()))?,
+        )
+    };
+
+    progress.event(Event::Start {
+        phase: Phase::Load,
+        total: None,
+        detail: model_path.display().to_string(),
+    });
+    let t_load = Instant::now();
+    let rss_before = environment::rss_mib();
+    let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+    let engine = LlamaCppEngine::load(&model_path, &cfg.model, &settings)?;
+    let plan = ContextPlan::for_config(cfg, engine.n_ctx_train());
+    let mut session = engine.session(plan)?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    let rss_after_load = environment::rss_mib();
+    let info: EngineInfo = engine.engine_info();
+    let model_info: ModelInfo = engine.model_info().clone();
+    if !engine.has_chat_template()
+        && matches!(cfg.dataset.source.as_str(), "sharegpt" | "aienergyscore")
+    {
+        warnings.push("the model has no chat template: prompts were sent as plain text".into());
+    }
+    progress.event(Event::Finish {
+        phase: Phase::Load,
+        summary: format!(
+            "{} {} in {load_s:.2} s, {} slots x {} tokens",
+            model_info.architecture.as_deref().unwrap_or("model"),
+            model_info.dtype.as_deref().unwrap_or(""),
+            plan.slots,
+            plan.tokens_per_slot
+        ),
+    });
+
+    let workload = Workload::new(cfg, data.prompts.clone());
+    let mut warmup_result = warmup(&mut session, cfg, &workload, epoch, progress, cancel)?;
+
+    let floor = if cfg.warmup.enabled {
+        cfg.warmup.thermal_floor_seconds
+    } else {
+        0.0
+    };
+    if floor > 0.0 {
+        progress.event(Event::Start {
+            phase: Phase::ThermalFloor,
+            total: None,
+            detail: format!("{floor} s"),
+        });
+        let t = Instant::now();
+        sleep_cancellable(Duration::from_secs_f64(floor), cancel)?;
+        if let Some(w) = warmup_result.as_mut() {
+            w.thermal_floor_wait_s = t.elapsed().as_secs_f64();
+        }
+        progress.event(Event::Finish {
+            phase: Phase::ThermalFloor,
+            summary: format!("{floor} s"),
+        });
+    }
+    if cfg.warmup.enabled && floor < RECOMMENDED_THERMAL_FLOOR_S && !gpus.is_empty() {
+        warnings.push(format!(
+            "thermal floor of {floor} s is below the {RECOMMENDED_THERMAL_FLOOR_S} s the \
+             methodology recommends for GPUs"
+        ));
+    }
+
+    // The measurement window.
+    progress.event(Event::Start {
+        phase: Phase::Measure,
+        total: Some(workload.prompts.len() as u64),
+        detail: format!("{} prompts", workload.prompts.len()),
+    });
+    let cpu0 = environment::process_cpu_s();
+    let mut sink = Collector {
+        epoch,
+        phase_start: epoch.elapsed().as_secs_f64(),
+        records: Vec::new(),
+        tokens: 0,
+        last_report: 0.0,
+        progress,
+        meter: meter.as_ref(),
+    };
+    let t0 = sink.now_s();
+    let summary: RunSummary = session.run(&workload, &mut sink).map_err(|e| match e {
+        EngineError::Cancelled => HarnessError::Cancelled,
+        e => HarnessError::Engine(e),
+    })?;
+    let t1 = sink.now_s();
+    sink.report(true);
+    let mut records = std::mem::take(&mut sink.records);
+    let cpu1 = environment::process_cpu_s();
+    let peak_rss = environment::peak_rss_mib();
+    records.sort_by_key(|r| r.request_id);
+    let out_tokens: u64 = records.iter().map(|r| u64::from(r.output_tokens)).sum();
+    progress.event(Event::Finish {
+        phase: Phase::Measure,
+        summary: format!(
+            "{out_tokens} tokens in {:.2} s ({:.1} tok/s)",
+            t1 - t0,
+            out_tokens as f64 / (t1 - t0).max(1e-9)
+        ),
+    });
+
+    // Teardown: stop telemetry, free the context and the model.
+    let telemetry: Telemetry = meter.map(Meter::stop).unwrap_or_default();
+    drop(session);
+    drop(engine);
+    let end_unix = llem_results::time::unix_now_s();
+
+    if cfg.measurement.methodology != Methodology::Total {
+        warnings.push(format!(
+            "methodology `{}` is not available for the embedded engine yet; the whole run was \
+             measured (methodology total)",
+            cfg.measurement.methodology
+        ));
+    }
+    warnings.extend(summary.warnings.iter().cloned());
+    if summary.truncated_prompts > 0 {
+        warnings.push(format!(
+            "{} prompts were cut to max_input_tokens = {}",
+            summary.truncated_prompts,
+            cfg.max_input_tokens.unwrap_or(0)
+        ));
+    }
+    let failed = records.iter().filter(|r| !r.success).count();
+    if failed > 0 {
+        warnings.push(format!("{failed} of {} requests failed", records.len()));
+    }
+
+    progress.event(Event::Start {
+        phase: Phase::Save,
+        total: None,
+        detail: req.cell_dir.display().to_string(),
+    });
+    let measured = Measured {
+        request: req,
+        engine: &info,
+        model: &model_info,
+        records: &records,
+        summary: &summary,
+        telemetry: &telemetry,
+        window: (t0, t1),
+        start_unix,
+        end_unix,
+        baseline: baseline.as_ref(),
+        warmup: warmup_result,
+        warnings,
+        sensors: sensor_names,
+        gpus,
+        load_s,
+        memory: assemble::HostMemory {
+            rss_before_load_mib: rss_before,
+            rss_after_load_mib: rss_after_load,
+            peak_rss_mib: peak_rss,
+        },
+        process_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
+    };
+    let result = assemble::result(&measured);
+    assemble::write(req, &result, &records, &telemetry)?;
+    progress.event(Event::Finish {
+        phase: Phase::Save,
+        summary: req.cell_dir.display().to_string(),
+    });
+    Ok(ExperimentOutcome {
+        result,
+        cell_dir: req.cell_dir.clone(),
+    })
+}

@@ -1,0 +1,182 @@
+//! `llem run` without `--dry-run`: measure the planned experiment and print its headline.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use llem_config::StudyPlan;
+use llem_energy::SensorEnv;
+use llem_harness::{ExperimentRequest, HarnessError, artefacts};
+use llem_results::ExperimentResult;
+
+use crate::cli::RunArgs;
+use crate::exit;
+
+fn init_logging(verbose: u8) {
+    if verbose == 0 {
+        return;
+    }
+    let level = if verbose == 1 { "info" } else { "debug" };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LLEM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn opt(v: Option<f64>, unit: &str, digits: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |x| format!("{x:.digits$} {unit}"))
+}
+
+/// The headline of a result, for the terminal.
+fn headline(r: &ExperimentResult, dir: &Path) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n {} on {} ({})",
+        r.model_name, r.engine, r.measurement_config_hash
+    );
+    let _ = writeln!(
+        s,
+        "   tokens      {} in + {} out in {:.2} s",
+        r.total_input_tokens, r.total_output_tokens, r.total_inference_time_sec
+    );
+    let _ = writeln!(
+        s,
+        "   throughput  {:.1} tok/s out, {:.1} tok/s total",
+        r.avg_tokens_per_second, r.avg_total_tokens_per_second
+    );
+    let source = r.energy_source.as_deref().unwrap_or("not measured");
+    let _ = writeln!(s, "   energy      {:.2} J ({source})", r.total_energy_j);
+    let _ = writeln!(
+        s,
+        "   per token   {} total, {} above a {} baseline",
+        opt(r.mj_per_tok_total, "mJ", 2),
+        opt(r.mj_per_tok_adjusted, "mJ", 2),
+        opt(r.baseline_power_w, "W", 2)
+    );
+    if let Some(l) = &r.latency_stats {
+        let _ = writeln!(
+            s,
+            "   latency     TTFT {} median, {} p99; ITL {} mean; TPOT {} mean",
+            opt(l.ttft_median_ms, "ms", 1),
+            opt(l.ttft_p99_ms, "ms", 1),
+            opt(l.itl_mean_ms, "ms", 2),
+            opt(l.tpot_mean_ms, "ms", 2)
+        );
+    }
+    if let Some(f) = &r.flops {
+        let _ = writeln!(
+            s,
+            "   FLOPs       {:.3e} ({} estimate, {} confidence)",
+            f.value, f.method, f.confidence
+        );
+    }
+    for w in &r.measurement_warnings {
+        let _ = writeln!(s, "   warning: {w}");
+    }
+    let _ = writeln!(s, "\n   {}", dir.display());
+    s
+}
+
+/// Removes directories this run created but left empty (a failed or cancelled run).
+fn remove_if_empty(dirs: &[&Path]) {
+    for d in dirs {
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
+/// Runs the plan's experiment; returns the exit code.
+pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
+    init_logging(args.verbose);
+    if plan.runs.len() != 1 {
+        eprint!("{}", crate::render::plan_summary(plan));
+        eprintln!(
+            "\nllem: this plan has {} runs; running studies (one child process per cell, \
+             manifest, resume) is not part of this build yet. Run one experiment at a time, or \
+             `--dry-run` to see the plan.",
+            plan.runs.len()
+        );
+        return exit::FAILURE;
+    }
+    let (Some(run), Some(_)) = (plan.runs.first(), plan.configs.first()) else {
+        return exit::FAILURE;
+    };
+    let Some(pc) = plan.configs.get(run.config) else {
+        return exit::FAILURE;
+    };
+    let cfg = &pc.config;
+    let hash = pc.digest.short();
+    let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
+    let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
+    let study_dir = artefacts::study_dir(&results, &plan.study_name, &stamp);
+    let cell_dir = study_dir.join(artefacts::cell_dir_name(
+        run.index,
+        run.cycle,
+        &cfg.model,
+        cfg.engine.as_str(),
+        &hash,
+    ));
+    let compact = stamp.replace(['-', 'T'], "");
+    let experiment_id = format!(
+        "{}_{}_{}",
+        artefacts::model_slug(&cfg.model),
+        compact.get(..8).unwrap_or(&compact),
+        compact.get(8..).unwrap_or("")
+    );
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, cancel.clone());
+    }
+    let cpu_tdp = llem_config::UserSettings::load(
+        &llem_config::Env::from_process(),
+        &mut llem_config::source::SourceMap::new(),
+    )
+    .ok()
+    .and_then(|u| u.config.measurement.cpu_tdp_w);
+    let request = ExperimentRequest {
+        config: cfg,
+        config_hash: &hash,
+        experiment_id,
+        cell_dir: cell_dir.clone(),
+        assets_dir: crate::paths::assets_dir(),
+        cache_dir: crate::paths::cache_dir(),
+        sensor_env: SensorEnv::from_process(cpu_tdp),
+        sampling_interval: args.interval,
+        llem_version: env!("CARGO_PKG_VERSION"),
+        git_commit: Some(env!("LLEM_GIT_COMMIT")),
+        cancel: cancel.clone(),
+    };
+    for w in &pc.warnings {
+        eprintln!("llem: warning: {w}");
+    }
+    let outcome = if args.quiet {
+        llem_harness::run_experiment(&request, &mut llem_harness::Silent)
+    } else {
+        llem_harness::run_experiment(&request, &mut crate::progress::Bars::new())
+    };
+    match outcome {
+        Ok(o) => {
+            if args.json {
+                match serde_json::to_string_pretty(&o.result) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => eprintln!("llem: {e}"),
+                }
+            }
+            eprint!("{}", headline(&o.result, &o.cell_dir));
+            exit::OK
+        }
+        Err(e) => {
+            remove_if_empty(&[&cell_dir, &study_dir]);
+            eprintln!("llem: {e}");
+            match e {
+                HarnessError::Cancelled => exit::INTERRUPTED,
+                HarnessError::Config(_) | HarnessError::Dataset(_) => exit::CONFIG,
+                _ => exit::FAILURE,
+            }
+        }
+    }
+}

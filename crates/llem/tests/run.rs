@@ -1,0 +1,266 @@
+//! `llem run` end to end on the real SmolLM2 model (scripts/fetch-assets.sh): the quickstart
+//! experiment, its artefacts, and their agreement with each other.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeseries};
+
+fn assets() -> PathBuf {
+    let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    assert!(
+        dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+            .is_file()
+            && dir.join("sharegpt").is_dir(),
+        "the asset cache {} lacks SmolLM2 or ShareGPT: run scripts/fetch-assets.sh",
+        dir.display()
+    );
+    dir
+}
+
+fn llem(home: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_llem"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.join("sys"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn cell_dir(out: &Path) -> PathBuf {
+    let study: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(study.len(), 1, "{study:?}");
+    let name = study[0].file_name().unwrap().to_str().unwrap().to_string();
+    assert!(name.starts_with("quickstart_20"), "{name}");
+    let cells: Vec<_> = std::fs::read_dir(&study[0])
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cells.len(), 1, "{cells:?}");
+    cells[0].clone()
+}
+
+/// Piecewise-linear power integrated over [a, b] (independent of llem-energy's code).
+fn integrate(t: &[f64], p: &[f64], a: f64, b: f64) -> f64 {
+    let at = |x: f64| -> f64 {
+        let i = t.partition_point(|v| *v <= x);
+        if i == 0 {
+            return p[0];
+        }
+        if i >= t.len() {
+            return p[t.len() - 1];
+        }
+        p[i - 1] + (p[i] - p[i - 1]) * (x - t[i - 1]) / (t[i] - t[i - 1])
+    };
+    let mut knots = vec![a];
+    knots.extend(t.iter().copied().filter(|x| *x > a && *x < b));
+    knots.push(b);
+    knots
+        .windows(2)
+        .map(|w| (w[1] - w[0]) * (at(w[0]) + at(w[1])) / 2.0)
+        .sum()
+}
+
+fn percentile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let r = q / 100.0 * (s.len() - 1) as f64;
+    let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (r - lo as f64)
+}
+
+fn close(a: f64, b: f64, what: &str) {
+    assert!(
+        (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+        "{what}: {a} vs {b}"
+    );
+}
+
+#[test]
+fn quickstart_result_agrees_with_its_sidecars() {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let out = home.path().join("results");
+    let o = llem(
+        home.path(),
+        &[
+            "run",
+            "examples/quickstart.yaml",
+            "-o",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let cell = cell_dir(&out);
+    let name = cell.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("001_c0_SmolLM2-135M-Instruct.Q4_1-llamacpp_"),
+        "{name}"
+    );
+    for f in [
+        "result.json",
+        "effective_config.json",
+        "timeseries.parquet",
+        "requests.parquet",
+    ] {
+        assert!(cell.join(f).is_file(), "{f} missing");
+    }
+
+    let r: ExperimentResult =
+        serde_json::from_slice(&std::fs::read(cell.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r.schema_version, "4.0");
+    assert_eq!(r.engine, "llamacpp");
+    assert!(name.ends_with(&r.measurement_config_hash));
+    let cfg: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(cell.join("effective_config.json")).unwrap())
+            .unwrap();
+    assert_eq!(cfg["llamacpp"]["batch_size"], 4);
+    assert_eq!(cfg["dataset"]["n_prompts"], 20);
+
+    // Tokens: the result's totals are the sums over requests.parquet.
+    let reqs: Vec<RequestRecord> = read_requests(&cell.join("requests.parquet")).unwrap();
+    assert_eq!(reqs.len(), 20);
+    assert!(reqs.iter().all(|q| q.success));
+    let out_tokens: u64 = reqs.iter().map(|q| u64::from(q.output_tokens)).sum();
+    let in_tokens: u64 = reqs.iter().map(|q| u64::from(q.input_tokens)).sum();
+    assert_eq!(r.total_tokens, out_tokens);
+    assert_eq!(r.total_output_tokens, out_tokens);
+    assert_eq!(r.total_input_tokens, in_tokens);
+    assert!(out_tokens > 100);
+    assert!(
+        reqs.iter()
+            .all(|q| q.token_times_s.len() == q.output_tokens as usize)
+    );
+    assert!(
+        reqs.iter()
+            .all(|q| q.input_tokens <= 256 && q.output_tokens <= 64)
+    );
+    assert_eq!(r.extended_metrics.batch.num_batches, Some(5));
+
+    // Energy: the result's window energy recomputes from timeseries.parquet.
+    let [t0, t1] = r.measurement_window_s.unwrap();
+    close(r.total_inference_time_sec, t1 - t0, "window length");
+    let ts = read_timeseries(&cell.join("timeseries.parquet")).unwrap();
+    let breakdown = r.energy_breakdown.as_ref().unwrap();
+    assert!(!breakdown.domains.is_empty());
+    let mut total = 0.0;
+    for d in &breakdown.domains {
+        let rows: Vec<usize> = (0..ts.len()).filter(|&i| ts.domain[i] == d.name).collect();
+        let t: Vec<f64> = rows.iter().map(|&i| ts.t_s[i]).collect();
+        assert!(
+            t[0] <= t0 && *t.last().unwrap() >= t1,
+            "{}: samples cover the window",
+            d.name
+        );
+        let p: Vec<f64> = rows.iter().map(|&i| ts.power_w[i].unwrap()).collect();
+        let e = integrate(&t, &p, t0, t1);
+        close(d.energy_j, e, &d.name);
+        total += e;
+    }
+    close(r.total_energy_j, total, "total energy");
+    let adjusted = (total - r.baseline_power_w.unwrap() * (t1 - t0)).max(0.0);
+    close(r.energy_adjusted_j.unwrap(), adjusted, "adjusted energy");
+    close(
+        r.mj_per_tok_total.unwrap(),
+        total / out_tokens as f64 * 1000.0,
+        "mJ/token",
+    );
+
+    // Latency: the percentiles recompute from the per-token timestamps.
+    let l = r.latency_stats.as_ref().unwrap();
+    assert_eq!(l.measurement_mode, "true_streaming");
+    let ttft: Vec<f64> = reqs
+        .iter()
+        .map(|q| (q.first_token_s.unwrap() - q.submit_s) * 1e3)
+        .collect();
+    assert_eq!(l.ttft_samples, 20);
+    close(
+        l.ttft_median_ms.unwrap(),
+        percentile(&ttft, 50.0),
+        "ttft p50",
+    );
+    close(l.ttft_p99_ms.unwrap(), percentile(&ttft, 99.0), "ttft p99");
+    let mut itl = Vec::new();
+    for q in &reqs {
+        let d: Vec<f64> = q
+            .token_times_s
+            .windows(2)
+            .map(|w| (w[1] - w[0]) * 1e3)
+            .collect();
+        if d.len() >= 3 {
+            itl.extend_from_slice(&d[1..d.len() - 1]);
+        }
+    }
+    assert_eq!(l.itl_samples, itl.len());
+    close(
+        l.itl_mean_ms.unwrap(),
+        itl.iter().sum::<f64>() / itl.len() as f64,
+        "itl mean",
+    );
+    close(l.itl_p95_ms.unwrap(), percentile(&itl, 95.0), "itl p95");
+    let e2e: Vec<f64> = reqs.iter().map(|q| (q.end_s - q.submit_s) * 1e3).collect();
+    close(l.e2e_p90_ms.unwrap(), percentile(&e2e, 90.0), "e2e p90");
+
+    // The rest of the record is filled with measured values.
+    assert!(r.total_flops > 0.0);
+    assert_eq!(r.flops.as_ref().unwrap().method, "architecture");
+    assert_eq!(r.warmup_result.as_ref().unwrap().iterations_completed, 2);
+    assert!(r.reproducibility_notes.contains("estimate"));
+    assert_eq!(
+        r.environment.model.as_ref().unwrap().dtype.as_deref(),
+        Some("Q4_1")
+    );
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .any(|w| w.contains("estimate"))
+    );
+}
+
+#[test]
+fn a_missing_model_is_a_clear_error_and_leaves_nothing_behind() {
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("results");
+    let o = llem(
+        home.path(),
+        &[
+            "run",
+            "-m",
+            "no-such-model.gguf",
+            "-o",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("model `no-such-model.gguf` not found"),
+        "{err}"
+    );
+    assert!(err.contains("fetch-assets.sh"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.count())
+        .into_iter()
+        .collect();
+    assert!(left.is_empty() || left == [0], "{left:?}");
+}
