@@ -51,6 +51,12 @@ pub enum MeterError {
     Spawn(std::io::Error),
 }
 
+/// CPU time the calling thread has used, s (the sampler's own cost, reported with results).
+fn thread_cpu_s() -> Option<f64> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    Some(t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
+}
+
 /// What the sampler thread hands back: the recording and the sensors, for reuse.
 type Recording = (Telemetry, Vec<Box<dyn Sensor>>);
 
@@ -255,6 +261,7 @@ fn run(
             break;
         }
     }
+    stats.thread_cpu_s = thread_cpu_s();
     let start_s = ticker
         .series
         .iter()

@@ -262,6 +262,8 @@ pub struct SamplerStats {
     pub max_gap_s: f64,
     /// Ticks with a gap above twice the interval.
     pub long_gaps: u64,
+    /// CPU time of the sampler thread over the recording, s.
+    pub thread_cpu_s: Option<f64>,
 }
 
 /// Everything one recording captured.

@@ -103,18 +103,40 @@ pub enum EngineError {
     Cancelled,
 }
 
-/// An inference engine.
+/// How many sequences a session decodes together and how long each may grow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ContextPlan {
+    /// Sequences decoded together (KV streams).
+    pub slots: u32,
+    /// Tokens per slot (prompt + output).
+    pub tokens_per_slot: u32,
+    /// CPU threads.
+    pub n_threads: i32,
+}
+
+/// A loaded model: the engine side of the seam. Unloading is dropping it.
 pub trait Engine {
     /// Name, version, backend.
     fn info(&self) -> EngineInfo;
     /// The loaded model.
     fn model_info(&self) -> &ModelInfo;
-    /// Tokens of `text` (with the chat template applied when `chat` is set).
-    fn count_tokens(&self, text: &str, chat: bool) -> Result<u32, EngineError>;
-    /// Runs `workload`, reporting every request to `sink`.
+    /// Training context length, for sizing a session.
+    fn n_ctx_train(&self) -> u32;
+    /// True when prompts get the model's chat template.
+    fn has_chat_template(&self) -> bool;
+    /// Opens a session (context, KV cache) for `plan`; warmup and measurement share it, so
+    /// its allocation happens before the window.
+    fn open(&self, plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError>;
+}
+
+/// A ready context that serves workloads.
+pub trait Session {
+    /// Runs `workload`, reporting every request to `sink` as its tokens arrive.
     fn run(
         &mut self,
         workload: &Workload,
         sink: &mut dyn RequestSink,
     ) -> Result<RunSummary, EngineError>;
+    /// KV cache size, bytes.
+    fn kv_cache_bytes(&self) -> Option<u64>;
 }

@@ -12,5 +12,30 @@ pub mod llamacpp;
 pub mod sampling;
 pub mod workload;
 
-pub use engine::{Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary};
+/// Loads the engine `cfg` asks for, with the model at `model_path`.
+pub fn load(
+    cfg: &llem_config::ExperimentConfig,
+    model_path: &std::path::Path,
+) -> Result<Box<dyn Engine>, EngineError> {
+    match cfg.engine {
+        llem_config::Engine::LlamaCpp => {
+            let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+            Ok(Box::new(llamacpp::LlamaCppEngine::load(
+                model_path, &cfg.model, &settings,
+            )?))
+        }
+        other => Err(EngineError::Config(format!(
+            "engine `{other}` is not available in this build"
+        ))),
+    }
+}
+
+/// The session plan for `cfg` on a model trained with `n_ctx_train` positions.
+pub fn plan_for(cfg: &llem_config::ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
+    llamacpp::plan_for_config(cfg, n_ctx_train)
+}
+
+pub use engine::{
+    ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session,
+};
 pub use workload::{Prompt, Workload};

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 
 use llem_config::BatchingStrategy;
 use llem_config::model::engines::LlamaCppConfig;
-use llem_engines::llamacpp::{ContextPlan, LlamaCppEngine};
+use llem_engines::ContextPlan;
+use llem_engines::llamacpp::LlamaCppEngine;
 use llem_engines::sampling::SamplingParams;
 use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
 use llem_engines::{RequestSink, assets};

@@ -306,6 +306,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
                 .process_cpu_s
                 .filter(|_| duration > 0.0)
                 .map(|c| c / duration * 100.0),
+            sampler_cpu_s: m.telemetry.stats.thread_cpu_s,
         },
         batch,
         kv_cache: Default::default(),

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use llem_config::{EnergySampler, Engine as EngineName, ExperimentConfig, Methodology, RunnerKind};
 use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
-use llem_engines::llamacpp::{ContextPlan, LlamaCppEngine, LlamaCppSession};
 use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
-use llem_engines::{EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Workload, assets};
+use llem_engines::{
+    EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload, assets,
+};
 use llem_results::result::WarmupResult;
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
@@ -180,7 +181,7 @@ fn preflight(req: &ExperimentRequest<'_>) -> Result<(PathBuf, LoadedDataset), Ha
 }
 
 fn warmup(
-    session: &mut LlamaCppSession<'_>,
+    session: &mut dyn Session,
     cfg: &ExperimentConfig,
     workload: &Workload,
     epoch: Instant,
@@ -402,13 +403,12 @@ pub fn run_experiment(
     });
     let t_load = Instant::now();
     let rss_before = environment::rss_mib();
-    let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
-    let engine = LlamaCppEngine::load(&model_path, &cfg.model, &settings)?;
-    let plan = ContextPlan::for_config(cfg, engine.n_ctx_train());
-    let mut session = engine.session(plan)?;
+    let engine = llem_engines::load(cfg, &model_path)?;
+    let plan = llem_engines::plan_for(cfg, engine.n_ctx_train());
+    let mut session = engine.open(plan)?;
     let load_s = t_load.elapsed().as_secs_f64();
     let rss_after_load = environment::rss_mib();
-    let info: EngineInfo = engine.engine_info();
+    let info: EngineInfo = engine.info();
     let model_info: ModelInfo = engine.model_info().clone();
     if !engine.has_chat_template()
         && matches!(cfg.dataset.source.as_str(), "sharegpt" | "aienergyscore")
@@ -427,7 +427,7 @@ pub fn run_experiment(
     });
 
     let workload = Workload::new(cfg, data.prompts.clone());
-    let mut warmup_result = warmup(&mut session, cfg, &workload, epoch, progress, cancel)?;
+    let mut warmup_result = warmup(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
 
     let floor = if cfg.warmup.enabled {
         cfg.warmup.thermal_floor_seconds

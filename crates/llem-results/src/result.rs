@@ -364,6 +364,9 @@ pub struct GpuUtilisationMetrics {
     pub memory_bandwidth_utilisation: Option<f64>,
     /// Mean CPU utilisation of the llem process over the window, % of one core.
     pub process_cpu_pct: Option<f64>,
+    /// CPU time of llem's telemetry sampler thread over the whole experiment, s (the
+    /// measurement's own cost).
+    pub sampler_cpu_s: Option<f64>,
 }
 
 /// Batch efficiency.

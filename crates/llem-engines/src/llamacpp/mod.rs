@@ -9,7 +9,7 @@ pub mod info;
 mod prompt;
 
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
@@ -23,7 +23,9 @@ use llem_config::ExperimentConfig;
 use llem_config::model::engines::LlamaCppConfig;
 use llem_config::model::engines::llamacpp::{FlashAttn, KvCacheType};
 
-use crate::engine::{EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary};
+use crate::engine::{
+    ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session,
+};
 use crate::workload::Workload;
 
 /// Version of the `llama-cpp-2` bindings (pinned in Cargo.toml), which fixes the llama.cpp
@@ -46,53 +48,45 @@ fn backend() -> Result<&'static LlamaBackend, EngineError> {
         })
 }
 
-/// Context size and per-slot budget for a config.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ContextPlan {
-    /// Sequences decoded together (KV streams).
-    pub slots: u32,
-    /// Tokens per slot (prompt + output).
-    pub tokens_per_slot: u32,
-    /// Threads.
-    pub n_threads: i32,
-}
-
 /// Tokens a slot needs when the config leaves a limit open.
 const OPEN_INPUT_TOKENS: u32 = 2048;
 const OPEN_OUTPUT_TOKENS: u32 = 1024;
 
-impl ContextPlan {
-    /// The plan for `cfg` on a model trained with `n_ctx_train` positions.
-    pub fn for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
-        let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
-        let slots = l.batch_size.max(1);
-        let input = cfg.max_input_tokens.unwrap_or(OPEN_INPUT_TOKENS);
-        let mut output = cfg.max_output_tokens.unwrap_or(OPEN_OUTPUT_TOKENS);
-        if let Some(s) = &cfg.dataset.synthetic
-            && cfg.dataset.source == "synthetic"
-        {
-            // Room for the long tail of drawn lengths (3 spreads above the mean).
-            let hi = |m: u32| (f64::from(m) * (1.0 + 3.0 * s.spread)).ceil() as u32;
-            output = hi(s.output_tokens);
-            let need = hi(s.input_tokens).saturating_add(output);
-            return ContextPlan {
-                slots,
-                tokens_per_slot: need.min(n_ctx_train.max(1)),
-                n_threads: threads(&l),
-            };
-        }
-        let per_slot = match l.n_ctx {
-            Some(n) => (n / slots).max(1),
-            None => input
-                .saturating_add(output)
-                .saturating_add(16)
-                .min(n_ctx_train.max(1)),
+/// The context plan for `cfg` on a model trained with `n_ctx_train` positions.
+pub fn plan_for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
+    let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+    let slots = l.batch_size.max(1);
+    let input = cfg.max_input_tokens.unwrap_or(OPEN_INPUT_TOKENS);
+    let output = cfg.max_output_tokens.unwrap_or(OPEN_OUTPUT_TOKENS);
+    if let Some(s) = &cfg.dataset.synthetic
+        && cfg.dataset.source == "synthetic"
+    {
+        // Room for the long tail of drawn lengths (3 spreads above the mean).
+        let spread = if s.distribution == llem_config::LengthDistribution::Fixed {
+            0.0
+        } else {
+            s.spread
         };
-        ContextPlan {
+        let hi = |m: u32| (f64::from(m) * (1.0 + 3.0 * spread)).ceil() as u32;
+        let input = hi(s.input_tokens).min(input);
+        let need = input.saturating_add(hi(s.output_tokens)).saturating_add(16);
+        return ContextPlan {
             slots,
-            tokens_per_slot: per_slot,
+            tokens_per_slot: need.min(n_ctx_train.max(1)),
             n_threads: threads(&l),
-        }
+        };
+    }
+    let per_slot = match l.n_ctx {
+        Some(n) => (n / slots).max(1),
+        None => input
+            .saturating_add(output)
+            .saturating_add(16)
+            .min(n_ctx_train.max(1)),
+    };
+    ContextPlan {
+        slots,
+        tokens_per_slot: per_slot,
+        n_threads: threads(&l),
     }
 }
 
@@ -380,7 +374,64 @@ impl LlamaCppSession<'_> {
     }
 }
 
-/// Where a model path came from, for messages.
-pub fn describe_model_path(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+impl Engine for LlamaCppEngine {
+    fn info(&self) -> EngineInfo {
+        self.engine_info()
+    }
+    fn model_info(&self) -> &ModelInfo {
+        &self.info
+    }
+    fn n_ctx_train(&self) -> u32 {
+        self.model.n_ctx_train()
+    }
+    fn has_chat_template(&self) -> bool {
+        self.template.is_some()
+    }
+    fn open(&self, plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
+        Ok(Box::new(self.session(plan)?))
+    }
+}
+
+impl Session for LlamaCppSession<'_> {
+    fn run(
+        &mut self,
+        workload: &Workload,
+        sink: &mut dyn RequestSink,
+    ) -> Result<RunSummary, EngineError> {
+        LlamaCppSession::run(self, workload, sink)
+    }
+    fn kv_cache_bytes(&self) -> Option<u64> {
+        self.kv_bytes
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn cfg(v: serde_json::Value) -> ExperimentConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn context_plans() {
+        let c =
+            cfg(serde_json::json!({"model": "m", "llamacpp": {"batch_size": 4, "n_threads": 3}}));
+        let p = plan_for_config(&c, 8192);
+        assert_eq!(
+            (p.slots, p.tokens_per_slot, p.n_threads),
+            (4, 256 + 256 + 16, 3)
+        );
+        // Capped by the training context.
+        assert_eq!(plan_for_config(&c, 300).tokens_per_slot, 300);
+        let c =
+            cfg(serde_json::json!({"model": "m", "llamacpp": {"batch_size": 4, "n_ctx": 1000}}));
+        assert_eq!(plan_for_config(&c, 8192).tokens_per_slot, 250);
+        let c = cfg(
+            serde_json::json!({"model": "m", "dataset": {"source": "synthetic",
+            "synthetic": {"input_tokens": 100, "output_tokens": 50, "distribution": "fixed"}}}),
+        );
+        assert_eq!(plan_for_config(&c, 8192).tokens_per_slot, 166);
+    }
 }
