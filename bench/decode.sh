@@ -2,7 +2,8 @@
 # Decode throughput of SmolLM2-135M-Instruct Q4_1 on the CPU: `llem run` (the embedded engine
 # with the whole harness: telemetry sampler, per-token records, progress) against llama.cpp
 # driven directly through the same bindings and the same compiled llama.cpp
-# (crates/llem-engines/benches/raw_decode.rs), at equal settings, in the same run.
+# (crates/llem-engines/examples/raw_decode.rs, the same release build of llama.cpp), at equal
+# settings, alternating in the same run.
 # Goals (issue 4): llem / raw >= 0.97 at batch 1 and 8; batch 8 >= 1.3x batch 1.
 #
 #   bench/decode.sh [PP] [TG] [REPEATS]
@@ -18,6 +19,7 @@ scripts/build-deps.sh
 scripts/fetch-assets.sh >/dev/null
 scripts/python-env.sh >/dev/null
 cargo build -q --release -p llem
+cargo build -q --release -p llem-engines --example raw_decode
 assets=${LLEM_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/llem/assets}
 model="$assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 py=target/pyenv/bin/python
@@ -25,8 +27,7 @@ py=target/pyenv/bin/python
 : >"$out/runs.jsonl"
 for rep in $(seq 1 "$repeats"); do
   for npl in 1 8; do
-    cargo bench -q -p llem-engines --bench raw_decode -- "$model" "$pp" "$tg" "$npl" "$threads" 1 \
-      >>"$out/runs.jsonl"
+    target/release/examples/raw_decode "$model" "$pp" "$tg" "$npl" "$threads" 1 >>"$out/runs.jsonl"
     cat >"$out/llem-b$npl.yaml" <<YAML
 name: decode-b$npl
 model: $model

@@ -8,6 +8,7 @@ use std::time::Instant;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use llem_results::{FinishReason, RequestRecord};
 
 use super::LlamaCppSession;
@@ -38,8 +39,22 @@ impl RequestSink for Collect {
 
 /// The sampler chain of one request, in Hugging Face's order (penalty, temperature, top-k,
 /// top-p, min-p, then the draw), seeded per request so its tokens do not depend on the batch.
-fn sampler(p: &SamplingParams, n_vocab: i32, request_id: u32, history: usize) -> LlamaSampler {
+/// `never` lists tokens that may not be drawn at all (end-of-generation for ignore_eos).
+fn sampler(
+    p: &SamplingParams,
+    n_vocab: i32,
+    request_id: u32,
+    history: usize,
+    never: &[LlamaToken],
+) -> LlamaSampler {
     let mut chain = Vec::new();
+    if !never.is_empty() {
+        let bias: Vec<LlamaLogitBias> = never
+            .iter()
+            .map(|&t| LlamaLogitBias::new(t, f32::NEG_INFINITY))
+            .collect();
+        chain.push(LlamaSampler::logit_bias(n_vocab, &bias));
+    }
     if (p.repetition_penalty - 1.0).abs() > f64::EPSILON {
         let last_n = i32::try_from(history).unwrap_or(i32::MAX);
         chain.push(LlamaSampler::penalties(
@@ -115,10 +130,11 @@ fn inference(e: impl std::fmt::Display) -> EngineError {
     EngineError::Inference(e.to_string())
 }
 
-/// Picks the next token of `slot` from the logits at `idx`; end-of-generation tokens are
-/// masked while the slot must go on (min_new_tokens, ignore_eos).
+/// Picks the next token of `slot` from its logits; end-of-generation tokens are masked while
+/// the slot must go on. ignore_eos is a logit bias inside the slot's sampler chain (the fast
+/// path synthetic benchmarks take); min_new_tokens masks a copy of the logits per token.
 fn next_token(sess: &LlamaCppSession<'_>, slot: &mut Slot) -> LlamaToken {
-    let mask = slot.ignore_eos || (slot.generated.len() as u32) < slot.min_new;
+    let mask = !slot.ignore_eos && (slot.generated.len() as u32) < slot.min_new;
     if !mask {
         return slot.sampler.sample(&sess.ctx, slot.logits_at);
     }
@@ -235,11 +251,14 @@ pub(super) fn run(
                 .or(wl.max_output_tokens)
                 .unwrap_or(room)
                 .min(room);
+            let ignore_eos = prompt.is_some_and(|p| p.ignore_eos);
+            let never: &[LlamaToken] = if ignore_eos { &engine.eog } else { &[] };
             let mut s = sampler(
                 &wl.sampling,
                 n_vocab,
                 req as u32,
                 plan.tokens_per_slot as usize,
+                never,
             );
             if (wl.sampling.repetition_penalty - 1.0).abs() > f64::EPSILON {
                 // Hugging Face penalises tokens of the prompt too.
@@ -251,7 +270,7 @@ pub(super) fn run(
                 pos: 0,
                 input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
                 limit,
-                ignore_eos: prompt.is_some_and(|p| p.ignore_eos),
+                ignore_eos,
                 min_new: wl.sampling.min_new_tokens.unwrap_or(0),
                 sampler: s,
                 generated: Vec::new(),

@@ -3,7 +3,10 @@
 //! `tg` decode steps of one token per sequence, greedy, end-of-sequence ignored (the shape of
 //! llama.cpp's llama-batched-bench). Prints one JSON line per run.
 //!
-//! cargo bench -p llem-engines --bench raw_decode -- MODEL PP TG NPL THREADS REPEATS
+//! cargo run --release -p llem-engines --example raw_decode -- MODEL PP TG NPL THREADS REPEATS
+//!
+//! An example, not a bench target, so it links the llama.cpp that the release profile
+//! compiles for `llem` itself (the bench profile would build it again with other flags).
 
 #![allow(clippy::indexing_slicing, missing_docs)]
 
@@ -22,10 +25,7 @@ fn arg(args: &[String], i: usize, default: &str) -> String {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
+    let args: Vec<String> = std::env::args().skip(1).collect();
     let model_path = arg(&args, 0, "SmolLM2-135M-Instruct.Q4_1.gguf");
     let pp: usize = arg(&args, 1, "128").parse()?;
     let tg: usize = arg(&args, 2, "128").parse()?;
