@@ -3,18 +3,22 @@
 
 use std::path::{Path, PathBuf};
 
-/// `$LLEM_ASSETS`, else `$XDG_CACHE_HOME/llem/assets`, else `~/.cache/llem/assets`.
-pub fn assets_dir(llem_assets: Option<&str>) -> PathBuf {
-    if let Some(a) = llem_assets.filter(|a| !a.is_empty()) {
-        return PathBuf::from(a);
-    }
+/// llem's cache: `$XDG_CACHE_HOME/llem`, else `~/.cache/llem` (assets, baseline cache).
+pub fn cache_dir() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".cache"))
         .join("llem")
-        .join("assets")
+}
+
+/// `$LLEM_ASSETS`, else `<cache>/assets`.
+pub fn assets_dir(llem_assets: Option<&str>) -> PathBuf {
+    match llem_assets.filter(|a| !a.is_empty()) {
+        Some(a) => PathBuf::from(a),
+        None => cache_dir().join("assets"),
+    }
 }
 
 /// A model given as a path, or as a bare file name found in the asset cache (directly or one
@@ -38,11 +42,6 @@ pub fn resolve_model(model: &str, assets: &Path) -> Option<PathBuf> {
         .collect();
     dirs.sort();
     dirs.into_iter().map(|d| d.join(p)).find(|c| c.is_file())
-}
-
-/// A dataset file inside the asset cache.
-pub fn dataset_file(assets: &Path, alias: &str, file: &str) -> PathBuf {
-    assets.join(alias).join(file)
 }
 
 #[cfg(test)]

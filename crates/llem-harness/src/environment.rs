@@ -36,8 +36,9 @@ pub fn cpu_model() -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
-fn meminfo_kib(key: &str) -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+/// The number after `key` in a `key: value kB` procfs file.
+fn kib_field(file: &str, key: &str) -> Option<f64> {
+    let s = std::fs::read_to_string(file).ok()?;
     s.lines()
         .find(|l| l.starts_with(key))?
         .split_whitespace()
@@ -48,27 +49,17 @@ fn meminfo_kib(key: &str) -> Option<f64> {
 
 /// Physical memory, MiB.
 pub fn memory_total_mib() -> Option<f64> {
-    meminfo_kib("MemTotal:").map(|k| k / 1024.0)
-}
-
-fn status_kib(key: &str) -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find(|l| l.starts_with(key))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    kib_field("/proc/meminfo", "MemTotal:").map(|k| k / 1024.0)
 }
 
 /// Resident memory of this process, MiB.
 pub fn rss_mib() -> Option<f64> {
-    status_kib("VmRSS:").map(|k| k / 1024.0)
+    kib_field("/proc/self/status", "VmRSS:").map(|k| k / 1024.0)
 }
 
 /// Peak resident memory of this process, MiB.
 pub fn peak_rss_mib() -> Option<f64> {
-    status_kib("VmHWM:").map(|k| k / 1024.0)
+    kib_field("/proc/self/status", "VmHWM:").map(|k| k / 1024.0)
 }
 
 /// CPU time (user + system) this process has used, s.

@@ -4,6 +4,7 @@
 //! `timeseries.parquet`, not how a sensor produced them.
 
 pub mod atomic;
+mod parquet_io;
 pub mod requests;
 pub mod result;
 pub mod time;

@@ -14,15 +14,10 @@ use arrow_array::{
     Array, ArrayRef, BooleanArray, Float64Array, ListArray, RecordBatch, StringArray, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use crate::ResultsError;
-use crate::atomic::write_atomic_with;
+use crate::parquet_io::{column, open, parquet_error, write_batch};
 
 /// How a request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -171,51 +166,14 @@ pub fn write_requests(
     rows: &[RequestRecord],
     metadata: &[(&str, String)],
 ) -> Result<(), ResultsError> {
-    let err = |message: String| ResultsError::Parquet {
-        path: path.to_path_buf(),
-        message,
-    };
-    let batch = batch(rows).map_err(err)?;
-    let kv: Vec<KeyValue> = metadata
-        .iter()
-        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
-        .collect();
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_key_value_metadata(Some(kv))
-        .build();
-    write_atomic_with(path, |file| {
-        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props))
-            .map_err(std::io::Error::other)?;
-        w.write(&batch).map_err(std::io::Error::other)?;
-        w.close().map_err(std::io::Error::other)?;
-        Ok(())
-    })
-}
-
-fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("missing column {name}"))?
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {name} has an unexpected type"))
+    let batch = batch(rows).map_err(|m| parquet_error(path, m))?;
+    write_batch(path, &batch, metadata)
 }
 
 /// Reads a request log written by [`write_requests`].
 pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
-    let err = |message: String| ResultsError::Parquet {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|source| ResultsError::Io {
-        what: "cannot open",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .map_err(|e| err(e.to_string()))?;
+    let err = |message: String| parquet_error(path, message);
+    let reader = open(path)?;
     let mut out = Vec::new();
     for batch in reader {
         let b = batch.map_err(|e| err(e.to_string()))?;

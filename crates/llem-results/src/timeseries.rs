@@ -12,14 +12,9 @@ use arrow_array::{
     Array, ArrayRef, Float64Array, Int32Array, RecordBatch, StringArray, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 
 use crate::ResultsError;
-use crate::atomic::write_atomic_with;
+use crate::parquet_io::{column, open, parquet_error, write_batch};
 
 /// The columns of a timeseries, all of equal length.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -123,35 +118,8 @@ pub fn write_timeseries(
     columns: &TimeseriesColumns,
     metadata: &[(&str, String)],
 ) -> Result<(), ResultsError> {
-    let err = |message: String| ResultsError::Parquet {
-        path: path.to_path_buf(),
-        message,
-    };
-    let batch = columns.batch().map_err(err)?;
-    let kv: Vec<KeyValue> = metadata
-        .iter()
-        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
-        .collect();
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_key_value_metadata(Some(kv))
-        .build();
-    write_atomic_with(path, |file| {
-        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props))
-            .map_err(std::io::Error::other)?;
-        w.write(&batch).map_err(std::io::Error::other)?;
-        w.close().map_err(std::io::Error::other)?;
-        Ok(())
-    })
-}
-
-fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("missing column {name}"))?
-        .as_any()
-        .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {name} has an unexpected type"))
+    let batch = columns.batch().map_err(|m| parquet_error(path, m))?;
+    write_batch(path, &batch, metadata)
 }
 
 fn opt_f64(a: &Float64Array, i: usize) -> Option<f64> {
@@ -160,18 +128,8 @@ fn opt_f64(a: &Float64Array, i: usize) -> Option<f64> {
 
 /// Reads a timeseries written by [`write_timeseries`].
 pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
-    let err = |message: String| ResultsError::Parquet {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|source| ResultsError::Io {
-        what: "cannot open",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .map_err(|e| err(e.to_string()))?;
+    let err = |message: String| parquet_error(path, message);
+    let reader = open(path)?;
     let mut out = TimeseriesColumns::default();
     for batch in reader {
         let batch = batch.map_err(|e| err(e.to_string()))?;

@@ -100,23 +100,11 @@ pub fn load(
             seed,
         )),
         "sharegpt" => {
-            let path = assets.join(SHAREGPT.0).join(SHAREGPT.1);
-            if !path.is_file() {
-                return Err(DatasetError::MissingAsset {
-                    alias: "sharegpt".into(),
-                    path,
-                });
-            }
+            let path = builtin(assets, SHAREGPT)?;
             load_sharegpt("sharegpt", &path, n, cfg.order, seed)
         }
         "aienergyscore" => {
-            let path = assets.join(AIENERGYSCORE.0).join(AIENERGYSCORE.1);
-            if !path.is_file() {
-                return Err(DatasetError::MissingAsset {
-                    alias: "aienergyscore".into(),
-                    path,
-                });
-            }
+            let path = builtin(assets, AIENERGYSCORE)?;
             load_jsonl("aienergyscore", &path, n, cfg.order, seed)
         }
         other => {
@@ -130,6 +118,19 @@ pub fn load(
                 }),
             }
         }
+    }
+}
+
+/// The file of a built-in dataset, which must have been fetched into the asset cache.
+fn builtin(assets: &Path, (alias, file): (&str, &str)) -> Result<PathBuf, DatasetError> {
+    let path = assets.join(alias).join(file);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(DatasetError::MissingAsset {
+            alias: alias.to_string(),
+            path,
+        })
     }
 }
 

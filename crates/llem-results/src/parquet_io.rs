@@ -1,0 +1,67 @@
+//! What every Parquet sidecar shares: zstd, file-level metadata, atomic replacement, and
+//! typed column lookup when reading back.
+
+use std::path::Path;
+
+use arrow_array::RecordBatch;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::ResultsError;
+use crate::atomic::write_atomic_with;
+
+/// A Parquet error about `path`.
+pub(crate) fn parquet_error(path: &Path, message: String) -> ResultsError {
+    ResultsError::Parquet {
+        path: path.to_path_buf(),
+        message,
+    }
+}
+
+/// Writes `batch` to `path` atomically, zstd-compressed, with `metadata` as key/value pairs.
+pub(crate) fn write_batch(
+    path: &Path,
+    batch: &RecordBatch,
+    metadata: &[(&str, String)],
+) -> Result<(), ResultsError> {
+    let kv: Vec<KeyValue> = metadata
+        .iter()
+        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
+        .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(kv))
+        .build();
+    write_atomic_with(path, |file| {
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props))
+            .map_err(std::io::Error::other)?;
+        w.write(batch).map_err(std::io::Error::other)?;
+        w.close().map_err(std::io::Error::other)?;
+        Ok(())
+    })
+}
+
+/// Opens `path` for reading record batches.
+pub(crate) fn open(path: &Path) -> Result<ParquetRecordBatchReader, ResultsError> {
+    let file = std::fs::File::open(path).map_err(|source| ResultsError::Io {
+        what: "cannot open",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| parquet_error(path, e.to_string()))
+}
+
+/// The column `name` of `batch` as array type `T`.
+pub(crate) fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("missing column {name}"))?
+        .as_any()
+        .downcast_ref::<T>()
+        .ok_or_else(|| format!("column {name} has an unexpected type"))
+}
