@@ -60,6 +60,10 @@ pub trait RequestSink {
     fn on_tokens(&mut self, request_id: u32, t_s: f64, n: u32);
     /// A request finished.
     fn on_done(&mut self, record: RequestRecord);
+    /// True when the run should stop (Ctrl-C); engines check it between decode steps.
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// What a workload run produced besides the per-request records.

@@ -90,6 +90,7 @@ struct Collector<'a> {
     last_report: f64,
     progress: &'a mut dyn Progress,
     meter: Option<&'a Meter>,
+    cancel: &'a AtomicBool,
 }
 
 impl Collector<'_> {
@@ -119,6 +120,9 @@ impl RequestSink for Collector<'_> {
     fn on_done(&mut self, r: RequestRecord) {
         self.records.push(r);
         self.report(true);
+    }
+    fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
     }
 }
 
@@ -226,9 +230,13 @@ fn warmup(
             last_report: f64::INFINITY,
             progress: &mut crate::progress::Silent,
             meter: None,
+            cancel,
         };
         let t0 = Instant::now();
-        session.run(&iteration, &mut sink)?;
+        session.run(&iteration, &mut sink).map_err(|e| match e {
+            EngineError::Cancelled => HarnessError::Cancelled,
+            e => HarnessError::Engine(e),
+        })?;
         let ms = t0.elapsed().as_secs_f64() * 1000.0;
         latencies_ms.push(ms);
         // Per output token, so sampled runs with varying lengths still converge.
@@ -472,6 +480,7 @@ pub fn run_experiment(
         last_report: 0.0,
         progress,
         meter: meter.as_ref(),
+        cancel,
     };
     let t0 = sink.now_s();
     let summary: RunSummary = session.run(&workload, &mut sink).map_err(|e| match e {
@@ -508,12 +517,16 @@ pub fn run_experiment(
         ));
     }
     warnings.extend(summary.warnings.iter().cloned());
-    if summary.truncated_prompts > 0 {
-        warnings.push(format!(
-            "{} prompts were cut to max_input_tokens = {}",
-            summary.truncated_prompts,
+    match summary.truncated_prompts {
+        0 => {}
+        1 => warnings.push(format!(
+            "1 prompt was cut to max_input_tokens = {}",
             cfg.max_input_tokens.unwrap_or(0)
-        ));
+        )),
+        n => warnings.push(format!(
+            "{n} prompts were cut to max_input_tokens = {}",
+            cfg.max_input_tokens.unwrap_or(0)
+        )),
     }
     let failed = records.iter().filter(|r| !r.success).count();
     if failed > 0 {

@@ -264,3 +264,60 @@ fn a_missing_model_is_a_clear_error_and_leaves_nothing_behind() {
         .collect();
     assert!(left.is_empty() || left == [0], "{left:?}");
 }
+
+#[test]
+fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
+    use std::io::{BufRead, BufReader};
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let yaml = home.path().join("long.yaml");
+    std::fs::write(
+        &yaml,
+        "name: long\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         dataset: {source: synthetic, n_prompts: 50, synthetic: {input_tokens: 32, output_tokens: 200}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("LLEM_CONFIG_PATH", home.path().join("none.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+        .args(["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // stderr is not a terminal, so each phase is a plain line; interrupt once measuring.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let measuring = line.starts_with("llem: measure");
+        seen.push(line);
+        if measuring {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|l| l.starts_with("llem: measure")),
+        "{seen:?}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("cancelled")), "{rest:?}");
+    // Nothing half-written: no result, and the empty directories are gone.
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

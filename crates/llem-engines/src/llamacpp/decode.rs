@@ -2,7 +2,6 @@
 //! stream each), stop independently on end-of-generation or their token limit, and free
 //! their KV cells as they finish.
 
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -214,7 +213,6 @@ pub(super) fn run(
         ..RunSummary::default()
     };
     let (mut slot_steps, mut busy_steps) = (0u64, 0u64);
-    let cancel = engine.cancel.clone();
 
     for (bi, members) in batches.iter().enumerate() {
         let bi = u32::try_from(bi).unwrap_or(u32::MAX);
@@ -322,7 +320,7 @@ pub(super) fn run(
                     q.1 = end;
                 }
             }
-            if cancel.load(Ordering::Relaxed) {
+            if sink.cancelled() {
                 return Err(EngineError::Cancelled);
             }
             sess.ctx.decode(&mut batch).map_err(inference)?;
@@ -367,7 +365,7 @@ pub(super) fn run(
             if active.is_empty() {
                 break;
             }
-            if cancel.load(Ordering::Relaxed) {
+            if sink.cancelled() {
                 return Err(EngineError::Cancelled);
             }
             batch.clear();

@@ -10,9 +10,7 @@ mod prompt;
 
 use std::num::NonZeroU32;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicBool;
 
 use llama_cpp_2::context::params::{KvCacheType as LlamaKvType, LlamaContextParams};
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -126,7 +124,6 @@ pub struct LlamaCppEngine {
     eog: Vec<LlamaToken>,
     /// Ordinary text tokens, from which synthetic prompts are drawn.
     text_tokens: Vec<LlamaToken>,
-    cancel: Arc<AtomicBool>,
 }
 
 /// True when `path` starts with the GGUF magic.
@@ -186,13 +183,7 @@ impl LlamaCppEngine {
             template,
             eog,
             text_tokens,
-            cancel: Arc::new(AtomicBool::new(false)),
         })
-    }
-
-    /// A flag that, once set, makes a running workload stop after the current step.
-    pub fn cancel_flag(&self) -> Arc<AtomicBool> {
-        self.cancel.clone()
     }
 
     /// Engine name, version and devices.

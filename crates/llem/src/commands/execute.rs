@@ -128,7 +128,14 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     );
 
     let cancel = Arc::new(AtomicBool::new(false));
+    // The first Ctrl-C/SIGTERM stops at the next decode step and cleans up; a second one
+    // (the flag already set) exits at once.
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            exit::INTERRUPTED,
+            cancel.clone(),
+        );
         let _ = signal_hook::flag::register(sig, cancel.clone());
     }
     let cpu_tdp = llem_config::UserSettings::load(
