@@ -140,6 +140,11 @@ pub trait Sensor: Send {
     fn max_read_interval(&self) -> Option<Duration> {
         None
     }
+    /// Version of the device driver behind the sensor (NVIDIA driver), for the result's
+    /// environment.
+    fn driver_version(&self) -> Option<String> {
+        None
+    }
     /// Facts about the setup that weaken the measurement (persistence mode off, ...).
     fn notes(&self) -> Vec<String> {
         Vec::new()

@@ -54,6 +54,8 @@ pub struct Measured<'a> {
     pub sensors: Vec<String>,
     /// GPU names.
     pub gpus: Vec<String>,
+    /// NVIDIA driver version.
+    pub gpu_driver: Option<String>,
     /// Model load time, s.
     pub load_s: f64,
     /// Host memory.
@@ -417,7 +419,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
             cpu_count: crate::environment::cpu_count(),
             memory_total_mib: crate::environment::memory_total_mib(),
             gpus: m.gpus.clone(),
-            gpu_driver: None,
+            gpu_driver: m.gpu_driver.clone(),
             energy_sampler: sampler,
             sensors: m.sensors.clone(),
             sampling_interval_ms: interval_ms,

@@ -335,6 +335,7 @@ pub fn run_experiment(
         .iter()
         .map(|s| format!("{}: {}", s.domain().name, s.domain().device))
         .collect();
+    let gpu_driver = sensor_set.iter().find_map(|s| s.driver_version());
     let gpus: Vec<String> = sensor_set
         .iter()
         .filter(|s| s.domain().kind == llem_energy::DomainKind::Gpu)
@@ -553,6 +554,7 @@ pub fn run_experiment(
         warnings,
         sensors: sensor_names,
         gpus,
+        gpu_driver,
         load_s,
         memory: assemble::HostMemory {
             rss_before_load_mib: rss_before,

@@ -223,6 +223,10 @@ impl Sensor for NvmlSensor {
         &self.domain
     }
 
+    fn driver_version(&self) -> Option<String> {
+        self.nvml.sys_driver_version().ok()
+    }
+
     fn kind(&self) -> SensorKind {
         SensorKind::Nvml
     }
