@@ -10,11 +10,13 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+mod common;
+use common::rapl_zone;
 
 /// A sandbox: empty sensor roots (so results do not depend on the machine's hardware), a
 /// home without user config.
@@ -208,32 +210,6 @@ fn output_dir_holds_measurement_json_and_a_readable_timeseries() {
         total <= recorded + 1e-9 && total > 0.8 * recorded,
         "{total} vs {recorded}"
     );
-}
-
-fn write_atomically(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
-/// A package zone whose counter a thread advances at `watts`.
-fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
-    let z = root.join("intel-rapl:0");
-    std::fs::create_dir_all(&z).unwrap();
-    std::fs::write(z.join("name"), "package-0\n").unwrap();
-    std::fs::write(z.join("max_energy_range_uj"), "262143328850\n").unwrap();
-    write_atomically(&z.join("energy_uj"), "1000\n");
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let epoch = Instant::now();
-    let writer = std::thread::spawn(move || {
-        while !flag.load(Ordering::Relaxed) {
-            let uj = 1000 + (watts * epoch.elapsed().as_secs_f64() * 1e6) as u64;
-            write_atomically(&z.join("energy_uj"), &format!("{uj}\n"));
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    });
-    (stop, writer)
 }
 
 #[test]

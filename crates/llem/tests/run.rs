@@ -12,6 +12,8 @@ use std::process::Command;
 
 use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeseries};
 
+mod common;
+
 fn assets() -> PathBuf {
     let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
     assert!(
@@ -320,4 +322,74 @@ fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("sys")).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let yaml = home.path().join("counter.yaml");
+    std::fs::write(
+        &yaml,
+        "name: counter\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         dataset: {source: synthetic, n_prompts: 8, synthetic: {input_tokens: 32, output_tokens: 48}}\n\
+         llamacpp: {batch_size: 4}\nwarmup: {n_warmup: 1, thermal_floor_seconds: 0}\n\
+         baseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = llem(
+        home.path(),
+        &[
+            "run",
+            yaml.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--interval",
+            "20ms",
+        ],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let study = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let cell = std::fs::read_dir(&study)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let r: ExperimentResult =
+        serde_json::from_slice(&std::fs::read(cell.join("result.json")).unwrap()).unwrap();
+    assert_eq!(r.energy_source.as_deref(), Some("counter"));
+    assert_eq!(r.total_output_tokens, 8 * 48);
+    let [t0, t1] = r.measurement_window_s.unwrap();
+    // The counter, cumulative in timeseries.parquet, interpolated at the window edges.
+    let ts = read_timeseries(&cell.join("timeseries.parquet")).unwrap();
+    let rows: Vec<usize> = (0..ts.len())
+        .filter(|&i| ts.domain[i] == "package-0")
+        .collect();
+    let t: Vec<f64> = rows.iter().map(|&i| ts.t_s[i]).collect();
+    let e: Vec<f64> = rows.iter().map(|&i| ts.energy_j[i].unwrap()).collect();
+    let at = |x: f64| {
+        let i = t.partition_point(|v| *v <= x).clamp(1, t.len() - 1);
+        e[i - 1] + (e[i] - e[i - 1]) * (x - t[i - 1]) / (t[i] - t[i - 1])
+    };
+    close(r.total_energy_j, at(t1) - at(t0), "counter window energy");
+    // And the counter advanced at 20 W (the writer's clock differs from llem's by the
+    // sampling interval at most).
+    let watts = r.total_energy_j / (t1 - t0);
+    assert!((watts - 20.0).abs() < 1.0, "{watts} W");
 }
