@@ -300,3 +300,35 @@ fn bad_model_files_are_clear_errors() {
         .to_string();
     assert!(e.contains("none.gguf"), "{e}");
 }
+
+#[test]
+fn an_empty_or_oversized_prompt_fails_alone() {
+    let e = engine();
+    let mut prompts = chat(&["Say hello."]);
+    prompts.push(Prompt {
+        dataset_index: 1,
+        input: PromptInput::Text {
+            text: String::new(),
+            chat: false,
+        },
+        group: None,
+        reference_output: None,
+        output_tokens: None,
+        ignore_eos: false,
+    });
+    prompts.extend(chat(&[&"many words ".repeat(200)]));
+    let mut wl = workload(prompts, 4, 8);
+    wl.max_input_tokens = None;
+    let mut s = e.session(plan(4)).unwrap();
+    let mut sink = Records {
+        epoch: Some(std::time::Instant::now()),
+        ..Records::default()
+    };
+    s.run(&wl, &mut sink).unwrap();
+    let by_id = |id: u32| sink.done.iter().find(|r| r.request_id == id).unwrap();
+    assert!(by_id(0).success && by_id(0).output_tokens > 0);
+    assert!(!by_id(1).success);
+    assert!(by_id(1).error.as_deref().unwrap().contains("empty prompt"));
+    assert!(!by_id(2).success);
+    assert!(by_id(2).error.as_deref().unwrap().contains("does not fit"));
+}

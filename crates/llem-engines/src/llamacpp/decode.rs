@@ -222,7 +222,19 @@ pub(super) fn run(
             let Some(p) = prompts.get(req) else { continue };
             let prompt = wl.prompts.get(req);
             let n_in = p.tokens.len();
-            if n_in as i64 >= i64::from(per_slot) {
+            // An empty prompt has no position to take logits from; a too-long one cannot
+            // fit its slot. Either fails alone; the rest of the batch goes on.
+            let unfit = if n_in == 0 {
+                Some("empty prompt: nothing to decode".to_string())
+            } else if n_in as i64 >= i64::from(per_slot) {
+                Some(format!(
+                    "prompt of {n_in} tokens does not fit the {per_slot}-token context slot \
+                     (set max_input_tokens or llamacpp.n_ctx)"
+                ))
+            } else {
+                None
+            };
+            if let Some(error) = unfit {
                 let id = u32::try_from(req).unwrap_or(u32::MAX);
                 sink.on_done(RequestRecord {
                     request_id: id,
@@ -234,10 +246,7 @@ pub(super) fn run(
                     first_token_s: None,
                     end_s: sink.now_s(),
                     success: false,
-                    error: Some(format!(
-                        "prompt of {n_in} tokens does not fit the {per_slot}-token context slot \
-                         (set max_input_tokens or llamacpp.n_ctx)"
-                    )),
+                    error: Some(error),
                     finish_reason: FinishReason::Error,
                     token_times_s: Vec::new(),
                 });
