@@ -16,40 +16,9 @@ pub struct EngineInfo {
     pub system_info: Option<String>,
 }
 
-/// The model as the engine loaded it; what FLOPs and the result need.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ModelInfo {
-    /// Model path or name.
-    pub name: String,
-    /// Architecture (`llama`, `qwen2`, ...).
-    pub architecture: Option<String>,
-    /// Parameters.
-    pub parameters: Option<u64>,
-    /// Transformer layers.
-    pub layers: Option<u32>,
-    /// Hidden (embedding) size.
-    pub hidden_size: Option<u32>,
-    /// Attention heads.
-    pub attention_heads: Option<u32>,
-    /// Key/value heads.
-    pub kv_heads: Option<u32>,
-    /// Per-head dimension of keys/queries.
-    pub head_dim: Option<u32>,
-    /// Feed-forward size.
-    pub ffn_size: Option<u32>,
-    /// Vocabulary size.
-    pub vocab_size: Option<u32>,
-    /// Training context length.
-    pub context_length: Option<u32>,
-    /// Weight type or quantisation (`Q4_1`).
-    pub dtype: Option<String>,
-    /// Model file size, bytes.
-    pub file_size_bytes: Option<u64>,
-    /// Bytes of weights resident after load.
-    pub weights_bytes: Option<u64>,
-    /// True when input and output embeddings share one matrix.
-    pub tied_embeddings: Option<bool>,
-}
+/// The model as the engine loaded it; what FLOPs and the result need. The same record is
+/// written to `result.json` (`environment.model`), so it is the result schema's type.
+pub type ModelInfo = llem_results::result::ModelDescription;
 
 /// Receives requests as the engine serves them. Times are seconds on the harness's clock
 /// (the engine asks the sink for the time so every timestamp shares one epoch).

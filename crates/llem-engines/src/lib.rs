@@ -21,7 +21,7 @@ pub fn load(
         llem_config::Engine::LlamaCpp => {
             let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
             Ok(Box::new(llamacpp::LlamaCppEngine::load(
-                model_path, &cfg.model, &settings,
+                model_path, &settings,
             )?))
         }
         other => Err(EngineError::Config(format!(

@@ -31,12 +31,7 @@ fn model_path() -> PathBuf {
 
 fn engine() -> LlamaCppEngine {
     let p = model_path();
-    LlamaCppEngine::load(
-        &p,
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        &LlamaCppConfig::default(),
-    )
-    .unwrap()
+    LlamaCppEngine::load(&p, &LlamaCppConfig::default()).unwrap()
 }
 
 fn chat(texts: &[&str]) -> Vec<Prompt> {
@@ -289,12 +284,12 @@ fn bad_model_files_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("x.gguf");
     std::fs::write(&p, b"not a model").unwrap();
-    let e = LlamaCppEngine::load(&p, "x", &LlamaCppConfig::default())
+    let e = LlamaCppEngine::load(&p, &LlamaCppConfig::default())
         .err()
         .unwrap()
         .to_string();
     assert!(e.contains("not a GGUF file"), "{e}");
-    let e = LlamaCppEngine::load(&d.path().join("none.gguf"), "x", &LlamaCppConfig::default())
+    let e = LlamaCppEngine::load(&d.path().join("none.gguf"), &LlamaCppConfig::default())
         .err()
         .unwrap()
         .to_string();

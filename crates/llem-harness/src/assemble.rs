@@ -425,18 +425,8 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
             sampling_interval_ms: interval_ms,
             engine_system_info: m.engine.system_info.clone(),
             model: Some(ModelDescription {
-                architecture: m.model.architecture.clone(),
-                parameters: m.model.parameters,
-                layers: m.model.layers,
-                hidden_size: m.model.hidden_size,
-                attention_heads: m.model.attention_heads,
-                kv_heads: m.model.kv_heads,
-                ffn_size: m.model.ffn_size,
-                vocab_size: m.model.vocab_size,
-                context_length: m.model.context_length,
-                dtype: m.model.dtype.clone(),
-                file_size_bytes: m.model.file_size_bytes,
                 load_time_s: Some(m.load_s),
+                ..m.model.clone()
             }),
         },
     }

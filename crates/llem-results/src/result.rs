@@ -456,6 +456,8 @@ pub struct ModelDescription {
     pub attention_heads: Option<u32>,
     /// Key/value heads.
     pub kv_heads: Option<u32>,
+    /// Per-head dimension of keys and queries.
+    pub head_dim: Option<u32>,
     /// Feed-forward size.
     pub ffn_size: Option<u32>,
     /// Vocabulary size.
@@ -466,6 +468,10 @@ pub struct ModelDescription {
     pub dtype: Option<String>,
     /// Model file size, bytes.
     pub file_size_bytes: Option<u64>,
-    /// Time to load, s.
+    /// Bytes of weights resident after load.
+    pub weights_bytes: Option<u64>,
+    /// Input and output embeddings share one matrix.
+    pub tied_embeddings: Option<bool>,
+    /// Time to load, s (set by the harness).
     pub load_time_s: Option<f64>,
 }

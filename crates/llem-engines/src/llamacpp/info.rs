@@ -49,7 +49,7 @@ fn meta_u32(model: &LlamaModel, key: &str) -> Option<u32> {
 }
 
 /// What FLOPs estimation and the result need, from the loaded model.
-pub fn model_info(model: &LlamaModel, name: &str, file_size: Option<u64>) -> ModelInfo {
+pub fn model_info(model: &LlamaModel, file_size: Option<u64>) -> ModelInfo {
     let arch = model.meta_val_str("general.architecture").ok();
     let key = |k: &str| arch.as_ref().map(|a| format!("{a}.{k}"));
     let get = |k: &str| key(k).and_then(|k| meta_u32(model, &k));
@@ -68,7 +68,6 @@ pub fn model_info(model: &LlamaModel, name: &str, file_size: Option<u64>) -> Mod
         params, layers, hidden, heads, kv_heads, head_dim, ffn, vocab,
     );
     ModelInfo {
-        name: name.to_string(),
         architecture: arch.clone(),
         parameters: Some(params),
         layers,
@@ -85,6 +84,7 @@ pub fn model_info(model: &LlamaModel, name: &str, file_size: Option<u64>) -> Mod
         file_size_bytes: file_size,
         weights_bytes: Some(model.size()),
         tied_embeddings: tied,
+        load_time_s: None,
     }
 }
 

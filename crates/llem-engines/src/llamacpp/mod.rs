@@ -136,11 +136,7 @@ fn is_gguf(path: &Path) -> std::io::Result<bool> {
 
 impl LlamaCppEngine {
     /// Loads the GGUF model at `path` with the `llamacpp:` settings.
-    pub fn load(
-        path: &Path,
-        name: &str,
-        settings: &LlamaCppConfig,
-    ) -> Result<LlamaCppEngine, EngineError> {
+    pub fn load(path: &Path, settings: &LlamaCppConfig) -> Result<LlamaCppEngine, EngineError> {
         let fail = |reason: String| EngineError::Load {
             model: path.display().to_string(),
             reason,
@@ -161,7 +157,7 @@ impl LlamaCppEngine {
         let model = LlamaModel::load_from_file(backend, path, &params)
             .map_err(|e| fail(format!("llama.cpp could not load it: {e}")))?;
         let size = std::fs::metadata(path).ok().map(|m| m.len());
-        let info = info::model_info(&model, name, size);
+        let info = info::model_info(&model, size);
         let template = model.chat_template(None).ok();
         let vocab = model.vocab();
         let mut eog = Vec::new();
