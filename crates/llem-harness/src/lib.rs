@@ -6,7 +6,7 @@
 //! latency statistics, extended metrics, warnings) and writes the cell's artefacts. It does
 //! not schedule experiments.
 
-pub mod artefacts;
+pub use llem_results::layout as artefacts;
 pub mod assemble;
 pub mod environment;
 pub mod flops;

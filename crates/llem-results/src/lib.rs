@@ -4,15 +4,20 @@
 //! `timeseries.parquet`, not how a sensor produced them.
 
 pub mod atomic;
+pub mod layout;
+pub mod manifest;
 mod parquet_io;
 pub mod requests;
 pub mod result;
+pub mod study_result;
 pub mod time;
 pub mod timeseries;
 
 pub use atomic::{write_atomic, write_json_atomic};
+pub use manifest::{CellStatus, Manifest, ManifestEntry, StudyStatus, StudySummary};
 pub use requests::{FinishReason, RequestRecord, read_requests, write_requests};
 pub use result::ExperimentResult;
+pub use study_result::{ConfigurationStatistics, MetricStatistics, NamedStatistics, StudyResult};
 pub use timeseries::{TimeseriesColumns, read_timeseries, write_timeseries};
 
 /// A failure writing or reading a result file.

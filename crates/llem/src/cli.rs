@@ -29,8 +29,39 @@ pub enum Command {
     Run(RunArgs),
     /// Measure the energy of any command (perf-stat style); exits with the command's code.
     Measure(MeasureArgs),
+    /// Run a study again and again: `--every 6h` or `--at 02:00` (local time); each run gets
+    /// a new study directory. Runs in the foreground; Ctrl-C stops it.
+    Schedule(ScheduleArgs),
     /// Show the environment, the user configuration and where each value comes from.
     Config(ConfigArgs),
+    /// One study cell, run by `llem run` in a child process (not for direct use).
+    #[command(name = "__cell", hide = true)]
+    Cell(CellArgs),
+}
+
+/// `llem __cell`.
+#[derive(Debug, Args)]
+pub struct CellArgs {
+    /// The cell's `cell_spec.json`.
+    pub spec: PathBuf,
+}
+
+/// `llem schedule`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("when").required(true).args(["every", "at"])))]
+pub struct ScheduleArgs {
+    /// Start a run this long after the previous one started (e.g. 6h, 30m, 1d).
+    #[arg(long, value_parser = parse_duration)]
+    pub every: Option<std::time::Duration>,
+    /// Start a run every day at this local time (HH:MM, 24-hour); repeat for several times.
+    #[arg(long, value_parser = llem_study::schedule::parse_time_of_day)]
+    pub at: Vec<jiff::civil::Time>,
+    /// Stop after this many runs (default: until Ctrl-C).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: Option<u32>,
+    /// The study, and how to run it.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// `llem measure`.
@@ -76,13 +107,17 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         (n, 1.0)
     } else if let Some(n) = t.strip_suffix('m') {
         (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else if let Some(n) = t.strip_suffix('d') {
+        (n, 86_400.0)
     } else {
         (t, 1e-3)
     };
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 100ms, 0.5s, 2m)"))?;
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 100ms, 0.5s, 2m, 6h, 1d)"))?;
     if !v.is_finite() || v <= 0.0 {
         return Err(format!("`{s}` must be a positive duration"));
     }
@@ -130,6 +165,37 @@ pub struct RunArgs {
     /// Telemetry sampling interval: 100ms (default), 10ms, 0.5s.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub interval: std::time::Duration,
+    /// Continue the most recent unfinished study of this file: completed cells are kept,
+    /// everything else runs again.
+    #[arg(long, conflicts_with = "resume_dir")]
+    pub resume: bool,
+    /// Continue the study in this directory.
+    #[arg(long, value_name = "PATH")]
+    pub resume_dir: Option<PathBuf>,
+    /// Stop the study at the first failed cell (max_consecutive_failures = 1).
+    #[arg(long, conflicts_with = "no_circuit_breaker")]
+    pub fail_fast: bool,
+    /// Never stop the study for failing cells (max_consecutive_failures = 0).
+    #[arg(long)]
+    pub no_circuit_breaker: bool,
+    /// Wall-clock limit for the whole study, in hours; the cells left are skipped.
+    #[arg(long, value_name = "HOURS", value_parser = positive_hours)]
+    pub timeout: Option<f64>,
+    /// Take no device locks (something else schedules the GPUs).
+    #[arg(long)]
+    pub no_lock: bool,
+    /// No pauses between cells and cycles (thermal recovery off).
+    #[arg(long)]
+    pub no_gaps: bool,
+}
+
+fn positive_hours(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(h) if h.is_finite() && h > 0.0 => Ok(h),
+        _ => Err(format!(
+            "`{s}` is not a positive number of hours (e.g. 12, 0.5)"
+        )),
+    }
 }
 
 /// `llem config`.

@@ -6,6 +6,7 @@ mod exit;
 mod paths;
 mod progress;
 mod render;
+mod study_view;
 
 use clap::Parser;
 
@@ -15,6 +16,8 @@ fn main() {
         cli::Command::Run(a) => commands::run::run(&a),
         cli::Command::Measure(a) => commands::measure::run(&a),
         cli::Command::Config(a) => commands::config::run(&a),
+        cli::Command::Schedule(a) => commands::schedule::run(&a),
+        cli::Command::Cell(a) => commands::cell::run(&a),
     };
     std::process::exit(code);
 }

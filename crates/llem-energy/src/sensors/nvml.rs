@@ -137,6 +137,21 @@ fn instant_power_mw(dev: &nvml_wrapper::Device<'_>) -> Option<u64> {
     }
 }
 
+/// NVML indices of the GPUs this process may use (all NVML GPUs, narrowed by
+/// `CUDA_VISIBLE_DEVICES`); empty without a driver. For device locks, which name physical GPUs.
+pub fn visible_indices(cuda_visible_devices: Option<&str>) -> Vec<u32> {
+    let Ok(nvml) = init() else {
+        return Vec::new();
+    };
+    let Ok(count) = nvml.device_count() else {
+        return Vec::new();
+    };
+    let all: Vec<(u32, String)> = (0..count)
+        .filter_map(|i| Some((i, nvml.device_by_index(i).ok()?.uuid().ok()?)))
+        .collect();
+    visible_devices(cuda_visible_devices, &all).unwrap_or_default()
+}
+
 /// Lists the visible GPUs with what each supports.
 pub fn gpus(nvml: &Nvml, cuda_visible_devices: Option<&str>) -> Result<Vec<NvmlGpu>, String> {
     let count = nvml.device_count().map_err(|e| describe(&e))?;

@@ -12,7 +12,8 @@ use llem_results::ExperimentResult;
 use crate::cli::RunArgs;
 use crate::exit;
 
-fn init_logging(verbose: u8) {
+/// Logs to stderr at info (`-v`) or debug (`-vv`); `LLEM_LOG` overrides the filter.
+pub fn init_logging(verbose: u8) {
     if verbose == 0 {
         return;
     }
@@ -82,6 +83,16 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
     s
 }
 
+/// `measurement.cpu_tdp_w` from the user config file, for the estimate sensor.
+pub fn user_cpu_tdp() -> Option<f64> {
+    llem_config::UserSettings::load(
+        &llem_config::Env::from_process(),
+        &mut llem_config::source::SourceMap::new(),
+    )
+    .ok()
+    .and_then(|u| u.config.measurement.cpu_tdp_w)
+}
+
 /// Removes directories this run created but left empty (a failed or cancelled run).
 fn remove_if_empty(dirs: &[&Path]) {
     for d in dirs {
@@ -92,15 +103,19 @@ fn remove_if_empty(dirs: &[&Path]) {
 /// Runs the plan's experiment; returns the exit code.
 pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     init_logging(args.verbose);
-    if plan.runs.len() != 1 {
-        eprint!("{}", crate::render::plan_summary(plan));
-        eprintln!(
-            "\nllem: this plan has {} runs; running studies (one child process per cell, \
-             manifest, resume) is not part of this build yet. Run one experiment at a time, or \
-             `--dry-run` to see the plan.",
-            plan.runs.len()
-        );
-        return exit::FAILURE;
+    let resume = if let Some(d) = &args.resume_dir {
+        Some(llem_study::ResumeFrom::Dir(d.clone()))
+    } else if args.resume {
+        Some(llem_study::ResumeFrom::Latest)
+    } else {
+        None
+    };
+    // A study (or any resume) runs each cell in its own process with a manifest; one
+    // experiment runs here, in this process.
+    if plan.runs.len() != 1 || resume.is_some() {
+        let mut plan = plan.clone();
+        super::study::apply_overrides(&mut plan, args);
+        return super::study::run_study(&plan, args, resume.unwrap_or(llem_study::ResumeFrom::New));
     }
     let (Some(run), Some(_)) = (plan.runs.first(), plan.configs.first()) else {
         return exit::FAILURE;
@@ -139,12 +154,7 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         );
         let _ = signal_hook::flag::register(sig, cancel.clone());
     }
-    let cpu_tdp = llem_config::UserSettings::load(
-        &llem_config::Env::from_process(),
-        &mut llem_config::source::SourceMap::new(),
-    )
-    .ok()
-    .and_then(|u| u.config.measurement.cpu_tdp_w);
+    let cpu_tdp = user_cpu_tdp();
     let request = ExperimentRequest {
         config: cfg,
         config_hash: &hash,

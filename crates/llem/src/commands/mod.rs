@@ -1,6 +1,9 @@
 //! One module per subcommand.
 
+pub mod cell;
 pub mod config;
 pub mod execute;
 pub mod measure;
 pub mod run;
+pub mod schedule;
+pub mod study;

@@ -1,4 +1,4 @@
-//! Where an experiment's files go and what they are called (seed 001).
+//! Where a study's and an experiment's files go and what they are called (seed 001).
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +43,19 @@ pub const EFFECTIVE_CONFIG: &str = "effective_config.json";
 pub const TIMESERIES: &str = "timeseries.parquet";
 /// Per-request sidecar.
 pub const REQUESTS: &str = "requests.parquet";
+/// What the study runner hands a cell's child process (config, hash, paths).
+pub const CELL_SPEC: &str = "cell_spec.json";
+/// The cell process's stderr.
+pub const CELL_LOG: &str = "cell.log";
+
+/// File names inside a study directory.
+pub const MANIFEST: &str = "manifest.json";
+/// The final study record.
+pub const STUDY_RESULT: &str = "study_result.json";
+/// Study-level artefacts (YAML as given, plan, skipped points, environment, baseline cache).
+pub const STUDY_ARTEFACTS: &str = "_study-artefacts";
+/// Held (flock) by the process running the study; resume refuses a study whose lock is held.
+pub const STUDY_LOCK: &str = ".study.lock";
 
 #[cfg(test)]
 mod tests {

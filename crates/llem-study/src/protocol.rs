@@ -1,0 +1,112 @@
+//! What passes between the study runner and a cell's process: the spec file going in, JSON
+//! lines coming out on the child's stdout.
+
+use std::path::PathBuf;
+
+use llem_config::ExperimentConfig;
+use serde::{Deserialize, Serialize};
+
+/// Environment variable carrying the runner's PID to the cell; the cell kills its process
+/// group when its parent is no longer that process (the runner was SIGKILLed).
+pub const PARENT_PID_ENV: &str = "LLEM_STUDY_PARENT_PID";
+
+/// Everything a cell process needs, written to `cell_spec.json` in the cell directory.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellSpec {
+    /// The resolved configuration.
+    pub config: ExperimentConfig,
+    /// Its `measurement_config_hash`.
+    pub config_hash: String,
+    /// `experiment_id` for the result.
+    pub experiment_id: String,
+    /// Where the artefacts go.
+    pub cell_dir: PathBuf,
+    /// Directory of the baseline cache (the study's `_study-artefacts/`).
+    pub baseline_cache_dir: PathBuf,
+    /// Telemetry sampling interval, ms.
+    pub sampling_interval_ms: f64,
+    /// 1-based position in the study's execution order.
+    pub index: usize,
+    /// Cycle, from 0.
+    pub cycle: u32,
+}
+
+/// One line of a cell's stdout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CellMessage {
+    /// A lifecycle phase begins.
+    Phase {
+        /// `baseline`, `load`, `warmup`, `measure`, ...
+        phase: String,
+        /// Units of work, when known.
+        total: Option<u64>,
+        /// What is happening.
+        detail: String,
+    },
+    /// Work within the phase.
+    Advance {
+        /// Units done.
+        done: u64,
+        /// Output tokens so far.
+        tokens: u64,
+        /// Seconds since the phase began.
+        elapsed_s: f64,
+        /// Last power sample, W.
+        power_w: Option<f64>,
+    },
+    /// The phase ended.
+    PhaseDone {
+        /// The phase.
+        phase: String,
+        /// One-line summary.
+        summary: String,
+    },
+    /// A warning.
+    Note {
+        /// The text.
+        message: String,
+    },
+    /// The result is written.
+    Completed {
+        /// `result.json`, relative to the cell directory.
+        result_file: String,
+    },
+    /// The experiment failed; the process exits non-zero after this.
+    Failed {
+        /// Class of failure (`EngineError`, `DatasetError`, ...).
+        error_type: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl CellMessage {
+    /// One JSON line (no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a line; `None` for anything that is not a message (stray output is ignored).
+    pub fn parse(line: &str) -> Option<CellMessage> {
+        serde_json::from_str(line.trim()).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_as_tagged_lines() {
+        let m = CellMessage::Failed {
+            error_type: "EngineError".into(),
+            message: "no such file".into(),
+        };
+        let line = m.to_line();
+        assert!(line.starts_with("{\"type\":\"failed\""), "{line}");
+        assert_eq!(CellMessage::parse(&line).unwrap(), m);
+        assert_eq!(CellMessage::parse("llama.cpp says hello"), None);
+    }
+}

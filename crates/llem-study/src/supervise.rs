@@ -1,0 +1,371 @@
+//! Runs one cell as a child process in its own process group and watches it: progress lines
+//! from its stdout, its stderr into the cell's log, the per-cell timeout (SIGTERM to the group,
+//! SIGKILL after a grace period), the user's Ctrl-C, and how it ended.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::protocol::{CellMessage, PARENT_PID_ENV};
+
+/// How to start a cell: `program args... <cell_spec.json>`.
+#[derive(Clone, Debug)]
+pub struct Launcher {
+    /// The executable (`llem` itself).
+    pub program: PathBuf,
+    /// Arguments before the spec path (the hidden subcommand).
+    pub args: Vec<OsString>,
+}
+
+/// What the runner asks of a running cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopRequest {
+    /// Keep going.
+    None,
+    /// Terminate it (SIGTERM, SIGKILL after the grace period): first Ctrl-C, wall-clock limit.
+    Terminate(StopCause),
+    /// Kill it now (second Ctrl-C).
+    Kill(StopCause),
+}
+
+/// Why a cell is stopped from outside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopCause {
+    /// The user pressed Ctrl-C (or the runner got SIGTERM).
+    User,
+    /// The study's wall-clock limit passed.
+    WallClock,
+}
+
+/// How a cell ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CellEnd {
+    /// It wrote its result.
+    Completed {
+        /// `result.json`.
+        result_file: PathBuf,
+    },
+    /// It ended without a result.
+    Failed {
+        /// `EngineError`, `Crashed`, `Timeout`, `ExitCode`, `MissingResult`, ...
+        error_type: String,
+        /// What happened, with the log's last lines where they help.
+        message: String,
+    },
+    /// It was stopped from outside.
+    Stopped {
+        /// Who stopped it.
+        cause: StopCause,
+        /// What was done to it.
+        message: String,
+    },
+}
+
+/// A finished cell.
+#[derive(Clone, Debug)]
+pub struct CellRun {
+    /// How it ended.
+    pub end: CellEnd,
+    /// Wall-clock seconds from spawn to exit.
+    pub elapsed_s: f64,
+}
+
+/// Limits of one cell.
+#[derive(Clone, Copy, Debug)]
+pub struct CellLimits {
+    /// `experiment_timeout_seconds`.
+    pub timeout: Duration,
+    /// Between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// The cell could not even be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the cell process {program}: {source}")]
+pub struct SpawnError {
+    /// What was started.
+    pub program: String,
+    /// The cause.
+    pub source: std::io::Error,
+}
+
+const POLL: Duration = Duration::from_millis(50);
+
+fn signal_group(pid: u32, sig: Signal) {
+    if let Ok(p) = i32::try_from(pid) {
+        // ESRCH (already gone) is the expected outcome once the group has exited.
+        let _ = killpg(Pid::from_raw(p), sig);
+    }
+}
+
+/// Starts a cell and supervises it to the end.
+///
+/// `on_spawn` gets the child's PID (also its process-group id) before anything else happens;
+/// `on_message` every progress line; `stop` is polled every 50 ms.
+pub fn run_cell(
+    launcher: &Launcher,
+    spec_path: &Path,
+    log_path: &Path,
+    limits: CellLimits,
+    on_spawn: &mut dyn FnMut(u32),
+    on_message: &mut dyn FnMut(&CellMessage),
+    stop: &mut dyn FnMut() -> StopRequest,
+) -> Result<CellRun, SpawnError> {
+    let spawn_err = |source| SpawnError {
+        program: launcher.program.display().to_string(),
+        source,
+    };
+    let log = File::create(log_path).map_err(spawn_err)?;
+    let started = Instant::now();
+    let mut child = Command::new(&launcher.program)
+        .args(&launcher.args)
+        .arg(spec_path)
+        .env(PARENT_PID_ENV, std::process::id().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        // Its own group: the terminal's Ctrl-C reaches the runner only, and a kill reaches
+        // everything the cell started.
+        .process_group(0)
+        .spawn()
+        .map_err(spawn_err)?;
+    let pid = child.id();
+    on_spawn(pid);
+
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Some(m) = CellMessage::parse(&line)
+                    && tx.send(m).is_err()
+                {
+                    break;
+                }
+            }
+        });
+    }
+
+    let mut last_failed: Option<(String, String)> = None;
+    let mut completed: Option<String> = None;
+    let handle = |m: CellMessage,
+                  on_message: &mut dyn FnMut(&CellMessage),
+                  last_failed: &mut Option<(String, String)>,
+                  completed: &mut Option<String>| {
+        on_message(&m);
+        match m {
+            CellMessage::Failed {
+                error_type,
+                message,
+            } => *last_failed = Some((error_type, message)),
+            CellMessage::Completed { result_file } => *completed = Some(result_file),
+            _ => {}
+        }
+    };
+
+    // Why and when the group was sent SIGTERM, and whether SIGKILL followed.
+    let mut terminated: Option<(Termination, Instant)> = None;
+    let mut killed = false;
+    let mut last_check = Instant::now();
+    let status = loop {
+        match rx.recv_timeout(POLL) {
+            Ok(m) => {
+                handle(m, on_message, &mut last_failed, &mut completed);
+                // A chatty cell must not starve the checks below.
+                if last_check.elapsed() < POLL {
+                    continue;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // Stdout closed (the cell is exiting): the wait below must not spin.
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(POLL),
+        }
+        last_check = Instant::now();
+        if let Some(status) = try_wait(&mut child) {
+            break status;
+        }
+        match stop() {
+            StopRequest::Kill(cause) if !killed => {
+                signal_group(pid, Signal::SIGKILL);
+                killed = true;
+                // A kill from outside is reported as that, even over an earlier timeout.
+                terminated = Some((Termination::Stop(cause), Instant::now()));
+            }
+            StopRequest::Terminate(cause) if terminated.is_none() => {
+                signal_group(pid, Signal::SIGTERM);
+                terminated = Some((Termination::Stop(cause), Instant::now()));
+            }
+            _ => {}
+        }
+        if terminated.is_none() && started.elapsed() > limits.timeout {
+            signal_group(pid, Signal::SIGTERM);
+            terminated = Some((Termination::Timeout, Instant::now()));
+        }
+        if let Some((_, at)) = terminated
+            && !killed
+            && at.elapsed() > limits.kill_grace
+        {
+            signal_group(pid, Signal::SIGKILL);
+            killed = true;
+        }
+    };
+    let elapsed_s = started.elapsed().as_secs_f64();
+    // Whatever the cell started and left behind goes with it.
+    signal_group(pid, Signal::SIGKILL);
+    // Lines written just before exit; a grandchild holding the pipe cannot stall us past 1 s.
+    let drain_until = Instant::now() + Duration::from_secs(1);
+    while let Ok(m) = rx.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
+        handle(m, on_message, &mut last_failed, &mut completed);
+    }
+
+    let end = classify(
+        status,
+        terminated.map(|(t, _)| t),
+        killed,
+        limits,
+        completed,
+        last_failed,
+        spec_path.parent().unwrap_or(Path::new(".")),
+        log_path,
+    );
+    Ok(CellRun { end, elapsed_s })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Termination {
+    Timeout,
+    Stop(StopCause),
+}
+
+fn try_wait(child: &mut Child) -> Option<ExitStatus> {
+    match child.try_wait() {
+        Ok(s) => s,
+        // Cannot happen for our own child; treat as gone so the loop ends.
+        Err(_) => Some(ExitStatus::from_raw(1 << 8)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn classify(
+    status: ExitStatus,
+    terminated: Option<Termination>,
+    killed: bool,
+    limits: CellLimits,
+    completed: Option<String>,
+    failed: Option<(String, String)>,
+    cell_dir: &Path,
+    log_path: &Path,
+) -> CellEnd {
+    let how = if killed {
+        format!(
+            "sent SIGTERM, then SIGKILL (no exit within {:.0} s)",
+            limits.kill_grace.as_secs_f64()
+        )
+    } else {
+        "sent SIGTERM; it stopped".to_string()
+    };
+    match terminated {
+        Some(Termination::Timeout) => {
+            return CellEnd::Failed {
+                error_type: "Timeout".into(),
+                message: format!(
+                    "ran past experiment_timeout_seconds = {} s; the cell's process group was {how}",
+                    limits.timeout.as_secs_f64()
+                ),
+            };
+        }
+        Some(Termination::Stop(cause)) => {
+            let who = match cause {
+                StopCause::User => "interrupted by the user",
+                StopCause::WallClock => "stopped at the study's wall-clock limit",
+            };
+            return CellEnd::Stopped {
+                cause,
+                message: format!("{who}; the cell's process group was {how}"),
+            };
+        }
+        None => {}
+    }
+    if status.success()
+        && let Some(rel) = completed
+    {
+        let path = cell_dir.join(rel);
+        if path.is_file() {
+            return CellEnd::Completed { result_file: path };
+        }
+        return CellEnd::Failed {
+            error_type: "MissingResult".into(),
+            message: format!("the cell reported {} but it is not there", path.display()),
+        };
+    }
+    if let Some((error_type, message)) = failed {
+        return CellEnd::Failed {
+            error_type,
+            message,
+        };
+    }
+    let tail = log_tail(log_path, 3);
+    let tail = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; last log lines: {tail}")
+    };
+    if let Some(sig) = status.signal() {
+        let name =
+            Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.to_string());
+        return CellEnd::Failed {
+            error_type: "Crashed".into(),
+            message: format!(
+                "the cell process died of {name}{}{tail}",
+                if status.core_dumped() {
+                    " (core dumped)"
+                } else {
+                    ""
+                }
+            ),
+        };
+    }
+    match status.code() {
+        Some(0) => CellEnd::Failed {
+            error_type: "MissingResult".into(),
+            message: format!("the cell process exited 0 without reporting a result{tail}"),
+        },
+        Some(code) => CellEnd::Failed {
+            error_type: "ExitCode".into(),
+            message: format!("the cell process exited with code {code}{tail}"),
+        },
+        None => CellEnd::Failed {
+            error_type: "Crashed".into(),
+            message: format!("the cell process ended abnormally{tail}"),
+        },
+    }
+}
+
+/// The last `n` non-empty lines of a log, joined with ` | ` (at most the last 4 KiB read).
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let Ok(mut f) = File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map_or(0, |m| m.len());
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(4096)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .get(lines.len().saturating_sub(n)..)
+        .unwrap_or_default()
+        .join(" | ")
+}

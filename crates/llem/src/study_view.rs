@@ -1,0 +1,324 @@
+//! What a running study looks like: a study line (cells done/failed/left, ETA), the current
+//! cell (phase, tok/s, watts), and at the end one row per configuration with mean ± 95 % CI.
+
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use llem_results::{CellStatus, Manifest, ManifestEntry, MetricStatistics, StudyResult};
+use llem_study::runner::WaitReason;
+use llem_study::{CellMessage, Observer, StudyEvent};
+
+/// Renders study events on stderr.
+pub struct StudyView {
+    quiet: bool,
+    tty: bool,
+    multi: MultiProgress,
+    study: Option<ProgressBar>,
+    cell: Option<ProgressBar>,
+    /// Seconds of pause between cells, for the ETA.
+    gap_s: f64,
+    phase: String,
+}
+
+impl StudyView {
+    /// A view; `quiet` shows only failures and the final table.
+    pub fn new(quiet: bool, gap_s: f64) -> StudyView {
+        let tty = std::io::stderr().is_terminal();
+        StudyView {
+            quiet,
+            tty,
+            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
+            study: None,
+            cell: None,
+            gap_s,
+            phase: String::new(),
+        }
+    }
+
+    fn say(&self, line: &str) {
+        if let Some(b) = &self.study {
+            b.println(line);
+        } else {
+            eprintln!("{line}");
+        }
+    }
+
+    fn status_line(&self, m: &Manifest) -> String {
+        let s = &m.summary;
+        let left = s.pending + s.running;
+        format!(
+            "{} done, {} failed, {} left{}",
+            s.completed,
+            s.failed + s.interrupted,
+            left,
+            eta(m, self.gap_s).map_or_else(String::new, |e| format!(", ETA {}", human(e)))
+        )
+    }
+}
+
+/// Remaining time from the mean duration of the cells that ran, plus the pauses.
+fn eta(m: &Manifest, gap_s: f64) -> Option<f64> {
+    let ran: Vec<f64> = m
+        .experiments
+        .iter()
+        .filter_map(|e| e.elapsed_seconds)
+        .collect();
+    if ran.is_empty() {
+        return None;
+    }
+    let mean = ran.iter().sum::<f64>() / ran.len() as f64;
+    let left = (m.summary.pending + m.summary.running) as f64;
+    Some(left * (mean + gap_s))
+}
+
+fn human(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn cell_name(e: &ManifestEntry) -> String {
+    format!("#{:03} c{} {}", e.index, e.cycle, e.config_summary)
+}
+
+fn outcome_line(e: &ManifestEntry) -> String {
+    match e.status {
+        CellStatus::Completed => {
+            let mj = e
+                .mj_per_tok_adjusted
+                .or(e.mj_per_tok)
+                .map_or_else(|| "-".into(), |v| format!("{v:.2} mJ/tok"));
+            let tps = e
+                .throughput_tok_s
+                .map_or_else(|| "-".into(), |v| format!("{v:.1} tok/s"));
+            format!(
+                "  done   {}  {tps}, {mj} ({})",
+                cell_name(e),
+                human(e.elapsed_seconds.unwrap_or_default())
+            )
+        }
+        _ => format!(
+            "  {:<6} {}  {}: {}",
+            e.status.as_str(),
+            cell_name(e),
+            e.error_type.as_deref().unwrap_or("?"),
+            e.error_message.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+impl Observer for StudyView {
+    fn event(&mut self, e: StudyEvent<'_>) {
+        match e {
+            StudyEvent::Started {
+                dir,
+                manifest,
+                resumed,
+            } => {
+                let verb = if resumed { "resuming" } else { "study" };
+                let s = &manifest.summary;
+                if !self.quiet {
+                    eprintln!(
+                        "llem: {verb} '{}' ({}): {} cells ({} configurations x cycles), {} already done\n      {}",
+                        manifest.study_name,
+                        manifest.study_design_hash,
+                        s.total_experiments,
+                        s.unique_configurations.unwrap_or_default(),
+                        s.completed,
+                        dir.display()
+                    );
+                }
+                if self.tty && !self.quiet {
+                    let bar = self.multi.add(ProgressBar::new(s.total_experiments as u64));
+                    bar.set_style(
+                        ProgressStyle::with_template(
+                            "{prefix:>8.bold} [{bar:30.green/blue}] {pos}/{len} {msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    bar.set_prefix("study");
+                    bar.set_position(s.completed as u64);
+                    bar.set_message(self.status_line(manifest));
+                    self.study = Some(bar);
+                }
+            }
+            StudyEvent::CellStarted { entry, manifest } => {
+                self.phase.clear();
+                if let Some(b) = &self.study {
+                    b.set_message(self.status_line(manifest));
+                }
+                if self.quiet {
+                    return;
+                }
+                if self.tty {
+                    let bar = self.multi.add(ProgressBar::new_spinner());
+                    bar.set_style(
+                        ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {msg}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    bar.set_prefix(cell_name(entry));
+                    bar.enable_steady_tick(Duration::from_millis(120));
+                    self.cell = Some(bar);
+                } else {
+                    eprintln!(
+                        "llem: start  {} (pid {})",
+                        cell_name(entry),
+                        entry.pid.unwrap_or(0)
+                    );
+                }
+            }
+            StudyEvent::Cell { entry, message } => match message {
+                CellMessage::Phase { phase, detail, .. } => {
+                    self.phase.clone_from(phase);
+                    if let Some(b) = &self.cell {
+                        b.set_message(format!("{phase}: {detail}"));
+                    } else if !self.quiet && !self.tty {
+                        eprintln!("llem:   {} {phase} {detail}", cell_name(entry));
+                    }
+                }
+                CellMessage::Advance {
+                    done,
+                    tokens,
+                    elapsed_s,
+                    power_w,
+                } => {
+                    if let Some(b) = &self.cell {
+                        let tps = if *elapsed_s > 0.0 {
+                            *tokens as f64 / elapsed_s
+                        } else {
+                            0.0
+                        };
+                        let w = power_w.map_or_else(|| "- W".into(), |w| format!("{w:.1} W"));
+                        b.set_message(format!("{}: {done} done, {tps:.1} tok/s, {w}", self.phase));
+                    }
+                }
+                CellMessage::Note { message } if !self.quiet => {
+                    self.say(&format!("  warning {}: {message}", cell_name(entry)));
+                }
+                _ => {}
+            },
+            StudyEvent::CellFinished { entry, manifest } => {
+                if let Some(b) = self.cell.take() {
+                    b.finish_and_clear();
+                    self.multi.remove(&b);
+                }
+                if let Some(b) = &self.study {
+                    b.set_position((manifest.summary.completed + manifest.summary.failed) as u64);
+                    b.set_message(self.status_line(manifest));
+                }
+                if !self.quiet || entry.status != CellStatus::Completed {
+                    self.say(&outcome_line(entry));
+                }
+            }
+            StudyEvent::Waiting { reason, seconds } => {
+                if self.quiet {
+                    return;
+                }
+                let why = match reason {
+                    WaitReason::ExperimentGap => "experiment gap",
+                    WaitReason::CycleGap => "cycle gap",
+                    WaitReason::Cooldown => "circuit breaker cooldown",
+                };
+                let secs = if seconds < 10.0 {
+                    format!("{seconds:.1} s")
+                } else {
+                    format!("{seconds:.0} s")
+                };
+                match &self.study {
+                    Some(b) => b.set_message(format!("{why}: {secs}")),
+                    None => eprintln!("llem: {why} {secs}"),
+                }
+            }
+            StudyEvent::Note(n) => self.say(&format!("llem: {n}")),
+        }
+    }
+}
+
+impl Drop for StudyView {
+    fn drop(&mut self) {
+        if let Some(b) = self.cell.take() {
+            b.finish_and_clear();
+        }
+        if let Some(b) = self.study.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn pm(s: Option<&MetricStatistics>, digits: usize) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) => match s.ci95_half_width {
+            Some(h) => format!("{:.digits$} ± {:.digits$}", s.mean, h),
+            None => format!("{:.digits$}", s.mean),
+        },
+    }
+}
+
+/// The end-of-study table: per configuration, mean ± 95 % CI over cycles and the CV.
+pub fn summary_table(r: &StudyResult) -> String {
+    let mut out = String::new();
+    if r.statistics.is_empty() {
+        return out;
+    }
+    let rows: Vec<[String; 6]> = r
+        .statistics
+        .iter()
+        .map(|c| {
+            let (mj_name, mj) = match c.metric("mj_per_tok_adjusted") {
+                Some(s) => ("adj", Some(s)),
+                None => ("raw", c.metric("mj_per_tok_total")),
+            };
+            let cv = mj
+                .and_then(|s| s.cv)
+                .map_or_else(|| "-".into(), |v| format!("{:.1} %", v * 100.0));
+            [
+                format!("{} ({})", c.config_summary, c.config_hash),
+                format!("{}/{}", c.n_completed, c.n_cycles),
+                format!("{} {mj_name}", pm(mj, 2)),
+                pm(c.metric("avg_tokens_per_second"), 1),
+                pm(c.metric("ttft_p50_ms"), 1),
+                cv,
+            ]
+        })
+        .collect();
+    let head = [
+        "configuration",
+        "n",
+        "mJ/tok",
+        "tok/s",
+        "TTFT p50 ms",
+        "CV mJ/tok",
+    ];
+    let mut width = head.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::from(" ");
+        for (i, (c, w)) in cells.iter().zip(width).enumerate() {
+            if i == 0 {
+                let _ = write!(s, " {c:<w$}");
+            } else {
+                let _ = write!(s, "  {c:>w$}");
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "\n mean ± 95 % CI over cycles (Student t):");
+    let _ = writeln!(out, "{}", line(&head.map(String::from)));
+    for row in &rows {
+        let _ = writeln!(out, "{}", line(row));
+    }
+    out
+}
