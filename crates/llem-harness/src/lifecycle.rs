@@ -144,8 +144,12 @@ fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), HarnessErro
     Ok(())
 }
 
-fn preflight(req: &ExperimentRequest<'_>) -> Result<(PathBuf, LoadedDataset), HarnessError> {
-    let cfg = req.config;
+/// Whether this build can run a configuration here (engine, runner, model file), without
+/// loading anything: the study runner checks every configuration before its first cell.
+pub fn check_runnable(
+    cfg: &llem_config::ExperimentConfig,
+    assets_dir: &std::path::Path,
+) -> Result<PathBuf, HarnessError> {
     let runner = cfg.runner().map(|r| r.kind());
     if cfg.engine != EngineName::LlamaCpp || runner.is_some_and(|k| k != RunnerKind::Embedded) {
         return Err(HarnessError::Config(format!(
@@ -156,14 +160,19 @@ fn preflight(req: &ExperimentRequest<'_>) -> Result<(PathBuf, LoadedDataset), Ha
                 .map_or_else(|| "none".to_string(), ToString::to_string)
         )));
     }
-    let model = assets::resolve_model(&cfg.model, &req.assets_dir).ok_or_else(|| {
+    assets::resolve_model(&cfg.model, assets_dir).ok_or_else(|| {
         HarnessError::Config(format!(
             "model `{}` not found: not a file, and not in the asset cache {} \
              (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
             cfg.model,
-            req.assets_dir.display()
+            assets_dir.display()
         ))
-    })?;
+    })
+}
+
+fn preflight(req: &ExperimentRequest<'_>) -> Result<(PathBuf, LoadedDataset), HarnessError> {
+    let cfg = req.config;
+    let model = check_runnable(cfg, &req.assets_dir)?;
     let data = dataset::load(
         &cfg.dataset,
         cfg.dataset.n_prompts as usize,

@@ -186,12 +186,29 @@ fn config_errors_exit_2_with_location() {
 }
 
 #[test]
-fn a_study_is_refused_until_the_study_runner_exists() {
-    let o = Home::new().llem(&["run", "examples/sweep.yaml"], &[]);
-    assert_eq!(o.status.code(), Some(1));
+fn a_study_whose_model_is_missing_is_refused_before_any_cell_runs() {
+    let h = Home::new();
+    let out = h.path().join("results");
+    let o = h.llem(
+        &["run", "examples/sweep.yaml", "-o", out.to_str().unwrap()],
+        &[(
+            "LLEM_ASSETS",
+            h.path().join("empty-assets").to_str().unwrap(),
+        )],
+    );
+    assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    assert!(err.contains("running studies"), "{err}");
-    assert!(err.contains("--dry-run"), "{err}");
+    assert!(err.contains("cannot run; nothing was started"), "{err}");
+    assert!(
+        err.contains("SmolLM2-135M-Instruct.Q4_1.gguf` not found"),
+        "{err}"
+    );
+    // One line for the one problem, not one per configuration.
+    assert_eq!(err.matches("not found").count(), 1, "{err}");
+    assert!(
+        !out.exists(),
+        "no study directory for a study that never started"
+    );
     assert!(stdout(&o).is_empty());
 }
 

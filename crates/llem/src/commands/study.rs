@@ -111,6 +111,24 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
             return exit::FAILURE;
         }
     };
+    // A typo in a model path would otherwise fail every cell, one by one, overnight.
+    let assets = crate::paths::assets_dir();
+    let mut problems: Vec<String> = Vec::new();
+    for pc in &plan.configs {
+        if let Err(e) = llem_harness::lifecycle::check_runnable(&pc.config, &assets) {
+            let line = e.to_string();
+            if !problems.contains(&line) {
+                problems.push(line);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        eprintln!("llem: this study cannot run; nothing was started:");
+        for p in &problems {
+            eprintln!("  - {p}");
+        }
+        return exit::CONFIG;
+    }
     let resources = lock_resources();
     let opts = StudyOptions {
         launcher: Launcher {
