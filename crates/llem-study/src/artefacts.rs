@@ -60,17 +60,21 @@ pub fn skipped_experiments(plan: &StudyPlan) -> Vec<serde_json::Value> {
         .collect()
 }
 
+fn create(dir: &Path) -> Result<(), StudyError> {
+    std::fs::create_dir_all(dir).map_err(|source| StudyError::Io {
+        what: "cannot create",
+        path: dir.to_path_buf(),
+        source,
+    })
+}
+
 /// Writes the artefacts of a new study.
 pub fn write_new(
     dir: &Path,
     plan: &StudyPlan,
     environment: &serde_json::Value,
 ) -> Result<(), StudyError> {
-    std::fs::create_dir_all(dir).map_err(|source| StudyError::Io {
-        what: "cannot create",
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create(dir)?;
     if let Some(src) = &plan.source {
         let bytes = std::fs::read(src).map_err(|source| StudyError::Io {
             what: "cannot read",
@@ -92,11 +96,7 @@ pub fn write_resumed(
     stamp: &str,
     environment: &serde_json::Value,
 ) -> Result<(), StudyError> {
-    std::fs::create_dir_all(dir).map_err(|source| StudyError::Io {
-        what: "cannot create",
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    create(dir)?;
     let name = format!("environment_resumed_{stamp}.json");
     llem_results::write_json_atomic(&dir.join(name), environment)?;
     Ok(())

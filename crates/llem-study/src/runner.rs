@@ -771,6 +771,15 @@ fn run_one(
         }
     };
 
+    if !run.survivors.is_empty() {
+        let msg = format!(
+            "cell #{:03} (cycle {}): processes {:?} of its group outlived SIGKILL (stuck in the \
+             kernel?); the device may not be free for the next cell",
+            entry.index, entry.cycle, run.survivors
+        );
+        obs.event(StudyEvent::Note(&msg));
+        cp.manifest.summary.warnings.push(msg);
+    }
     let now = iso8601_utc(unix_now_s());
     let outcome = match run.end {
         CellEnd::Completed { result_file } => match read_result(&result_file) {

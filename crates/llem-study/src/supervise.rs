@@ -76,6 +76,8 @@ pub struct CellRun {
     pub end: CellEnd,
     /// Wall-clock seconds from spawn to exit.
     pub elapsed_s: f64,
+    /// Processes of the cell's group still alive 1 s after SIGKILL (stuck in the kernel).
+    pub survivors: Vec<u32>,
 }
 
 /// Limits of one cell.
@@ -220,6 +222,12 @@ pub fn run_cell(
     let elapsed_s = started.elapsed().as_secs_f64();
     // Whatever the cell started and left behind goes with it.
     signal_group(pid, Signal::SIGKILL);
+    let mut survivors = group_members(pid);
+    let until = Instant::now() + Duration::from_secs(1);
+    while !survivors.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+        survivors = group_members(pid);
+    }
     // Lines written just before exit; a grandchild holding the pipe cannot stall us past 1 s.
     let drain_until = Instant::now() + Duration::from_secs(1);
     while let Ok(m) = rx.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
@@ -236,7 +244,11 @@ pub fn run_cell(
         spec_path.parent().unwrap_or(Path::new(".")),
         log_path,
     );
-    Ok(CellRun { end, elapsed_s })
+    Ok(CellRun {
+        end,
+        elapsed_s,
+        survivors,
+    })
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -347,6 +359,33 @@ fn classify(
             message: format!("the cell process ended abnormally{tail}"),
         },
     }
+}
+
+/// Live (not zombie) processes whose process group is `pgid`, from `/proc`.
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|f| f.parse::<u32>().ok());
+        if state != Some("Z") && pgrp == Some(pgid) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// The last `n` non-empty lines of a log, joined with ` | ` (at most the last 4 KiB read).

@@ -7,30 +7,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use llem_study::supervise::{CellEnd, CellLimits, StopRequest, run_cell};
+use llem_study::supervise::{CellEnd, CellLimits, StopRequest, group_members, run_cell};
 use llem_study::{CellMessage, Launcher, StopCause};
-
-/// Live (not zombie) processes whose process group is `pgid`.
-fn live_in_group(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 2 && f[0] != "Z" && f[2].parse::<u32>().ok() == Some(pgid) {
-            out.push(pid);
-        }
-    }
-    out
-}
 
 fn sh(script: &str) -> Launcher {
     Launcher {
@@ -104,7 +82,7 @@ fn a_crash_is_a_failure_that_names_the_signal_and_the_log() {
         e => panic!("{e:?}"),
     }
     assert!(matches!(&r.messages[..], [CellMessage::Phase { phase, .. }] if phase == "load"));
-    assert!(live_in_group(r.pid).is_empty());
+    assert!(group_members(r.pid).is_empty());
 }
 
 #[test]
@@ -130,9 +108,9 @@ fn a_hang_past_the_timeout_is_killed_with_its_whole_group() {
     // Timeout 0.5 s + grace 0.5 s, not the 60 s of the sleeps.
     assert!(r.took < Duration::from_secs(10), "{:?}", r.took);
     assert!(
-        live_in_group(r.pid).is_empty(),
+        group_members(r.pid).is_empty(),
         "{:?}",
-        live_in_group(r.pid)
+        group_members(r.pid)
     );
 }
 
@@ -187,9 +165,9 @@ fn grandchildren_do_not_outlive_the_cell() {
         r.end
     );
     assert!(
-        live_in_group(r.pid).is_empty(),
+        group_members(r.pid).is_empty(),
         "{:?}",
-        live_in_group(r.pid)
+        group_members(r.pid)
     );
 }
 

@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use llem_results::{CellStatus, ExperimentResult, Manifest, StudyResult, StudyStatus};
+use llem_study::supervise::group_members;
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -145,27 +146,6 @@ fn study_yaml(name: &str, prompts: u32, out_tokens: u32, extra: &str) -> String 
          dataset: {{source: synthetic, n_prompts: {prompts}, synthetic: {{input_tokens: 16, output_tokens: {out_tokens}}}}}\n\
          warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n{extra}"
     )
-}
-
-/// Live (not zombie) processes in process group `pgid`.
-fn live_in_group(pgid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 2 && f[0] != "Z" && f[2].parse::<u32>().ok() == Some(pgid) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -358,7 +338,7 @@ fn kill_9_of_the_runner_leaves_no_orphan_and_resume_finishes_without_rerunning()
         Some((second.pid?, first))
     });
     assert!(
-        !live_in_group(running_pid).is_empty(),
+        !group_members(running_pid).is_empty(),
         "the cell runs in its own group"
     );
     signal(&child.0, nix::sys::signal::Signal::SIGKILL);
@@ -366,7 +346,7 @@ fn kill_9_of_the_runner_leaves_no_orphan_and_resume_finishes_without_rerunning()
     // The cell notices its runner is gone and takes its whole group down at once, long before
     // its few seconds of work would have ended it anyway.
     wait_for("the orphaned cell to exit", Duration::from_secs(2), || {
-        live_in_group(running_pid).is_empty().then_some(())
+        group_members(running_pid).is_empty().then_some(())
     });
     let m = manifest(&dir);
     assert_eq!(

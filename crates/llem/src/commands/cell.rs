@@ -3,8 +3,6 @@
 //! cell directory. Exit codes as `llem run`: 0, 1 failure, 2 configuration, 130 interrupted.
 
 use std::io::Write;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use llem_energy::SensorEnv;
@@ -116,17 +114,9 @@ pub fn run(args: &CellArgs) -> i32 {
             );
         }
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    // SIGTERM from the runner (timeout, Ctrl-C): stop at the next decode step and clean up; a
-    // second one exits at once. SIGINT likewise, for a cell run by hand.
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            exit::INTERRUPTED,
-            cancel.clone(),
-        );
-        let _ = signal_hook::flag::register(sig, cancel.clone());
-    }
+    // SIGTERM from the runner (timeout, Ctrl-C) stops at the next decode step; a second one
+    // exits at once. SIGINT likewise, for a cell run by hand.
+    let cancel = crate::commands::execute::cancel_on_signals();
     let request = ExperimentRequest {
         config: &spec.config,
         config_hash: &spec.config_hash,

@@ -83,6 +83,21 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
     s
 }
 
+/// A flag the first SIGINT/SIGTERM sets: the harness stops at the next decode step and cleans
+/// up. A second signal (the flag already set) exits at once with 130.
+pub fn cancel_on_signals() -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            exit::INTERRUPTED,
+            cancel.clone(),
+        );
+        let _ = signal_hook::flag::register(sig, cancel.clone());
+    }
+    cancel
+}
+
 /// `measurement.cpu_tdp_w` from the user config file, for the estimate sensor.
 pub fn user_cpu_tdp() -> Option<f64> {
     llem_config::UserSettings::load(
@@ -143,17 +158,7 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         compact.get(8..).unwrap_or("")
     );
 
-    let cancel = Arc::new(AtomicBool::new(false));
-    // The first Ctrl-C/SIGTERM stops at the next decode step and cleans up; a second one
-    // (the flag already set) exits at once.
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            exit::INTERRUPTED,
-            cancel.clone(),
-        );
-        let _ = signal_hook::flag::register(sig, cancel.clone());
-    }
+    let cancel = cancel_on_signals();
     let cpu_tdp = user_cpu_tdp();
     let request = ExperimentRequest {
         config: cfg,
