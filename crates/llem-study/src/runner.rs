@@ -550,7 +550,7 @@ pub fn run_study(
             continue;
         };
 
-        let outcome = run_one(
+        let outcome = match run_one(
             &mut cp,
             i,
             pc,
@@ -561,7 +561,22 @@ pub fn run_study(
             limits,
             deadline,
             obs,
-        )?;
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                // The study cannot go on (llem cannot be started, the disk refuses); the
+                // manifest says so, and resume picks it up once that is fixed.
+                cp.manifest.status = StudyStatus::Failed;
+                cp.manifest.end_time = Some(iso8601_utc(unix_now_s()));
+                cp.manifest.runner_pid = None;
+                cp.manifest
+                    .summary
+                    .warnings
+                    .push(format!("study stopped: {e}"));
+                cp.save();
+                return Err(e);
+            }
+        };
         if let Some(e) = cp.entry(i) {
             obs.event(StudyEvent::CellFinished {
                 entry: e,
