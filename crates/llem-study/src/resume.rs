@@ -196,6 +196,92 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn entry(index: usize, hash: &str, cycle: u32, status: &str, dir: &str) -> Value {
+        json!({"index": index, "config_hash": hash, "config_summary": hash, "cycle": cycle,
+               "status": status, "cell_dir": dir, "result_file": null, "log_file": null,
+               "error_type": null, "error_message": null, "started_at": null,
+               "completed_at": null, "pid": null, "attempts": 1, "elapsed_seconds": null,
+               "inference_seconds": null, "energy_joules": 2.0, "adj_energy_joules": null,
+               "throughput_tok_s": null, "mj_per_tok": null, "mj_per_tok_adjusted": null,
+               "ttft_p50_ms": null})
+    }
+
+    fn manifest(name: &str, start: &str, status: &str, entries: Vec<Value>) -> Manifest {
+        serde_json::from_value(json!({
+            "schema_version": "2.0", "study_name": name, "study_design_hash": "h",
+            "llem_version": "0", "source_file": null, "start_time": start, "end_time": null,
+            "status": status, "runner_pid": null, "host": "x", "measurement_protocol": {},
+            "experiments": entries,
+            "summary": {"total_experiments": 0, "completed": 0, "failed": 0, "skipped": 0,
+                        "interrupted": 0, "pending": 0, "running": 0,
+                        "total_wall_time_s": 12.5, "total_energy_j": 0.0,
+                        "unique_configurations": null, "warnings": ["old"]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn merge_keeps_completed_pairs_and_reruns_the_rest_in_their_old_directories() {
+        let old = manifest(
+            "s",
+            "2026-01-01T00:00:00.000Z",
+            "interrupted",
+            vec![
+                entry(1, "a", 0, "completed", "001_a"),
+                entry(2, "a", 1, "failed", "002_a"),
+            ],
+        );
+        let mut fresh = manifest(
+            "s",
+            "2026-02-01T00:00:00.000Z",
+            "running",
+            vec![
+                entry(2, "a", 0, "pending", "002_a_new"),
+                entry(1, "a", 1, "pending", "001_a_new"),
+                entry(3, "b", 0, "pending", "003_b"),
+            ],
+        );
+        for e in &mut fresh.experiments {
+            e.attempts = 0;
+        }
+        let m = merge(&old, fresh);
+        let e = &m.experiments;
+        assert_eq!(e[0].status, CellStatus::Completed);
+        assert_eq!((e[0].index, e[0].cell_dir.as_str()), (2, "001_a"));
+        assert_eq!(e[1].status, CellStatus::Pending);
+        assert_eq!((e[1].cell_dir.as_str(), e[1].attempts), ("002_a", 1));
+        assert_eq!((e[2].cell_dir.as_str(), e[2].attempts), ("003_b", 0));
+        assert_eq!(m.start_time, "2026-01-01T00:00:00.000Z");
+        assert_eq!(m.summary.total_wall_time_s, 12.5);
+        assert_eq!((m.summary.completed, m.summary.pending), (1, 2));
+        assert_eq!(m.summary.total_energy_j, 2.0);
+    }
+
+    #[test]
+    fn the_most_recent_unfinished_study_of_the_name_is_found() {
+        let root = tempfile::tempdir().unwrap();
+        let write = |dir: &str, m: &Manifest| {
+            let d = root.path().join(dir);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("manifest.json"), serde_json::to_string(m).unwrap()).unwrap();
+        };
+        let at = |t: &str, st: &str| manifest("sweep", t, st, vec![]);
+        write("sweep_1", &at("2026-01-01T00:00:00.000Z", "interrupted"));
+        write("sweep_2", &at("2026-03-01T00:00:00.000Z", "timed_out"));
+        write("sweep_3", &at("2026-04-01T00:00:00.000Z", "completed"));
+        write(
+            "sweepx_4",
+            &manifest("sweepx", "2026-05-01T00:00:00.000Z", "failed", vec![]),
+        );
+        std::fs::create_dir_all(root.path().join("sweep_5")).unwrap();
+        let found = find_resumable(root.path(), "sweep", None).unwrap();
+        assert_eq!(found, root.path().join("sweep_2"));
+        assert!(matches!(
+            find_resumable(root.path(), "other", None),
+            Err(StudyError::NothingToResume { .. })
+        ));
+    }
+
     #[test]
     fn diff_names_changed_leaves() {
         let mut out = Vec::new();
