@@ -94,28 +94,16 @@ pub fn acquire(
     let mut files = Vec::new();
     for r in sorted {
         let path = lock_path(dir, r);
-        let io = |source| LockError::Io {
-            path: path.clone(),
-            source,
-        };
-        // Not truncated on open: the holder's name must survive a failed attempt.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => files.push((r.clone(), file)),
-            Err(TryLockError::WouldBlock) => {
+        match try_lock_file(&path) {
+            Ok(Some(file)) => files.push((r.clone(), file)),
+            Ok(None) => {
                 // `files` drops here: the locks taken so far are released.
                 return Err(LockError::Held {
                     resource: r.clone(),
                     holder: read_holder(&path),
                 });
             }
-            Err(TryLockError::Error(e)) => return Err(io(e)),
+            Err(source) => return Err(LockError::Io { path, source }),
         }
     }
     let text = serde_json::to_string(holder).unwrap_or_default();
@@ -133,6 +121,7 @@ pub fn acquire(
 }
 
 /// Takes one exclusive lock on `path` without waiting; `Ok(None)` when another process holds it.
+/// The file is not truncated on open: the holder's name must survive a failed attempt.
 pub fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {
     let file = OpenOptions::new()
         .read(true)

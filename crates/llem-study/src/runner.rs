@@ -55,6 +55,8 @@ pub struct StudyOptions {
     pub llem_version: String,
     /// Environment snapshot for `_study-artefacts/`.
     pub environment: serde_json::Value,
+    /// Host name, for the manifest and the lock holder.
+    pub host: String,
     /// Ctrl-C / SIGTERM count: 1 stops after terminating the current cell, 2 kills it at once.
     pub interrupts: Arc<AtomicUsize>,
 }
@@ -258,12 +260,6 @@ fn absolute(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StudyError {
     let path = path.to_path_buf();
     move |source| StudyError::Io { what, path, source }
@@ -297,7 +293,7 @@ fn take_device_locks(
     };
     let holder = Holder {
         pid: std::process::id(),
-        host: hostname(),
+        host: opts.host.clone(),
         started_at: iso8601_utc(unix_now_s()),
         purpose: format!("study '{}' in {}", plan.study_name, where_.display()),
     };
@@ -314,8 +310,7 @@ struct Prepared {
 }
 
 fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared, StudyError> {
-    let host = hostname();
-    let fresh = fresh_manifest(plan, &opts.llem_version, &host);
+    let fresh = fresh_manifest(plan, &opts.llem_version, &opts.host);
     let stamp = dir_stamp_utc(unix_now_s());
     let resume_dir = match &opts.resume {
         ResumeFrom::New => None,

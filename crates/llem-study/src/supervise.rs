@@ -156,23 +156,7 @@ pub fn run_cell(
         });
     }
 
-    let mut last_failed: Option<(String, String)> = None;
-    let mut completed: Option<String> = None;
-    let handle = |m: CellMessage,
-                  on_message: &mut dyn FnMut(&CellMessage),
-                  last_failed: &mut Option<(String, String)>,
-                  completed: &mut Option<String>| {
-        on_message(&m);
-        match m {
-            CellMessage::Failed {
-                error_type,
-                message,
-            } => *last_failed = Some((error_type, message)),
-            CellMessage::Completed { result_file } => *completed = Some(result_file),
-            _ => {}
-        }
-    };
-
+    let mut reported = Reported::default();
     // Why and when the group was sent SIGTERM, and whether SIGKILL followed.
     let mut terminated: Option<(Termination, Instant)> = None;
     let mut killed = false;
@@ -180,7 +164,7 @@ pub fn run_cell(
     let status = loop {
         match rx.recv_timeout(POLL) {
             Ok(m) => {
-                handle(m, on_message, &mut last_failed, &mut completed);
+                reported.take(m, on_message);
                 // A chatty cell must not starve the checks below.
                 if last_check.elapsed() < POLL {
                     continue;
@@ -231,7 +215,7 @@ pub fn run_cell(
     // Lines written just before exit; a grandchild holding the pipe cannot stall us past 1 s.
     let drain_until = Instant::now() + Duration::from_secs(1);
     while let Ok(m) = rx.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
-        handle(m, on_message, &mut last_failed, &mut completed);
+        reported.take(m, on_message);
     }
 
     let end = classify(
@@ -239,8 +223,7 @@ pub fn run_cell(
         terminated.map(|(t, _)| t),
         killed,
         limits,
-        completed,
-        last_failed,
+        reported,
         spec_path.parent().unwrap_or(Path::new(".")),
         log_path,
     );
@@ -249,6 +232,27 @@ pub fn run_cell(
         elapsed_s,
         survivors,
     })
+}
+
+/// What the cell said about its own end.
+#[derive(Default)]
+struct Reported {
+    completed: Option<String>,
+    failed: Option<(String, String)>,
+}
+
+impl Reported {
+    fn take(&mut self, m: CellMessage, on_message: &mut dyn FnMut(&CellMessage)) {
+        on_message(&m);
+        match m {
+            CellMessage::Failed {
+                error_type,
+                message,
+            } => self.failed = Some((error_type, message)),
+            CellMessage::Completed { result_file } => self.completed = Some(result_file),
+            _ => {}
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,8 +275,7 @@ fn classify(
     terminated: Option<Termination>,
     killed: bool,
     limits: CellLimits,
-    completed: Option<String>,
-    failed: Option<(String, String)>,
+    reported: Reported,
     cell_dir: &Path,
     log_path: &Path,
 ) -> CellEnd {
@@ -307,7 +310,7 @@ fn classify(
         None => {}
     }
     if status.success()
-        && let Some(rel) = completed
+        && let Some(rel) = reported.completed
     {
         let path = cell_dir.join(rel);
         if path.is_file() {
@@ -318,7 +321,7 @@ fn classify(
             message: format!("the cell reported {} but it is not there", path.display()),
         };
     }
-    if let Some((error_type, message)) = failed {
+    if let Some((error_type, message)) = reported.failed {
         return CellEnd::Failed {
             error_type,
             message,

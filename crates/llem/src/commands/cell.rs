@@ -133,16 +133,10 @@ pub fn run(args: &CellArgs) -> i32 {
         cancel,
     };
     match llem_harness::run_experiment(&request, &mut JsonLines) {
-        Ok(o) => {
-            let rel = o
-                .cell_dir
-                .join(llem_results::layout::RESULT)
-                .strip_prefix(&spec.cell_dir)
-                .map_or_else(
-                    |_| llem_results::layout::RESULT.to_string(),
-                    |p| p.display().to_string(),
-                );
-            emit(&CellMessage::Completed { result_file: rel });
+        Ok(_) => {
+            emit(&CellMessage::Completed {
+                result_file: llem_results::layout::RESULT.to_string(),
+            });
             exit::OK
         }
         Err(e) => {

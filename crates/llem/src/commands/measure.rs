@@ -36,12 +36,6 @@ struct Measurement<'a> {
     timeseries: Option<&'static str>,
 }
 
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
 fn exit_code(status: std::process::ExitStatus) -> i32 {
     status
         .code()
@@ -174,7 +168,7 @@ pub fn run(args: &MeasureArgs) -> i32 {
     let epoch = Instant::now();
     let start_unix = llem_results::time::unix_now_s();
     let mut sensors = selection.sensors;
-    let host = host_name();
+    let host = llem_harness::environment::hostname();
 
     let mut baseline: Option<BaselineOutcome> = None;
     if let Some(d) = args.baseline {

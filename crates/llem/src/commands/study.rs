@@ -139,6 +139,7 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         resume,
         lock_dir: (!args.no_lock).then(|| crate::paths::cache_dir().join("locks")),
         environment: environment_snapshot(&resources),
+        host: llem_harness::environment::hostname(),
         lock_resources: resources,
         no_gaps: args.no_gaps,
         kill_grace: KILL_GRACE,
