@@ -52,6 +52,13 @@ pub struct RunSummary {
     pub kv_cache_bytes: Option<u64>,
     /// Anything the harness should surface as a measurement warning.
     pub warnings: Vec<String>,
+    /// How token times were obtained (`true_streaming`, `proportional`); null when every
+    /// token was timed where it was produced (embedded engines).
+    pub latency_mode: Option<&'static str>,
+    /// The server's Prometheus samples (serving engines).
+    pub server_metrics: Vec<llem_results::MetricSample>,
+    /// The traffic sent (serving engines).
+    pub traffic: Option<llem_results::result::TrafficSummary>,
 }
 
 /// An engine failed.

@@ -10,6 +10,7 @@ pub mod assets;
 pub mod engine;
 pub mod llamacpp;
 pub mod sampling;
+pub mod serving;
 pub mod workload;
 
 /// Loads the engine `cfg` asks for, with the model at `model_path`.

@@ -63,6 +63,7 @@ fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
         sampling: SamplingParams::greedy(),
         max_input_tokens: Some(128),
         max_output_tokens: Some(max_out),
+        traffic: None,
     }
 }
 

@@ -5,8 +5,9 @@ use llem_energy::baseline::{BaselineOrigin, BaselineOutcome, adjusted_energy_j};
 use llem_engines::{EngineInfo, ModelInfo, RunSummary};
 use llem_results::result::{
     BatchEfficiencyMetrics, DomainEnergyRecord, EnergyBreakdown, Environment,
-    ExtendedEfficiencyMetrics, GpuUtilisationMetrics, MemoryEfficiencyMetrics, ModelDescription,
-    ProcessResult, SCHEMA_VERSION, ThermalThrottleInfo, WarmupResult,
+    ExtendedEfficiencyMetrics, GpuUtilisationMetrics, KvCacheEfficiencyMetrics,
+    MemoryEfficiencyMetrics, ModelDescription, ProcessResult, SCHEMA_VERSION, ThermalThrottleInfo,
+    WarmupResult,
 };
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
@@ -38,8 +39,17 @@ pub struct Measured<'a> {
     pub summary: &'a RunSummary,
     /// Telemetry of the experiment.
     pub telemetry: &'a Telemetry,
-    /// The measurement window, s since the experiment start.
+    /// The measured window, s since the experiment start (the whole workload for
+    /// methodology total).
     pub window: (f64, f64),
+    /// When the workload ran, s since the experiment start.
+    pub workload_span: (f64, f64),
+    /// What the window is: `total`, `steady_state` or `windowed`.
+    pub methodology: &'static str,
+    /// Window details and stability.
+    pub steady_state: Option<llem_results::result::SteadyStateInfo>,
+    /// A serving engine ran the workload.
+    pub served: bool,
     /// Experiment start, Unix s.
     pub start_unix: f64,
     /// Experiment end, Unix s.
@@ -96,9 +106,16 @@ fn reproducibility_notes(m: &Measured<'_>, sampler: &str, interval_ms: f64) -> S
          older boards); RAPL package/DRAM counters are model-based estimates by the CPU; the \
          `estimate` sensor is TDP x utilisation, a model, not a measurement. ",
     );
-    n.push_str(
+    n.push_str(if m.served {
+        "Latency is measured by llem's streaming client on the experiment clock: TTFT at the \
+         first chunk carrying a token, token times split evenly over the gap when a chunk \
+         carries several (latency_stats.measurement_mode says which). "
+    } else {
         "Latency uses true per-token timestamps of the embedded engine (one clock for the \
-         whole experiment). FLOPs are analytical estimates, not hardware counts. Results \
+         whole experiment). "
+    });
+    n.push_str(
+        "FLOPs are analytical estimates, not hardware counts. Results \
          vary with thermal state, clocks and background load; compare runs by \
          mj_per_tok_adjusted over several cycles.",
     );
@@ -185,8 +202,16 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let (t0, t1) = m.window;
     let duration = (t1 - t0).max(0.0);
     let ok = m.records.iter().filter(|r| r.success);
-    let input: u64 = ok.clone().map(|r| u64::from(r.input_tokens)).sum();
-    let output: u64 = ok.map(|r| u64::from(r.output_tokens)).sum();
+    // A sub-window counts the tokens that arrived inside it; the whole run counts them all
+    // (the same number, without relying on every engine stamping every token).
+    let (input, output) = if m.window == m.workload_span {
+        (
+            ok.clone().map(|r| u64::from(r.input_tokens)).sum(),
+            ok.map(|r| u64::from(r.output_tokens)).sum(),
+        )
+    } else {
+        crate::window::tokens_in(m.records, t0, t1)
+    };
 
     let window = m.telemetry.energy(t0, t1);
     let have_energy = !window.domains.is_empty();
@@ -209,7 +234,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let fl = flops::estimate(m.model, m.records);
     let total_flops = fl.as_ref().map_or(0.0, |f| f.value);
     let nonzero = |x: f64, d: u64| (x > 0.0 && d > 0).then(|| x / d as f64);
-    let lat = latency::statistics(m.records);
+    let lat = latency::statistics(m.records, m.summary.latency_mode);
     let tps = if duration > 0.0 {
         output as f64 / duration
     } else {
@@ -258,15 +283,19 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
     let weights_mb = m.model.weights_bytes.map(|b| b as f64 / 1_048_576.0);
     let kv_mb = m.summary.kv_cache_bytes.map(|b| b as f64 / 1_048_576.0);
-    let (total_mb, peak_mb, source) = if settings.n_gpu_layers != 0 && gpu_peak.is_some() {
-        (gpu_total, gpu_peak, "nvml")
-    } else {
-        (
-            crate::environment::memory_total_mib(),
-            m.memory.peak_rss_mib,
-            "process_rss",
-        )
-    };
+    let (total_mb, peak_mb, source) =
+        if (m.served || settings.n_gpu_layers != 0) && gpu_peak.is_some() {
+            (gpu_total, gpu_peak, "nvml")
+        } else if m.served {
+            // llem's own memory says nothing about the server's.
+            (None, None, "none")
+        } else {
+            (
+                crate::environment::memory_total_mib(),
+                m.memory.peak_rss_mib,
+                "process_rss",
+            )
+        };
     let memory = MemoryEfficiencyMetrics {
         total_vram_mb: total_mb,
         model_memory_mb: weights_mb,
@@ -288,12 +317,53 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     };
     let (sm_mean, sm_n) = mean_in_window(m.telemetry, t0, t1, |s| &s.sm_util_pct, true);
     let (mem_mean, _) = mean_in_window(m.telemetry, t0, t1, |s| &s.mem_util_pct, true);
-    let batch = BatchEfficiencyMetrics {
-        effective_batch_size: Some(m.summary.effective_batch_size),
-        batch_utilisation: (m.summary.configured_batch_size > 0)
-            .then(|| m.summary.effective_batch_size / f64::from(m.summary.configured_batch_size)),
-        padding_overhead: Some(m.summary.padding_overhead),
-        num_batches: Some(m.summary.num_batches),
+    let batch = if m.served {
+        // A server batches continuously: its batch is what it was running, on average, in
+        // the window (its own gauge when scraped, else what the client saw).
+        let avg = crate::window::gauge_mean(
+            &m.summary.server_metrics,
+            llem_engines::serving::prometheus::Gauge::Running,
+            t0,
+            t1,
+        )
+        .or_else(|| crate::window::client_concurrency(m.records, t0, t1));
+        BatchEfficiencyMetrics {
+            effective_batch_size: avg,
+            batch_utilisation: avg
+                .zip(
+                    (m.summary.configured_batch_size > 0)
+                        .then_some(m.summary.configured_batch_size),
+                )
+                .map(|(a, b)| a / f64::from(b)),
+            padding_overhead: None,
+            num_batches: None,
+        }
+    } else {
+        BatchEfficiencyMetrics {
+            effective_batch_size: Some(m.summary.effective_batch_size),
+            batch_utilisation: (m.summary.configured_batch_size > 0).then(|| {
+                m.summary.effective_batch_size / f64::from(m.summary.configured_batch_size)
+            }),
+            padding_overhead: Some(m.summary.padding_overhead),
+            num_batches: Some(m.summary.num_batches),
+        }
+    };
+    let sm = &m.summary.server_metrics;
+    let kv_cache = KvCacheEfficiencyMetrics {
+        kv_cache_hit_rate: crate::window::prefix_hit_rate(sm, t0, t1),
+        kv_cache_usage_mean: crate::window::gauge_mean(
+            sm,
+            llem_engines::serving::prometheus::Gauge::KvCacheUsage,
+            t0,
+            t1,
+        ),
+        num_requests_waiting_mean: crate::window::gauge_mean(
+            sm,
+            llem_engines::serving::prometheus::Gauge::Waiting,
+            t0,
+            t1,
+        ),
+        ..KvCacheEfficiencyMetrics::default()
     };
     let extended = ExtendedEfficiencyMetrics {
         tpot_ms: lat.as_ref().and_then(|l| l.tpot_mean_ms),
@@ -311,7 +381,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
             sampler_cpu_s: m.telemetry.stats.thread_cpu_s,
         },
         batch,
-        kv_cache: Default::default(),
+        kv_cache,
         request_latency: latency::request_latency(m.records),
     };
 
@@ -353,8 +423,8 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         engine: m.engine.name.to_string(),
         engine_version: m.engine.version.clone(),
         model_name: model_name.clone(),
-        measurement_methodology: "total".into(),
-        steady_state_window: None,
+        measurement_methodology: m.methodology.into(),
+        steady_state_window: (m.methodology != "total").then_some([t0, t1]),
         measurement_window_s: Some([t0, t1]),
         total_tokens: output,
         total_input_tokens: input,
@@ -410,6 +480,18 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         requests: Some(artefacts::REQUESTS.to_string()),
         latency_stats: lat,
         extended_metrics: extended,
+        steady_state: m.steady_state.clone(),
+        goodput: cfg
+            .traffic
+            .as_deref()
+            .and_then(|t| t.slo.as_ref())
+            .filter(|_| m.served)
+            .map(|slo| {
+                crate::goodput::goodput(m.records, slo, (t0, t1), have_energy.then_some(total_j))
+            }),
+        traffic: m.summary.traffic.clone(),
+        server_metrics: (!m.summary.server_metrics.is_empty())
+            .then(|| artefacts::SERVER_METRICS.to_string()),
         environment: Environment {
             llem_version: req.llem_version.to_string(),
             llem_git_commit: req.git_commit.map(String::from),
@@ -440,6 +522,7 @@ pub fn write(
     result: &ExperimentResult,
     records: &[RequestRecord],
     telemetry: &Telemetry,
+    server_metrics: &[llem_results::MetricSample],
 ) -> Result<(), ResultsError> {
     let dir = &req.cell_dir;
     llem_results::write_json_atomic(&dir.join(artefacts::EFFECTIVE_CONFIG), req.config)?;
@@ -466,5 +549,12 @@ pub fn write(
         )?;
     }
     llem_results::write_requests(&dir.join(artefacts::REQUESTS), records, &meta)?;
+    if !server_metrics.is_empty() {
+        llem_results::write_server_metrics(
+            &dir.join(artefacts::SERVER_METRICS),
+            server_metrics,
+            &meta,
+        )?;
+    }
     llem_results::write_json_atomic(&dir.join(artefacts::RESULT), result)
 }

@@ -45,8 +45,9 @@ fn ms(v: Option<f64>) -> Option<f64> {
     v.map(|x| x * 1000.0)
 }
 
-/// The statistics, or `None` when no request produced a token.
-pub fn statistics(records: &[RequestRecord]) -> Option<LatencyStatistics> {
+/// The statistics, or `None` when no request produced a token. `mode` is how token times
+/// were obtained (`true_streaming` when the engine timed every token).
+pub fn statistics(records: &[RequestRecord], mode: Option<&str>) -> Option<LatencyStatistics> {
     let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.success).collect();
     let ttft = sorted(ok.iter().filter_map(|r| r.ttft_s()));
     if ttft.is_empty() {
@@ -56,6 +57,13 @@ pub fn statistics(records: &[RequestRecord]) -> Option<LatencyStatistics> {
     let (full, trimmed) = (sorted(full), sorted(trimmed));
     let tp = sorted(tpot(records));
     let e2e = sorted(ok.iter().map(|r| r.e2e_s()));
+    // From the schedule: what a user arriving at the scheduled time waited, including any
+    // time the request spent queued in the client (coordinated-omission safe).
+    let s_ttft = sorted(
+        ok.iter()
+            .filter_map(|r| Some(r.first_token_s? - r.scheduled_s?)),
+    );
+    let s_e2e = sorted(ok.iter().filter_map(|r| Some(r.end_s - r.scheduled_s?)));
     let p = |v: &[f64], q: f64| ms(percentile(v, q));
     Some(LatencyStatistics {
         ttft_mean_ms: ms(mean(&ttft)),
@@ -87,7 +95,11 @@ pub fn statistics(records: &[RequestRecord]) -> Option<LatencyStatistics> {
         e2e_p95_ms: p(&e2e, 95.0),
         e2e_p99_ms: p(&e2e, 99.0),
         e2e_samples: e2e.len(),
-        measurement_mode: "true_streaming".into(),
+        measurement_mode: mode.unwrap_or("true_streaming").into(),
+        scheduled_ttft_median_ms: p(&s_ttft, 50.0),
+        scheduled_ttft_p99_ms: p(&s_ttft, 99.0),
+        scheduled_e2e_median_ms: p(&s_e2e, 50.0),
+        scheduled_e2e_p99_ms: p(&s_e2e, 99.0),
     })
 }
 
@@ -121,6 +133,7 @@ mod tests {
             input_tokens: 5,
             output_tokens: times.len() as u32,
             reference_output_tokens: None,
+            scheduled_s: None,
             submit_s: submit,
             first_token_s: times.first().copied(),
             end_s: *times.last().unwrap_or(&submit),
@@ -141,7 +154,7 @@ mod tests {
         assert_eq!(full.len(), 6);
         let t: Vec<f64> = trimmed.iter().map(|x| (x * 10.0).round() / 10.0).collect();
         assert_eq!(t, vec![0.2, 0.3]);
-        let s = statistics(&r).unwrap();
+        let s = statistics(&r, None).unwrap();
         assert_eq!(s.ttft_samples, 2);
         assert!((s.ttft_mean_ms.unwrap() - 350.0).abs() < 1e-9);
         assert!((s.itl_mean_ms.unwrap() - 250.0).abs() < 1e-9);

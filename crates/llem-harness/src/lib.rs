@@ -10,10 +10,12 @@ pub use llem_results::layout as artefacts;
 pub mod assemble;
 pub mod environment;
 pub mod flops;
+pub mod goodput;
 pub mod latency;
 pub mod lifecycle;
 pub mod progress;
 pub mod stats;
+pub mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};
 pub use progress::{Event, Phase, Progress, Silent};

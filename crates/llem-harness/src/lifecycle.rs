@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use llem_config::{EnergySampler, Engine as EngineName, ExperimentConfig, Methodology, RunnerKind};
+use llem_config::{EnergySampler, Engine as EngineName, ExperimentConfig, RunnerKind};
 use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
+use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
 use llem_engines::{
-    EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload, assets,
+    Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload, assets,
 };
 use llem_results::result::WarmupResult;
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
@@ -144,33 +145,47 @@ fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), HarnessErro
     Ok(())
 }
 
-/// Whether this build can run a configuration here (engine, runner, model file), without
-/// loading anything: the study runner checks every configuration before its first cell.
+/// Whether this build can run a configuration here (engine, runner, model file, server
+/// CLI), without loading or starting anything: the study runner checks every configuration
+/// before its first cell. Returns the model file when the engine reads one (llama.cpp).
 pub fn check_runnable(
     cfg: &llem_config::ExperimentConfig,
     assets_dir: &std::path::Path,
-) -> Result<PathBuf, HarnessError> {
+) -> Result<Option<PathBuf>, HarnessError> {
     let runner = cfg.runner().map(|r| r.kind());
-    if cfg.engine != EngineName::LlamaCpp || runner.is_some_and(|k| k != RunnerKind::Embedded) {
+    if cfg.is_served() {
+        let opts = ServeOptions::new(assets_dir.to_path_buf());
+        llem_engines::serving::check_launchable(cfg, &opts).map_err(HarnessError::Config)?;
+        if cfg.engine != EngineName::LlamaCpp || runner == Some(RunnerKind::External) {
+            return Ok(None);
+        }
+    } else if cfg.engine != EngineName::LlamaCpp
+        || runner.is_some_and(|k| k != RunnerKind::Embedded)
+    {
         return Err(HarnessError::Config(format!(
-            "engine `{}` with runner `{}` cannot run in this llem build yet: only the embedded \
-             llama.cpp engine (engine: llamacpp, runner embedded) executes experiments",
+            "engine `{}` with runner `{}` cannot run in this llem build yet: the embedded \
+             llama.cpp engine and the serving engines (vllm, sglang, tensorrt, tgi, openai, \
+             llamacpp with runner local/docker/external) execute experiments",
             cfg.engine,
             cfg.runner()
                 .map_or_else(|| "none".to_string(), ToString::to_string)
         )));
     }
-    assets::resolve_model(&cfg.model, assets_dir).ok_or_else(|| {
-        HarnessError::Config(format!(
-            "model `{}` not found: not a file, and not in the asset cache {} \
-             (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
-            cfg.model,
-            assets_dir.display()
-        ))
-    })
+    assets::resolve_model(&cfg.model, assets_dir)
+        .map(Some)
+        .ok_or_else(|| {
+            HarnessError::Config(format!(
+                "model `{}` not found: not a file, and not in the asset cache {} \
+                 (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
+                cfg.model,
+                assets_dir.display()
+            ))
+        })
 }
 
-fn preflight(req: &ExperimentRequest<'_>) -> Result<(PathBuf, LoadedDataset), HarnessError> {
+fn preflight(
+    req: &ExperimentRequest<'_>,
+) -> Result<(Option<PathBuf>, LoadedDataset), HarnessError> {
     let cfg = req.config;
     let model = check_runnable(cfg, &req.assets_dir)?;
     let data = dataset::load(
@@ -417,11 +432,22 @@ pub fn run_experiment(
     progress.event(Event::Start {
         phase: Phase::Load,
         total: None,
-        detail: model_path.display().to_string(),
+        detail: model_path
+            .as_ref()
+            .map_or_else(|| cfg.model.clone(), |p| p.display().to_string()),
     });
     let t_load = Instant::now();
     let rss_before = environment::rss_mib();
-    let engine = llem_engines::load(cfg, &model_path)?;
+    let engine: Box<dyn Engine> = if cfg.is_served() {
+        let opts = ServeOptions::new(req.cell_dir.clone());
+        let log = req.cell_dir.join(artefacts::SERVER_LOG);
+        Box::new(ServerEngine::start(cfg, model_path.clone(), log, opts)?)
+    } else {
+        let path = model_path
+            .as_ref()
+            .ok_or_else(|| HarnessError::Config(format!("model `{}` is not a file", cfg.model)))?;
+        llem_engines::load(cfg, path)?
+    };
     let plan = llem_engines::plan_for(cfg, engine.n_ctx_train());
     let mut session = engine.open(plan)?;
     let load_s = t_load.elapsed().as_secs_f64();
@@ -519,13 +545,17 @@ pub fn run_experiment(
     drop(engine);
     let end_unix = llem_results::time::unix_now_s();
 
-    if cfg.measurement.methodology != Methodology::Total {
-        warnings.push(format!(
-            "methodology `{}` is not available for the embedded engine yet; the whole run was \
-             measured (methodology total)",
-            cfg.measurement.methodology
-        ));
-    }
+    let served = cfg.is_served();
+    let target = (summary.configured_batch_size > 0).then_some(summary.configured_batch_size);
+    let chosen = crate::window::select(
+        cfg,
+        served,
+        &records,
+        &summary.server_metrics,
+        target,
+        (t0, t1),
+    );
+    warnings.extend(chosen.warnings.iter().cloned());
     warnings.extend(summary.warnings.iter().cloned());
     match summary.truncated_prompts {
         0 => {}
@@ -555,7 +585,11 @@ pub fn run_experiment(
         records: &records,
         summary: &summary,
         telemetry: &telemetry,
-        window: (t0, t1),
+        window: (chosen.start_s, chosen.end_s),
+        workload_span: (t0, t1),
+        methodology: chosen.methodology,
+        steady_state: chosen.info.clone(),
+        served,
         start_unix,
         end_unix,
         baseline: baseline.as_ref(),
@@ -573,7 +607,7 @@ pub fn run_experiment(
         process_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
     };
     let result = assemble::result(&measured);
-    assemble::write(req, &result, &records, &telemetry)?;
+    assemble::write(req, &result, &records, &telemetry, &summary.server_metrics)?;
     progress.event(Event::Finish {
         phase: Phase::Save,
         summary: req.cell_dir.display().to_string(),

@@ -43,6 +43,10 @@ pub const EFFECTIVE_CONFIG: &str = "effective_config.json";
 pub const TIMESERIES: &str = "timeseries.parquet";
 /// Per-request sidecar.
 pub const REQUESTS: &str = "requests.parquet";
+/// The serving engine's Prometheus series, one row per sample.
+pub const SERVER_METRICS: &str = "server_metrics.parquet";
+/// The serving engine's own log (stdout and stderr of the server or container).
+pub const SERVER_LOG: &str = "server.log";
 /// What the study runner hands a cell's child process (config, hash, paths).
 pub const CELL_SPEC: &str = "cell_spec.json";
 /// The cell process's stderr.

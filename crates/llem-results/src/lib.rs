@@ -9,6 +9,7 @@ pub mod manifest;
 mod parquet_io;
 pub mod requests;
 pub mod result;
+pub mod server_metrics;
 pub mod study_result;
 pub mod time;
 pub mod timeseries;
@@ -17,6 +18,7 @@ pub use atomic::{write_atomic, write_json_atomic};
 pub use manifest::{CellStatus, Manifest, ManifestEntry, StudyStatus, StudySummary};
 pub use requests::{FinishReason, RequestRecord, read_requests, write_requests};
 pub use result::ExperimentResult;
+pub use server_metrics::{MetricSample, read_server_metrics, write_server_metrics};
 pub use study_result::{ConfigurationStatistics, MetricStatistics, NamedStatistics, StudyResult};
 pub use timeseries::{TimeseriesColumns, read_timeseries, write_timeseries};
 

@@ -64,7 +64,10 @@ pub struct RequestRecord {
     pub output_tokens: u32,
     /// Tokens of the dataset's reference reply (ShareGPT), when known.
     pub reference_output_tokens: Option<u32>,
-    /// When the request entered the engine.
+    /// When the traffic schedule said to send it (serving engines; null offline). Latency
+    /// from this time counts queueing in the client too, so it is coordinated-omission safe.
+    pub scheduled_s: Option<f64>,
+    /// When the request entered the engine (sent, for serving engines).
     pub submit_s: f64,
     /// When its first output token arrived.
     pub first_token_s: Option<f64>,
@@ -100,6 +103,7 @@ fn schema() -> Schema {
         f("input_tokens", DataType::UInt32, false),
         f("output_tokens", DataType::UInt32, false),
         f("reference_output_tokens", DataType::UInt32, true),
+        f("scheduled_s", DataType::Float64, true),
         f("submit_s", DataType::Float64, false),
         f("first_token_s", DataType::Float64, true),
         f("end_s", DataType::Float64, false),
@@ -132,6 +136,7 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
         u32s(&|r| r.input_tokens),
         u32s(&|r| r.output_tokens),
         opt_u32s(&|r| r.reference_output_tokens),
+        Arc::new(rows.iter().map(|r| r.scheduled_s).collect::<Float64Array>()),
         Arc::new(Float64Array::from_iter_values(
             rows.iter().map(|r| r.submit_s),
         )),
@@ -182,6 +187,8 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
         let inp = column::<UInt32Array>(&b, "input_tokens").map_err(err)?;
         let outp = column::<UInt32Array>(&b, "output_tokens").map_err(err)?;
         let refo = column::<UInt32Array>(&b, "reference_output_tokens").map_err(err)?;
+        // Logs written before serving engines existed have no schedule column.
+        let sched = column::<Float64Array>(&b, "scheduled_s").ok();
         let sub = column::<Float64Array>(&b, "submit_s").map_err(err)?;
         let first = column::<Float64Array>(&b, "first_token_s").map_err(err)?;
         let end = column::<Float64Array>(&b, "end_s").map_err(err)?;
@@ -201,6 +208,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
                 input_tokens: inp.value(i),
                 output_tokens: outp.value(i),
                 reference_output_tokens: refo.is_valid(i).then(|| refo.value(i)),
+                scheduled_s: sched.filter(|c| c.is_valid(i)).map(|c| c.value(i)),
                 submit_s: sub.value(i),
                 first_token_s: first.is_valid(i).then(|| first.value(i)),
                 end_s: end.value(i),
@@ -231,6 +239,7 @@ mod tests {
                 input_tokens: 12,
                 output_tokens: 3,
                 reference_output_tokens: Some(40),
+                scheduled_s: Some(0.9),
                 submit_s: 1.0,
                 first_token_s: Some(1.2),
                 end_s: 1.4,
@@ -245,6 +254,7 @@ mod tests {
                 input_tokens: 7,
                 output_tokens: 0,
                 reference_output_tokens: None,
+                scheduled_s: None,
                 submit_s: 1.0,
                 first_token_s: None,
                 end_s: 1.1,

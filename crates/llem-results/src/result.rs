@@ -112,6 +112,104 @@ pub struct ExperimentResult {
     pub extended_metrics: ExtendedEfficiencyMetrics,
     /// Machine, software and model the result came from.
     pub environment: Environment,
+    /// How the steady-state (or explicit) window was chosen and whether it is trustworthy
+    /// (serving engines; null for methodology total).
+    #[serde(default)]
+    pub steady_state: Option<SteadyStateInfo>,
+    /// Requests meeting the configured latency objectives (when `traffic.slo` is set).
+    #[serde(default)]
+    pub goodput: Option<Goodput>,
+    /// The traffic that was sent (serving engines).
+    #[serde(default)]
+    pub traffic: Option<TrafficSummary>,
+    /// Relative path of the Prometheus sidecar (serving engines that expose `/metrics`).
+    #[serde(default)]
+    pub server_metrics: Option<String>,
+}
+
+/// The measured window of a steady-state or windowed run and its stability verdict (the
+/// ML.ENERGY rule: at least 20 s long, batch utilisation at least 85 %).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SteadyStateInfo {
+    /// `steady_state` or `windowed`.
+    pub rule: String,
+    /// Window start, s since the experiment start.
+    pub start_s: f64,
+    /// Window end, s since the experiment start.
+    pub end_s: f64,
+    /// `end_s - start_s`.
+    pub duration_s: f64,
+    /// Concurrency the window was defined by (`max_concurrency` or the server's batch).
+    pub target_concurrency: Option<u32>,
+    /// Requests of the run (N of the rule).
+    pub requests: u32,
+    /// Output tokens whose arrival falls inside the window.
+    pub output_tokens_in_window: u64,
+    /// Time-averaged sequences being decoded in the window.
+    pub avg_batch_size: Option<f64>,
+    /// Where `avg_batch_size` comes from: `prometheus` (the server's running requests) or
+    /// `client` (requests between first token and end, seen by llem).
+    pub avg_batch_size_source: Option<String>,
+    /// `avg_batch_size / target_concurrency`.
+    pub batch_utilisation: Option<f64>,
+    /// False when the window is too short, under-utilised, or could not be formed.
+    pub is_stable: bool,
+    /// Why not stable; empty when stable.
+    pub unstable_reason: String,
+}
+
+/// Goodput against latency objectives: a request counts when every bound set holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// TTFT bound, ms.
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT bound, ms.
+    pub slo_tpot_ms: Option<f64>,
+    /// End-to-end bound, ms.
+    pub slo_e2e_ms: Option<f64>,
+    /// Whether latencies were measured from the scheduled send time (true) or dispatch.
+    pub from_schedule: bool,
+    /// Requests considered (successful or not).
+    pub requests: u32,
+    /// Requests meeting every bound.
+    pub requests_meeting_slo: u32,
+    /// `requests_meeting_slo / requests`.
+    pub goodput_fraction: f64,
+    /// SLO-meeting requests per second of the measured window.
+    pub goodput_req_per_s: Option<f64>,
+    /// Window energy divided by SLO-meeting requests, J.
+    pub energy_per_good_request_j: Option<f64>,
+}
+
+/// The traffic a serving run sent, and how faithfully the client kept its schedule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrafficSummary {
+    /// `all_at_once`, `constant`, `poisson` or `gamma`.
+    pub arrival: String,
+    /// Target rate, requests/s.
+    pub rate_qps: Option<f64>,
+    /// Gamma coefficient of variation.
+    pub burstiness: Option<f64>,
+    /// Closed-loop concurrency cap.
+    pub max_concurrency: Option<u32>,
+    /// Seed of the arrival draw.
+    pub seed: u64,
+    /// Requests sent.
+    pub requests_sent: u32,
+    /// Requests that failed.
+    pub requests_failed: u32,
+    /// Achieved request rate over the send phase, requests/s.
+    pub achieved_rate_qps: Option<f64>,
+    /// Dispatch minus scheduled time, median, ms (client lag).
+    pub dispatch_lag_p50_ms: Option<f64>,
+    /// Dispatch minus scheduled time, 99th percentile, ms.
+    pub dispatch_lag_p99_ms: Option<f64>,
+    /// The base URL requests went to.
+    pub endpoint: String,
+    /// `completions` or `chat_completions`.
+    pub api: String,
+    /// Where output token counts came from: `usage` (the server) or `client` (chunk count).
+    pub token_count_source: String,
 }
 
 /// A FLOPs estimate and how it was made.
@@ -309,6 +407,18 @@ pub struct LatencyStatistics {
     pub e2e_samples: usize,
     /// `true_streaming`, `proportional` or `per_request_batch`.
     pub measurement_mode: String,
+    /// TTFT measured from the scheduled send time (coordinated-omission safe), median, ms.
+    #[serde(default)]
+    pub scheduled_ttft_median_ms: Option<f64>,
+    /// The same, 99th percentile, ms.
+    #[serde(default)]
+    pub scheduled_ttft_p99_ms: Option<f64>,
+    /// End-to-end latency from the scheduled send time, median, ms.
+    #[serde(default)]
+    pub scheduled_e2e_median_ms: Option<f64>,
+    /// The same, 99th percentile, ms.
+    #[serde(default)]
+    pub scheduled_e2e_p99_ms: Option<f64>,
 }
 
 /// Extended efficiency metrics: always present, leaves null when not computable.
@@ -391,6 +501,12 @@ pub struct KvCacheEfficiencyMetrics {
     pub kv_cache_blocks_used: Option<u64>,
     /// Blocks available.
     pub kv_cache_blocks_total: Option<u64>,
+    /// Mean KV-cache usage in the window, fraction 0-1 (the server's gauge).
+    #[serde(default)]
+    pub kv_cache_usage_mean: Option<f64>,
+    /// Mean requests waiting in the server's queue in the window.
+    #[serde(default)]
+    pub num_requests_waiting_mean: Option<f64>,
 }
 
 /// Per-request end-to-end latency.

@@ -343,6 +343,7 @@ impl LlamaCppSession<'_> {
             sampling: crate::sampling::SamplingParams::greedy(),
             max_input_tokens: None,
             max_output_tokens: Some(max_tokens),
+            traffic: None,
         };
         let (_, out) = decode::run(self, &wl, &mut decode::Collect::default())?;
         Ok(out

@@ -69,29 +69,51 @@ pub struct Workload {
     pub max_input_tokens: Option<u32>,
     /// Output limit per request.
     pub max_output_tokens: Option<u32>,
+    /// Arrival schedule (serving engines; null: the engine batches the prompts itself).
+    pub traffic: Option<crate::serving::traffic::TrafficPlan>,
 }
 
 impl Workload {
     /// The workload of `cfg` over `prompts`.
     pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
         let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+        let served = cfg.is_served();
+        // A server batches by itself; "a batch" is then what it runs at once, which is what a
+        // warmup iteration sends.
+        let batch_size = if served {
+            crate::serving::target_concurrency(cfg).unwrap_or(8).max(1)
+        } else {
+            l.batch_size.max(1)
+        };
         Workload {
             prompts,
             batching: BatchingSpec {
                 strategy: l.batching_strategy,
-                batch_size: l.batch_size.max(1),
+                batch_size,
                 max_tokens_per_batch: l.max_tokens_per_batch,
             },
+            traffic: served.then(|| {
+                crate::serving::traffic::TrafficPlan::from_config(
+                    cfg.traffic.as_deref(),
+                    cfg.random_seed,
+                )
+            }),
             sampling: SamplingParams::from_config(cfg),
             max_input_tokens: cfg.max_input_tokens,
             max_output_tokens: cfg.max_output_tokens,
         }
     }
 
-    /// The same workload over other prompts (warmup).
+    /// The same workload over other prompts (warmup): a serving run sends them all at
+    /// once, whatever the measured traffic is.
     pub fn with_prompts(&self, prompts: Vec<Prompt>) -> Workload {
+        let n = u32::try_from(prompts.len()).unwrap_or(u32::MAX);
         Workload {
             prompts,
+            traffic: self
+                .traffic
+                .as_ref()
+                .map(|_| crate::serving::traffic::TrafficPlan::all_at_once(n)),
             ..self.clone()
         }
     }

@@ -1,0 +1,397 @@
+//! The streaming OpenAI-compatible client and the dispatcher that sends a traffic schedule.
+//!
+//! Request bodies are serialised before the first send; each request task owns one chunk
+//! buffer sized for its output limit, so streaming a token allocates nothing. Times are read
+//! from one monotonic clock shared with the harness.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use llem_results::{FinishReason, RequestRecord};
+
+use super::accounting::{self, ChunkObs, TimingMode};
+use super::chunk;
+use super::sse::SseFramer;
+use super::traffic::TrafficPlan;
+
+/// Which endpoint a request goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// `/v1/completions` (a prompt).
+    Completions,
+    /// `/v1/chat/completions` (one user message).
+    Chat,
+}
+
+impl Api {
+    /// The path under the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::Completions => "/v1/completions",
+            Api::Chat => "/v1/chat/completions",
+        }
+    }
+}
+
+/// Where requests go and how the stream is asked for.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    /// `http://127.0.0.1:8000` (no trailing slash).
+    pub base_url: String,
+    /// Bearer token (from the environment; never written to results).
+    pub api_key: Option<String>,
+    /// `model` field of each request.
+    pub model: String,
+    /// Ask for `stream_options.continuous_usage_stats` (vLLM, SGLang).
+    pub continuous_usage: bool,
+    /// A request with no bytes for this long fails as stalled.
+    pub stall_timeout: Duration,
+}
+
+/// One request, ready to send.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// Endpoint.
+    pub api: Api,
+    /// JSON body.
+    pub body: Arc<Vec<u8>>,
+    /// Prompt tokens when llem knows them (synthetic prompts), for servers without usage.
+    pub known_input_tokens: Option<u32>,
+    /// Reference reply length from the dataset.
+    pub reference_output_tokens: Option<u32>,
+    /// Output limit, for sizing buffers.
+    pub max_tokens: u32,
+}
+
+/// Decoding fields of a request body.
+#[derive(Clone, Debug, Default)]
+pub struct BodyParams {
+    /// `max_tokens`.
+    pub max_tokens: u32,
+    /// Standard sampling fields (`temperature`, `top_p`, `seed`).
+    pub standard: Map<String, Value>,
+    /// Engine extensions (`top_k`, `min_p`, `ignore_eos`, ...), sent only when set.
+    pub extended: Map<String, Value>,
+}
+
+/// Serialises one streaming request.
+pub fn body(endpoint: &Endpoint, api: Api, text: &str, p: &BodyParams) -> Vec<u8> {
+    let mut m = Map::new();
+    m.insert("model".into(), Value::String(endpoint.model.clone()));
+    match api {
+        Api::Completions => m.insert("prompt".into(), Value::String(text.to_string())),
+        Api::Chat => m.insert(
+            "messages".into(),
+            json!([{"role": "user", "content": text}]),
+        ),
+    };
+    m.insert("max_tokens".into(), json!(p.max_tokens));
+    m.insert("stream".into(), Value::Bool(true));
+    let mut so = Map::new();
+    so.insert("include_usage".into(), Value::Bool(true));
+    if endpoint.continuous_usage {
+        so.insert("continuous_usage_stats".into(), Value::Bool(true));
+    }
+    m.insert("stream_options".into(), Value::Object(so));
+    m.extend(p.standard.clone());
+    m.extend(p.extended.clone());
+    serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+}
+
+/// Seconds on the harness's clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// The instant that is 0 s.
+    pub epoch: Instant,
+}
+
+impl Clock {
+    /// Now, s since the epoch.
+    pub fn now(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+    fn at(&self, t: tokio::time::Instant) -> f64 {
+        t.into_std()
+            .saturating_duration_since(self.epoch)
+            .as_secs_f64()
+    }
+}
+
+/// What a finished request reports to the run thread.
+#[derive(Debug)]
+pub struct Finished {
+    /// The record.
+    pub record: RequestRecord,
+    /// How its token times were obtained.
+    pub mode: TimingMode,
+    /// Output count from the server's usage (else llem's chunk count).
+    pub from_usage: bool,
+    /// Prompt count from the server's usage.
+    pub input_from_usage: bool,
+}
+
+/// Shared between the dispatcher and the run thread.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Output tokens streamed so far (progress).
+    pub tokens: AtomicU64,
+    /// Set to stop dispatching.
+    pub stop: AtomicBool,
+}
+
+/// Sends `requests` on `plan`'s schedule; each finished request goes to `done`. Request `i`
+/// uses prompt `i % requests.len()`.
+pub async fn drive(
+    http: reqwest::Client,
+    endpoint: Arc<Endpoint>,
+    requests: Arc<Vec<Prepared>>,
+    plan: TrafficPlan,
+    offsets: Option<Vec<f64>>,
+    clock: Clock,
+    shared: Arc<Shared>,
+    done: Sender<Finished>,
+) {
+    if requests.is_empty() {
+        return;
+    }
+    let sem = plan
+        .max_concurrency
+        .map(|c| Arc::new(tokio::sync::Semaphore::new(c as usize)));
+    let start = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut i = 0usize;
+    loop {
+        let offset = match &offsets {
+            Some(o) => match o.get(i) {
+                Some(&x) => x,
+                None => break,
+            },
+            None => {
+                // Closed loop over a duration: keep sending while it lasts.
+                let elapsed = start.elapsed().as_secs_f64();
+                if plan.duration_s.is_some_and(|d| elapsed > d) {
+                    break;
+                }
+                elapsed
+            }
+        };
+        let target = start + Duration::from_secs_f64(offset);
+        tokio::time::sleep_until(target).await;
+        let permit = match &sem {
+            Some(s) => match s.clone().acquire_owned().await {
+                Ok(p) => Some(p),
+                Err(_) => break,
+            },
+            None => None,
+        };
+        if shared.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if offsets.is_none()
+            && plan
+                .duration_s
+                .is_some_and(|d| start.elapsed().as_secs_f64() > d)
+        {
+            break;
+        }
+        let Some(req) = requests.get(i % requests.len()).cloned() else {
+            break;
+        };
+        let scheduled_s = clock.at(target);
+        let (http, endpoint, shared, done) =
+            (http.clone(), endpoint.clone(), shared.clone(), done.clone());
+        let id = u32::try_from(i).unwrap_or(u32::MAX);
+        tasks.spawn(async move {
+            let f = one(&http, &endpoint, id, &req, scheduled_s, clock, &shared).await;
+            let _ = done.send(f);
+            drop(permit);
+        });
+        i += 1;
+        // Reap finished tasks so a long run does not keep their handles.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Sends one request and reads its stream to the end.
+async fn one(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    id: u32,
+    req: &Prepared,
+    scheduled_s: f64,
+    clock: Clock,
+    shared: &Shared,
+) -> Finished {
+    let submit_s = clock.now();
+    let mut chunks: Vec<ChunkObs> = Vec::with_capacity(req.max_tokens as usize + 4);
+    let mut final_usage: (Option<u32>, Option<u32>) = (None, None);
+    let mut finish: Option<FinishReason> = None;
+    let mut error: Option<String> = None;
+    let result = stream(
+        http,
+        endpoint,
+        req,
+        clock,
+        shared,
+        &mut chunks,
+        &mut final_usage,
+        &mut finish,
+    )
+    .await;
+    if let Err(e) = result {
+        error = Some(e);
+    }
+    let end_s = clock.now();
+    let mut times = Vec::new();
+    let acc = accounting::account(&chunks, final_usage.1, &mut times);
+    let output_tokens = u32::try_from(acc.token_times_s.len()).unwrap_or(u32::MAX);
+    let input_from_usage = final_usage.0.is_some();
+    Finished {
+        record: RequestRecord {
+            request_id: id,
+            batch_index: None,
+            input_tokens: final_usage.0.or(req.known_input_tokens).unwrap_or(0),
+            output_tokens,
+            reference_output_tokens: req.reference_output_tokens,
+            scheduled_s: Some(scheduled_s),
+            submit_s,
+            first_token_s: acc.token_times_s.first().copied(),
+            end_s,
+            success: error.is_none(),
+            finish_reason: if error.is_some() {
+                FinishReason::Error
+            } else {
+                finish.unwrap_or(FinishReason::Stop)
+            },
+            error,
+            token_times_s: acc.token_times_s,
+        },
+        mode: acc.mode,
+        from_usage: acc.from_usage,
+        input_from_usage,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream(
+    http: &reqwest::Client,
+    endpoint: &Endpoint,
+    req: &Prepared,
+    clock: Clock,
+    shared: &Shared,
+    chunks: &mut Vec<ChunkObs>,
+    usage: &mut (Option<u32>, Option<u32>),
+    finish: &mut Option<FinishReason>,
+) -> Result<(), String> {
+    let url = format!("{}{}", endpoint.base_url, req.api.path());
+    let mut rb = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(req.body.as_ref().clone());
+    if let Some(k) = &endpoint.api_key {
+        rb = rb.bearer_auth(k);
+    }
+    let stall = endpoint.stall_timeout;
+    let mut resp = match tokio::time::timeout(stall, rb.send()).await {
+        Err(_) => return Err(format!("no response within {} s", stall.as_secs_f64())),
+        Ok(Err(e)) => return Err(format!("request failed: {}", error_chain(&e))),
+        Ok(Ok(r)) => r,
+    };
+    let status = resp.status();
+    if !status.is_success() {
+        let text = tokio::time::timeout(stall, resp.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let text: String = text.chars().take(300).collect();
+        return Err(format!("HTTP {status}: {}", text.trim()));
+    }
+    let mut framer = SseFramer::new();
+    let mut failure: Option<String> = None;
+    let mut on_event = |t: f64, data: &[u8]| -> bool {
+        match chunk::parse(data) {
+            Ok(None) => true,
+            Ok(Some(c)) if c.is_error => {
+                failure = Some(format!(
+                    "server error in stream: {}",
+                    String::from_utf8_lossy(data.get(..data.len().min(300)).unwrap_or_default())
+                ));
+                false
+            }
+            Ok(Some(c)) => {
+                if c.completion_tokens.is_some() {
+                    *usage = (c.prompt_tokens.or(usage.0), c.completion_tokens);
+                }
+                if c.finish.is_some() {
+                    *finish = c.finish;
+                }
+                let prev = chunks.last().and_then(|p| p.cum_tokens).unwrap_or(0);
+                // Usage on every chunk (continuous stats) lets a chunk carry tokens without
+                // text; a final usage on an otherwise empty chunk (llama-server) does not.
+                let continuous = chunks.last().is_none_or(|p| p.cum_tokens.is_some());
+                let tokens_without_text =
+                    continuous && c.completion_tokens.is_some_and(|n| n > prev);
+                if c.has_choice && (c.text_bytes > 0 || tokens_without_text) {
+                    let n = match c.completion_tokens {
+                        Some(cum) => cum.saturating_sub(prev),
+                        None => u32::from(c.text_bytes > 0),
+                    };
+                    shared.tokens.fetch_add(u64::from(n), Ordering::Relaxed);
+                    chunks.push(ChunkObs {
+                        t_s: t,
+                        text_bytes: c.text_bytes,
+                        cum_tokens: c.completion_tokens,
+                    });
+                }
+                true
+            }
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        }
+    };
+    loop {
+        match tokio::time::timeout(stall, resp.chunk()).await {
+            Err(_) => {
+                return Err(format!(
+                    "stream stalled: no data for {} s",
+                    stall.as_secs_f64()
+                ));
+            }
+            Ok(Err(e)) => return Err(format!("stream broken: {}", error_chain(&e))),
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(bytes))) => {
+                let t = clock.now();
+                if !framer.feed(&bytes, &mut |d| on_event(t, d)) {
+                    break;
+                }
+            }
+        }
+    }
+    let t = clock.now();
+    framer.finish(&mut |d| on_event(t, d));
+    match failure {
+        Some(f) => Err(f),
+        None => Ok(()),
+    }
+}
+
+/// An error with its sources (reqwest's top-level message alone says little).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}

@@ -1,0 +1,880 @@
+//! Serving engines: vLLM, SGLang, TensorRT-LLM, TGI and llama.cpp's `llama-server` driven over
+//! their OpenAI-compatible HTTP APIs, plus any OpenAI-compatible URL (`engine: openai`).
+//!
+//! [`ServerEngine::start`] launches the server (a local process, a container) or attaches to
+//! a URL and waits until it is healthy; its session sends the workload on the traffic
+//! schedule while a scraper reads `/metrics` every second. Dropping the engine stops the
+//! server. One tokio runtime per engine, kept for warmup and measurement alike.
+
+pub mod accounting;
+pub mod chunk;
+pub mod client;
+pub mod flags;
+pub mod launch;
+pub mod prometheus;
+pub mod sse;
+pub mod traffic;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use llem_config::{Engine as EngineName, ExperimentConfig, RunnerSpec};
+use llem_results::result::TrafficSummary;
+use llem_results::{MetricSample, RequestRecord};
+
+use crate::engine::{
+    ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session,
+};
+use crate::workload::{PromptInput, Workload};
+use accounting::TimingMode;
+use client::{Api, BodyParams, Clock, Endpoint, Prepared, Shared};
+use launch::ServerProcess;
+use traffic::TrafficPlan;
+
+/// Settings of a serving run that are not in the experiment config.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// How long the server may take to become healthy.
+    pub ready_timeout: Duration,
+    /// A server that logs nothing for this long while starting is taken as hung.
+    pub log_silence_timeout: Duration,
+    /// A streamed request with no data for this long fails.
+    pub stall_timeout: Duration,
+    /// Prometheus scrape interval.
+    pub scrape_interval: Duration,
+    /// Python for `python -m sglang.launch_server`.
+    pub python: String,
+    /// The `llama-server` binary (else `llama-server` on PATH, else llem's tool cache).
+    pub llama_server: Option<PathBuf>,
+    /// Host directory mounted as the model cache in containers.
+    pub model_cache_dir: Option<PathBuf>,
+    /// Extra options files and the like go here (the cell directory).
+    pub work_dir: PathBuf,
+}
+
+impl ServeOptions {
+    /// Defaults for a run writing into `work_dir`.
+    pub fn new(work_dir: PathBuf) -> ServeOptions {
+        ServeOptions {
+            ready_timeout: Duration::from_secs(1200),
+            log_silence_timeout: Duration::from_secs(600),
+            stall_timeout: Duration::from_secs(300),
+            scrape_interval: Duration::from_secs(1),
+            python: std::env::var("LLEM_PYTHON").unwrap_or_else(|_| "python3".into()),
+            llama_server: std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from),
+            model_cache_dir: None,
+            work_dir,
+        }
+    }
+}
+
+/// Environment variables an external endpoint's API key is read from, in order.
+pub const API_KEY_ENV: &[&str] = &["LLEM_API_KEY", "OPENAI_API_KEY"];
+
+/// The default container image of each engine (`images:` overrides it).
+pub fn default_image(engine: EngineName) -> Option<&'static str> {
+    Some(match engine {
+        EngineName::Vllm => "vllm/vllm-openai:v0.11.0",
+        EngineName::Sglang => "lmsysorg/sglang:v0.5.3-cu126",
+        EngineName::Tgi => "ghcr.io/huggingface/text-generation-inference:3.3.6",
+        EngineName::TensorRt => "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
+        EngineName::LlamaCpp => "ghcr.io/ggml-org/llama.cpp:server",
+        _ => return None,
+    })
+}
+
+/// The requests a server runs at once: `traffic.max_concurrency`, else the engine's batch
+/// setting when the config gives one.
+pub fn target_concurrency(cfg: &ExperimentConfig) -> Option<u32> {
+    if let Some(c) = cfg.traffic.as_deref().and_then(|t| t.max_concurrency) {
+        return Some(c);
+    }
+    match cfg.engine {
+        EngineName::Vllm => cfg
+            .vllm
+            .as_deref()
+            .and_then(|v| v.engine.as_ref())
+            .and_then(|e| e.max_num_seqs),
+        EngineName::Sglang => cfg.sglang.as_deref().and_then(|s| s.max_running_requests),
+        EngineName::Tgi => cfg.tgi.as_deref().and_then(|t| t.max_batch_size),
+        EngineName::TensorRt => cfg.tensorrt.as_deref().and_then(|t| t.max_batch_size),
+        EngineName::LlamaCpp => Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size.max(1))),
+        _ => None,
+    }
+}
+
+/// Where `llama-server` is: the option, `PATH`, or the tool cache of
+/// `scripts/build-llama-server.sh`.
+pub fn find_llama_server(explicit: Option<&PathBuf>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return p.is_file().then(|| p.clone());
+    }
+    launch::which("llama-server").or_else(|| {
+        let cache = std::env::var_os("LLEM_TOOLS")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME")
+                    .map(|c| PathBuf::from(c).join("llem/tools"))
+                    .or_else(|| {
+                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/llem/tools"))
+                    })
+            })?;
+        let p = cache.join("bin/llama-server");
+        p.is_file().then_some(p)
+    })
+}
+
+/// Checks, without starting anything, that `cfg`'s server can be started here: its CLI (or
+/// `docker`) is installed. `Ok` for external URLs.
+pub fn check_launchable(cfg: &ExperimentConfig, opts: &ServeOptions) -> Result<(), String> {
+    match cfg.runner() {
+        Some(RunnerSpec::External { .. }) => Ok(()),
+        None => Err(format!(
+            "engine `{}` needs a server URL: runners: {{{}: \"external:http://host:port\"}}",
+            cfg.engine, cfg.engine
+        )),
+        Some(RunnerSpec::Docker { .. }) => launch::which("docker").map(|_| ()).ok_or_else(|| {
+            "runner docker: `docker` is not on PATH (install Docker, or use runner local)".into()
+        }),
+        Some(RunnerSpec::Local) => {
+            let (program, hint) = match cfg.engine {
+                EngineName::Vllm => ("vllm".to_string(), "pip install vllm"),
+                EngineName::Sglang => (opts.python.clone(), "pip install \"sglang[all]\""),
+                EngineName::TensorRt => ("trtllm-serve".into(), "pip install tensorrt-llm"),
+                EngineName::Tgi => (
+                    "text-generation-launcher".into(),
+                    "see huggingface/text-generation-inference, or use runner docker",
+                ),
+                EngineName::LlamaCpp => {
+                    return find_llama_server(opts.llama_server.as_ref())
+                        .map(|_| ())
+                        .ok_or_else(|| {
+                            "runner local for llamacpp needs `llama-server`: not on PATH, not in \
+                         LLEM_LLAMA_SERVER, not in llem's tool cache (run \
+                         scripts/build-llama-server.sh)"
+                                .into()
+                        });
+                }
+                _ => return Err(format!("engine `{}` has no local server", cfg.engine)),
+            };
+            launch::which(&program).map(|_| ()).ok_or_else(|| {
+                format!(
+                    "runner local for {}: `{program}` is not on PATH ({hint})",
+                    cfg.engine
+                )
+            })
+        }
+        Some(RunnerSpec::Embedded) => Err(format!("engine `{}` is not a server", cfg.engine)),
+    }
+}
+
+/// A healthy server and the client that talks to it.
+pub struct ServerEngine {
+    rt: tokio::runtime::Runtime,
+    http: reqwest::Client,
+    endpoint: Arc<Endpoint>,
+    process: Option<Mutex<ServerProcess>>,
+    info: EngineInfo,
+    model: ModelInfo,
+    cfg: ExperimentConfig,
+    opts: ServeOptions,
+    metrics_available: bool,
+}
+
+fn engine_name(e: EngineName) -> &'static str {
+    e.as_str()
+}
+
+impl ServerEngine {
+    /// Launches (or attaches to) `cfg`'s server, logging to `log_path`, and waits until it
+    /// answers its health check. `model_file` is the GGUF for `llama-server`.
+    pub fn start(
+        cfg: &ExperimentConfig,
+        model_file: Option<PathBuf>,
+        log_path: PathBuf,
+        opts: ServeOptions,
+    ) -> Result<ServerEngine, EngineError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("llem-client")
+            .build()
+            .map_err(|e| EngineError::Config(format!("cannot start the HTTP runtime: {e}")))?;
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(usize::MAX)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let runner = cfg.runner().cloned().ok_or_else(|| {
+            EngineError::Config(format!(
+                "engine `{}` needs runners: {{{}: \"external:<url>\"}}",
+                cfg.engine, cfg.engine
+            ))
+        })?;
+        check_launchable(cfg, &opts).map_err(EngineError::Config)?;
+        let model_arg = match (&model_file, cfg.engine) {
+            (Some(f), EngineName::LlamaCpp) => flags::ModelArg::File(f.clone()),
+            _ => flags::ModelArg::Name(cfg.model.clone()),
+        };
+        let (base_url, process, health_path) = match &runner {
+            RunnerSpec::External { url } => {
+                (url.trim_end_matches('/').to_string(), None, "/health")
+            }
+            RunnerSpec::Local => {
+                let port = launch::free_port()?;
+                let cl = flags::command_line(cfg, &model_arg, "127.0.0.1", port, &opts.python)
+                    .map_err(EngineError::Config)?;
+                let mut argv = cl.program.clone();
+                if cfg.engine == EngineName::LlamaCpp
+                    && let Some(p) = find_llama_server(opts.llama_server.as_ref())
+                {
+                    argv = vec![p.display().to_string()];
+                }
+                argv.extend(cl.args.iter().cloned());
+                if let Some((flag, value)) = &cl.extra_options {
+                    let path = opts.work_dir.join("engine_extra_options.yaml");
+                    write_extra(&path, value)?;
+                    argv.extend([flag.clone(), path.display().to_string()]);
+                }
+                tracing::info!(command = %argv.join(" "), "starting server");
+                let p = ServerProcess::spawn_local(&argv, &[], &log_path)?;
+                (format!("http://127.0.0.1:{port}"), Some(p), cl.health_path)
+            }
+            RunnerSpec::Docker { image } => {
+                let port = launch::free_port()?;
+                let image = image
+                    .clone()
+                    .or_else(|| cfg.images.get(&cfg.engine).cloned())
+                    .or_else(|| default_image(cfg.engine).map(String::from))
+                    .ok_or_else(|| {
+                        EngineError::Config(format!("no container image for `{}`", cfg.engine))
+                    })?;
+                let (argv, name) = docker_argv(cfg, &model_arg, &image, port, &opts)?;
+                tracing::info!(command = %argv.join(" "), "starting container");
+                let p = ServerProcess::spawn_container(&argv, &name, &log_path)?;
+                (format!("http://127.0.0.1:{port}"), Some(p), "/health")
+            }
+            RunnerSpec::Embedded => {
+                return Err(EngineError::Config(format!(
+                    "engine `{}` with runner embedded is not a server",
+                    cfg.engine
+                )));
+            }
+        };
+        let api_key = API_KEY_ENV
+            .iter()
+            .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+        let mut engine = ServerEngine {
+            rt,
+            http,
+            endpoint: Arc::new(Endpoint {
+                base_url,
+                api_key,
+                model: cfg.model.clone(),
+                continuous_usage: matches!(cfg.engine, EngineName::Vllm | EngineName::Sglang),
+                stall_timeout: opts.stall_timeout,
+            }),
+            process: process.map(Mutex::new),
+            info: EngineInfo {
+                name: engine_name(cfg.engine),
+                version: None,
+                system_info: Some(format!("runner {runner}")),
+            },
+            model: ModelInfo::default(),
+            cfg: cfg.clone(),
+            opts,
+            metrics_available: false,
+        };
+        engine.wait_ready(health_path)?;
+        engine.discover();
+        Ok(engine)
+    }
+
+    /// The base URL requests go to.
+    pub fn base_url(&self) -> &str {
+        &self.endpoint.base_url
+    }
+
+    /// The server's process id, for local and container runs.
+    pub fn server_pid(&self) -> Option<u32> {
+        self.process
+            .as_ref()
+            .and_then(|p| p.lock().ok().map(|p| p.pid()))
+    }
+
+    /// `Some(why)` when a launched server has died, with its log tail.
+    fn server_died(&self) -> Option<String> {
+        let p = self.process.as_ref()?;
+        let mut p = p.lock().ok()?;
+        p.exited().map(|status| {
+            format!(
+                "the server exited ({status}); its log ends:\n{}",
+                p.log_tail(20)
+            )
+        })
+    }
+
+    fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+        let url = format!("{}{}", self.endpoint.base_url, path);
+        let mut rb = self.http.get(&url).timeout(timeout);
+        if let Some(k) = &self.endpoint.api_key {
+            rb = rb.bearer_auth(k);
+        }
+        self.rt.block_on(async move {
+            let r = rb.send().await.map_err(|e| client::error_chain(&e))?;
+            let status = r.status().as_u16();
+            let body = r.text().await.map_err(|e| client::error_chain(&e))?;
+            Ok((status, body))
+        })
+    }
+
+    fn wait_ready(&mut self, health_path: &str) -> Result<(), EngineError> {
+        let start = Instant::now();
+        let mut last;
+        loop {
+            if let Some(died) = self.server_died() {
+                return Err(EngineError::Load {
+                    model: self.cfg.model.clone(),
+                    reason: died,
+                });
+            }
+            match self.get(health_path, Duration::from_secs(5)) {
+                Ok((200, _)) => return Ok(()),
+                Ok((code, body)) => last = format!("HTTP {code} {}", body.trim()),
+                Err(e) => last = e,
+            }
+            // An external server with no /health: a model list is as good.
+            if self.process.is_none()
+                && matches!(self.get("/v1/models", Duration::from_secs(5)), Ok((200, _)))
+            {
+                return Ok(());
+            }
+            let elapsed = start.elapsed();
+            let silence = self
+                .process
+                .as_ref()
+                .and_then(|p| p.lock().ok().and_then(|p| p.log_silence()));
+            let hung = silence.is_some_and(|s| s > self.opts.log_silence_timeout);
+            if elapsed > self.opts.ready_timeout || hung {
+                let tail = self
+                    .process
+                    .as_ref()
+                    .and_then(|p| p.lock().ok().map(|p| p.log_tail(20)))
+                    .unwrap_or_default();
+                return Err(EngineError::Load {
+                    model: self.cfg.model.clone(),
+                    reason: format!(
+                        "{} did not become healthy {} (last: {last}){}",
+                        self.endpoint.base_url,
+                        if hung {
+                            format!(
+                                "and logged nothing for {:.0} s",
+                                self.opts.log_silence_timeout.as_secs_f64()
+                            )
+                        } else {
+                            format!("within {:.0} s", self.opts.ready_timeout.as_secs_f64())
+                        },
+                        if tail.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; its log ends:\n{tail}")
+                        }
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Reads the served model's name and limits, the server version and whether `/metrics`
+    /// answers (best effort: servers differ).
+    fn discover(&mut self) {
+        if let Ok((200, body)) = self.get("/v1/models", Duration::from_secs(10))
+            && let Ok(v) = serde_json::from_str::<Value>(&body)
+            && let Some(data) = v.get("data").and_then(Value::as_array)
+        {
+            let ids: Vec<&str> = data.iter().filter_map(|m| m.get("id")?.as_str()).collect();
+            if !ids.contains(&self.cfg.model.as_str())
+                && let [only] = ids.as_slice()
+            {
+                let mut e = (*self.endpoint).clone();
+                e.model = (*only).to_string();
+                self.endpoint = Arc::new(e);
+            }
+            if let Some(first) = data.first() {
+                self.model.context_length = first
+                    .get("max_model_len")
+                    .or_else(|| first.pointer("/meta/n_ctx_train"))
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok());
+                self.model.parameters = first.pointer("/meta/n_params").and_then(Value::as_u64);
+                self.model.vocab_size = first
+                    .pointer("/meta/n_vocab")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok());
+                self.model.hidden_size = first
+                    .pointer("/meta/n_embd")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok());
+                self.model.file_size_bytes = first.pointer("/meta/size").and_then(Value::as_u64);
+            }
+        }
+        if let Ok((200, body)) = self.get("/version", Duration::from_secs(5))
+            && let Ok(v) = serde_json::from_str::<Value>(&body)
+        {
+            self.info.version = v.get("version").and_then(Value::as_str).map(String::from);
+        }
+        if self.info.version.is_none()
+            && let Ok((200, body)) = self.get("/props", Duration::from_secs(5))
+            && let Ok(v) = serde_json::from_str::<Value>(&body)
+        {
+            self.info.version = v
+                .get("build_info")
+                .and_then(Value::as_str)
+                .map(String::from);
+        }
+        self.metrics_available =
+            matches!(self.get("/metrics", Duration::from_secs(5)), Ok((200, _)));
+    }
+
+    fn body_params(&self, workload: &Workload, max_tokens: u32, ignore_eos: bool) -> BodyParams {
+        let s = &workload.sampling;
+        let mut standard = Map::new();
+        if s.greedy {
+            standard.insert("temperature".into(), json!(0.0));
+        } else {
+            standard.insert("temperature".into(), json!(s.temperature));
+            if s.top_p < 1.0 {
+                standard.insert("top_p".into(), json!(s.top_p));
+            }
+        }
+        standard.insert("seed".into(), json!(s.seed));
+        let mut extended = Map::new();
+        if !s.greedy && s.top_k > 0 {
+            extended.insert("top_k".into(), json!(s.top_k));
+        }
+        if let Some(p) = s.min_p.filter(|_| !s.greedy) {
+            extended.insert("min_p".into(), json!(p));
+        }
+        if (s.repetition_penalty - 1.0).abs() > f64::EPSILON {
+            extended.insert("repetition_penalty".into(), json!(s.repetition_penalty));
+        }
+        if let Some(m) = s.min_new_tokens {
+            extended.insert("min_tokens".into(), json!(m));
+        }
+        if ignore_eos {
+            extended.insert("ignore_eos".into(), Value::Bool(true));
+        }
+        // Per-request fields of the engine sections.
+        let section: Option<Value> = match self.cfg.engine {
+            EngineName::Vllm => self
+                .cfg
+                .vllm
+                .as_deref()
+                .and_then(|v| v.sampling.as_ref())
+                .and_then(|s| serde_json::to_value(s).ok()),
+            EngineName::TensorRt => self
+                .cfg
+                .tensorrt
+                .as_deref()
+                .and_then(|t| t.sampling.as_ref())
+                .and_then(|s| serde_json::to_value(s).ok()),
+            _ => None,
+        };
+        if let Some(Value::Object(m)) = section {
+            for (k, v) in m {
+                if !v.is_null() && k != "max_tokens" {
+                    extended.insert(k, v);
+                }
+            }
+        }
+        if let Some(b) = self
+            .cfg
+            .vllm
+            .as_deref()
+            .and_then(|v| v.beam_search.as_ref())
+            && self.cfg.engine == EngineName::Vllm
+        {
+            extended.insert("use_beam_search".into(), Value::Bool(true));
+            if let Some(w) = b.beam_width {
+                extended.insert("best_of".into(), json!(w));
+            }
+            if let Some(l) = b.length_penalty {
+                extended.insert("length_penalty".into(), json!(l));
+            }
+            if let Some(e) = b.early_stopping {
+                extended.insert("early_stopping".into(), json!(e));
+            }
+        }
+        BodyParams {
+            max_tokens,
+            standard,
+            extended,
+        }
+    }
+
+    fn prepare(&self, workload: &Workload) -> Vec<Prepared> {
+        let default_max = workload.max_output_tokens.unwrap_or(256);
+        workload
+            .prompts
+            .iter()
+            .map(|p| {
+                let max_tokens = p.output_tokens.unwrap_or(default_max).max(1);
+                let params = self.body_params(workload, max_tokens, p.ignore_eos);
+                let (api, text, known) = match &p.input {
+                    PromptInput::Text { text, chat: true } => (Api::Chat, text.clone(), None),
+                    PromptInput::Text { text, chat: false } => {
+                        (Api::Completions, text.clone(), None)
+                    }
+                    PromptInput::Tokens { n_tokens, seed } => {
+                        (Api::Completions, synthetic_text(*n_tokens, *seed), None)
+                    }
+                };
+                Prepared {
+                    api,
+                    body: Arc::new(client::body(&self.endpoint, api, &text, &params)),
+                    known_input_tokens: known,
+                    reference_output_tokens: None,
+                    max_tokens,
+                }
+            })
+            .collect()
+    }
+}
+
+/// A prompt of about `n` tokens for a server whose vocabulary llem does not hold: common
+/// words that are one token each in the usual BPE vocabularies. The server's usage gives the
+/// exact count.
+fn synthetic_text(n: u32, seed: u64) -> String {
+    const WORDS: &[&str] = &[
+        " the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " was",
+        " on", " be", " at", " by", " this", " had", " not", " are", " but", " from", " or",
+        " have", " an", " they", " which", " one", " you", " were",
+    ];
+    let mut rng = llem_config::rng::SplitMix64::new(seed);
+    let mut s = String::with_capacity(n as usize * 5);
+    for _ in 0..n {
+        let i = rng.below(WORDS.len() as u64) as usize;
+        s.push_str(WORDS.get(i).copied().unwrap_or(" the"));
+    }
+    s
+}
+
+fn write_extra(path: &std::path::Path, value: &Value) -> Result<(), EngineError> {
+    // JSON is YAML, and TensorRT-LLM reads this file as YAML.
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    llem_results::write_atomic(path, text.as_bytes())
+        .map_err(|e| EngineError::Config(format!("cannot write {}: {e}", path.display())))
+}
+
+/// `docker run` for `cfg`: named and labelled, GPUs as CUDA_VISIBLE_DEVICES says, host IPC,
+/// the port published on loopback, the model cache mounted, removed on exit.
+fn docker_argv(
+    cfg: &ExperimentConfig,
+    model: &flags::ModelArg,
+    image: &str,
+    port: u16,
+    opts: &ServeOptions,
+) -> Result<(Vec<String>, String), EngineError> {
+    let mut model = model.clone();
+    let mut mounts: Vec<String> = Vec::new();
+    if let flags::ModelArg::File(f) = &model {
+        let dir = f
+            .parent()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        let name = f
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        mounts.extend(["-v".into(), format!("{dir}:/models:ro")]);
+        model = flags::ModelArg::File(PathBuf::from("/models").join(name));
+    }
+    let probe =
+        flags::command_line(cfg, &model, "0.0.0.0", 0, "python3").map_err(EngineError::Config)?;
+    let inner = probe.container_port;
+    let cl = flags::command_line(cfg, &model, "0.0.0.0", inner, "python3")
+        .map_err(EngineError::Config)?;
+    let name = format!("llem-{}-{}-{}", cfg.engine, std::process::id(), port);
+    let gpus = match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) if !v.trim().is_empty() => format!("\"device={}\"", v.trim()),
+        _ => "all".into(),
+    };
+    let mut argv: Vec<String> = vec!["docker".into(), "run".into(), "--rm".into()];
+    argv.extend(["--name".into(), name.clone()]);
+    argv.extend(["--label".into(), "llem=1".into()]);
+    argv.extend(["--label".into(), format!("llem.engine={}", cfg.engine)]);
+    argv.extend([
+        "--label".into(),
+        format!("llem.runner_pid={}", std::process::id()),
+    ]);
+    if cfg.engine != EngineName::LlamaCpp
+        || cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0)
+    {
+        argv.extend(["--gpus".into(), gpus]);
+    }
+    argv.extend(["--ipc".into(), "host".into()]);
+    argv.extend(["-p".into(), format!("127.0.0.1:{port}:{inner}")]);
+    let cache = opts.model_cache_dir.clone().or_else(|| {
+        std::env::var_os("HF_HOME").map(PathBuf::from).or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface"))
+        })
+    });
+    if let Some(c) = cache {
+        argv.extend([
+            "-v".into(),
+            format!("{}:/root/.cache/huggingface", c.display()),
+        ]);
+    }
+    argv.extend(mounts);
+    for k in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
+        if std::env::var_os(k).is_some() {
+            // Passed by name: the value never appears on a command line or in a log.
+            argv.extend(["-e".into(), k.into()]);
+        }
+    }
+    if let Some((flag, value)) = &cl.extra_options {
+        let host_path = opts.work_dir.join("engine_extra_options.yaml");
+        write_extra(&host_path, value)?;
+        argv.extend([
+            "-v".into(),
+            format!("{}:/llem/extra_options.yaml:ro", host_path.display()),
+        ]);
+        argv.push(image.into());
+        argv.extend(cl.container_entry.iter().cloned());
+        argv.extend(cl.args.iter().cloned());
+        argv.extend([flag.clone(), "/llem/extra_options.yaml".into()]);
+    } else {
+        argv.push(image.into());
+        argv.extend(cl.container_entry.iter().cloned());
+        argv.extend(cl.args.iter().cloned());
+    }
+    Ok((argv, name))
+}
+
+impl Drop for ServerEngine {
+    fn drop(&mut self) {
+        if let Some(p) = self.process.take()
+            && let Ok(mut p) = p.into_inner()
+        {
+            p.stop();
+        }
+    }
+}
+
+impl Engine for ServerEngine {
+    fn info(&self) -> EngineInfo {
+        self.info.clone()
+    }
+    fn model_info(&self) -> &ModelInfo {
+        &self.model
+    }
+    fn n_ctx_train(&self) -> u32 {
+        self.model.context_length.unwrap_or(0)
+    }
+    fn has_chat_template(&self) -> bool {
+        true
+    }
+    fn open(&self, _plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
+        Ok(Box::new(ServerSession { engine: self }))
+    }
+}
+
+/// Sends workloads to a running server.
+struct ServerSession<'a> {
+    engine: &'a ServerEngine,
+}
+
+impl Session for ServerSession<'_> {
+    fn run(
+        &mut self,
+        workload: &Workload,
+        sink: &mut dyn RequestSink,
+    ) -> Result<RunSummary, EngineError> {
+        let e = self.engine;
+        let requests = Arc::new(e.prepare(workload));
+        let plan = workload
+            .traffic
+            .clone()
+            .unwrap_or_else(|| TrafficPlan::all_at_once(requests.len() as u32));
+        let offsets = plan.offsets(requests.len()).map_err(EngineError::Config)?;
+        let clock = Clock {
+            epoch: Instant::now()
+                .checked_sub(Duration::from_secs_f64(sink.now_s().max(0.0)))
+                .unwrap_or_else(Instant::now),
+        };
+        let shared = Arc::new(Shared::default());
+        let (tx, rx) = mpsc::channel();
+        let driver = e.rt.spawn(client::drive(
+            e.http.clone(),
+            e.endpoint.clone(),
+            requests.clone(),
+            plan.clone(),
+            offsets,
+            clock,
+            shared.clone(),
+            tx,
+        ));
+        let scraper = e.metrics_available.then(|| {
+            e.rt.spawn(scrape(
+                e.http.clone(),
+                format!("{}/metrics", e.endpoint.base_url),
+                e.opts.scrape_interval,
+                clock,
+                shared.clone(),
+            ))
+        });
+        let mut records: Vec<RequestRecord> = Vec::new();
+        let (mut mode, mut all_usage, mut all_input_usage) =
+            (TimingMode::TrueStreaming, true, true);
+        let mut reported_tokens = 0u64;
+        let outcome: Result<(), EngineError> = loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(f) => {
+                    mode = mode.max(f.mode);
+                    all_usage &= f.from_usage || !f.record.success;
+                    all_input_usage &= f.input_from_usage || !f.record.success;
+                    records.push(f.record.clone());
+                    sink.on_done(f.record);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            let tokens = shared.tokens.load(Ordering::Relaxed);
+            if tokens > reported_tokens {
+                let n = u32::try_from(tokens - reported_tokens).unwrap_or(u32::MAX);
+                sink.on_tokens(u32::MAX, sink.now_s(), n);
+                reported_tokens = tokens;
+            }
+            if sink.cancelled() {
+                break Err(EngineError::Cancelled);
+            }
+            if let Some(died) = e.server_died() {
+                break Err(EngineError::Inference(died));
+            }
+        };
+        shared.stop.store(true, Ordering::Relaxed);
+        driver.abort();
+        let samples = match scraper {
+            Some(h) => e.rt.block_on(h).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        outcome?;
+        let mut warnings = Vec::new();
+        let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.success).collect();
+        if !ok.is_empty() && !all_usage {
+            warnings.push(
+                "the server reported no token usage for some requests: their output tokens are \
+                 llem's count of streamed chunks (one token per chunk)"
+                    .into(),
+            );
+        }
+        if !ok.is_empty() && !all_input_usage {
+            warnings.push(
+                "the server reported no prompt token counts for some requests: their input \
+                 tokens are recorded as 0"
+                    .into(),
+            );
+        }
+        let mut lags: Vec<f64> = records
+            .iter()
+            .filter_map(|r| r.scheduled_s.map(|s| (r.submit_s - s) * 1000.0))
+            .collect();
+        lags.sort_by(f64::total_cmp);
+        let pct = |p: f64| -> Option<f64> {
+            let i = ((lags.len() as f64 - 1.0) * p).round() as usize;
+            lags.get(i).copied()
+        };
+        let send_span = {
+            let s: Vec<f64> = records.iter().map(|r| r.submit_s).collect();
+            let lo = s.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (hi - lo).max(0.0)
+        };
+        let target = target_concurrency(&e.cfg).or(plan.max_concurrency);
+        let failed = records.iter().filter(|r| !r.success).count();
+        Ok(RunSummary {
+            num_batches: 0,
+            effective_batch_size: 0.0,
+            configured_batch_size: target.unwrap_or(0),
+            padding_overhead: 0.0,
+            truncated_prompts: 0,
+            kv_cache_bytes: None,
+            warnings,
+            latency_mode: Some(mode.as_str()),
+            server_metrics: samples,
+            traffic: Some(TrafficSummary {
+                arrival: plan.arrival.to_string(),
+                rate_qps: plan.rate_qps,
+                burstiness: plan.burstiness,
+                max_concurrency: plan.max_concurrency,
+                seed: plan.seed,
+                requests_sent: records.len() as u32,
+                requests_failed: failed as u32,
+                achieved_rate_qps: (send_span > 0.0 && records.len() > 1)
+                    .then(|| (records.len() - 1) as f64 / send_span),
+                dispatch_lag_p50_ms: pct(0.5),
+                dispatch_lag_p99_ms: pct(0.99),
+                endpoint: e.endpoint.base_url.clone(),
+                api: if requests.iter().any(|r| r.api == Api::Chat) {
+                    "chat_completions".into()
+                } else {
+                    "completions".into()
+                },
+                token_count_source: if all_usage { "usage" } else { "client" }.into(),
+            }),
+        })
+    }
+
+    fn kv_cache_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Reads `/metrics` every `interval` until told to stop; returns every sample but
+/// histogram buckets.
+async fn scrape(
+    http: reqwest::Client,
+    url: String,
+    interval: Duration,
+    clock: Clock,
+    shared: Arc<Shared>,
+) -> Vec<MetricSample> {
+    let mut out = Vec::new();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let stop = shared.stop.load(Ordering::Relaxed);
+        let got = async {
+            let r = http
+                .get(&url)
+                .timeout(interval.max(Duration::from_secs(2)))
+                .send()
+                .await
+                .ok()?;
+            r.text().await.ok()
+        }
+        .await;
+        if let Some(body) = got {
+            let t = clock.now();
+            out.extend(
+                prometheus::parse(&body)
+                    .filter(|s| !prometheus::dropped(s.name))
+                    .map(|s| MetricSample {
+                        t_s: t,
+                        metric: s.name.to_string(),
+                        labels: s.labels.to_string(),
+                        value: s.value,
+                    }),
+            );
+        }
+        if stop {
+            return out;
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! The streaming client, traffic and accounting against a real HTTP server on loopback that
+//! streams on a known schedule (tests/support/fake_openai.rs).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use llem_config::ExperimentConfig;
+use llem_engines::serving::{ServeOptions, ServerEngine};
+use llem_engines::workload::{Prompt, PromptInput};
+use llem_engines::{ContextPlan, Engine, RequestSink, RunSummary, Workload};
+use llem_results::RequestRecord;
+use support::fake_openai::{self, FakeConfig};
+
+struct Sink {
+    epoch: Instant,
+    records: Vec<RequestRecord>,
+    tokens: u64,
+}
+
+impl RequestSink for Sink {
+    fn now_s(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+    fn on_tokens(&mut self, _: u32, _: f64, n: u32) {
+        self.tokens += u64::from(n);
+    }
+    fn on_done(&mut self, r: RequestRecord) {
+        self.records.push(r);
+    }
+}
+
+fn config(url: &str, traffic: serde_json::Value, max_out: u32) -> ExperimentConfig {
+    serde_json::from_value(serde_json::json!({
+        "model": "fake-model",
+        "engine": "openai",
+        "runners": {"openai": format!("external:{url}")},
+        "max_output_tokens": max_out,
+        "traffic": traffic,
+    }))
+    .unwrap()
+}
+
+fn prompt(text: &str, chat: bool) -> Prompt {
+    Prompt {
+        dataset_index: 0,
+        input: PromptInput::Text {
+            text: text.into(),
+            chat,
+        },
+        group: None,
+        reference_output: None,
+        output_tokens: None,
+        ignore_eos: false,
+    }
+}
+
+fn start(cfg: &ExperimentConfig, stall_s: u64) -> ServerEngine {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = ServeOptions::new(dir.path().to_path_buf());
+    opts.stall_timeout = Duration::from_secs(stall_s);
+    opts.scrape_interval = Duration::from_millis(200);
+    ServerEngine::start(cfg, None, dir.path().join("server.log"), opts).unwrap()
+}
+
+fn run(
+    cfg: &ExperimentConfig,
+    prompts: Vec<Prompt>,
+    stall_s: u64,
+) -> (Vec<RequestRecord>, RunSummary) {
+    let engine = start(cfg, stall_s);
+    let plan = ContextPlan {
+        slots: 1,
+        tokens_per_slot: 1,
+        n_threads: 1,
+    };
+    let mut session = engine.open(plan).unwrap();
+    let wl = Workload::new(cfg, prompts);
+    let mut sink = Sink {
+        epoch: Instant::now(),
+        records: Vec::new(),
+        tokens: 0,
+    };
+    let summary = session.run(&wl, &mut sink).unwrap();
+    let mut records = sink.records;
+    records.sort_by_key(|r| r.request_id);
+    (records, summary)
+}
+
+/// The timing assertions hold on a quiet machine; tests of this file run one at a time so
+/// they do not load each other's two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn ttft_and_itl_match_the_servers_schedule() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 80,
+        gap_ms: 25,
+        ..FakeConfig::default()
+    });
+    let cfg = config(&url, serde_json::json!({"max_concurrency": 4}), 12);
+    let (records, summary) = run(
+        &cfg,
+        (0..4).map(|i| prompt(&format!("p {i}"), false)).collect(),
+        30,
+    );
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        assert!(r.success, "{:?}", r.error);
+        assert_eq!(r.output_tokens, 12);
+        assert_eq!(r.token_times_s.len(), 12);
+        let ttft = r.ttft_s().unwrap();
+        assert!((ttft - 0.080).abs() < 0.015, "ttft {ttft}");
+        let itl: Vec<f64> = r.token_times_s.windows(2).map(|w| w[1] - w[0]).collect();
+        let m = median(itl.clone());
+        assert!((m - 0.025).abs() < 0.005, "median itl {m}");
+        // The whole stream took what the server scheduled: 80 + 11 x 25 ms.
+        let span = r.token_times_s[11] - r.submit_s;
+        assert!((span - 0.355).abs() < 0.03, "span {span}");
+        assert_eq!(r.input_tokens, 2, "usage's prompt count");
+    }
+    assert_eq!(summary.latency_mode, Some("true_streaming"));
+    let t = summary.traffic.unwrap();
+    assert_eq!(t.token_count_source, "usage");
+    assert_eq!(t.requests_sent, 4);
+    assert!(
+        summary
+            .server_metrics
+            .iter()
+            .any(|s| s.metric == "vllm:num_requests_running")
+    );
+    assert!(
+        !summary
+            .server_metrics
+            .iter()
+            .any(|s| s.metric.ends_with("_bucket"))
+    );
+}
+
+#[test]
+fn a_role_only_first_chunk_does_not_count_as_the_first_token() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 120,
+        gap_ms: 10,
+        role_chunk: true,
+        ..FakeConfig::default()
+    });
+    let cfg = config(&url, serde_json::json!({}), 5);
+    let (records, _) = run(&cfg, vec![prompt("hello there", true)], 30);
+    let r = &records[0];
+    assert!(r.success, "{:?}", r.error);
+    assert_eq!(r.output_tokens, 5);
+    let ttft = r.ttft_s().unwrap();
+    assert!(ttft > 0.105, "TTFT {ttft} was taken at the role-only chunk");
+}
+
+#[test]
+fn multi_token_chunks_are_split_over_their_gap() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 40,
+        gap_ms: 40,
+        tokens_per_chunk: 4,
+        ..FakeConfig::default()
+    });
+    let cfg = config(&url, serde_json::json!({}), 12);
+    let (records, summary) = run(&cfg, vec![prompt("a b c", false)], 30);
+    let r = &records[0];
+    // 3 chunks of 4; usage says 12: the first chunk's 4 arrive together, the next 8 are
+    // spread 10 ms apart over the two 40 ms gaps.
+    assert_eq!(r.output_tokens, 12);
+    assert_eq!(r.token_times_s[0], r.token_times_s[3]);
+    let later: Vec<f64> = r.token_times_s[3..]
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .collect();
+    for d in &later {
+        assert!((d - 0.010).abs() < 0.004, "split gap {d}");
+    }
+    assert_eq!(summary.latency_mode, Some("proportional"));
+
+    // The same with cumulative usage on every chunk (vLLM's continuous_usage_stats).
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 40,
+        gap_ms: 40,
+        tokens_per_chunk: 3,
+        continuous_usage: true,
+        ..FakeConfig::default()
+    });
+    let mut cfg = config(&url, serde_json::json!({}), 9);
+    cfg.engine = llem_config::Engine::Vllm;
+    cfg.runners.insert(
+        llem_config::Engine::Vllm,
+        format!("external:{url}").parse().unwrap(),
+    );
+    let (records, summary) = run(&cfg, vec![prompt("a b c", false)], 30);
+    assert_eq!(records[0].output_tokens, 9);
+    assert_eq!(summary.latency_mode, Some("proportional"));
+}
+
+#[test]
+fn without_usage_the_client_counts_chunks_and_warns() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 10,
+        gap_ms: 5,
+        usage: false,
+        ..FakeConfig::default()
+    });
+    let cfg = config(&url, serde_json::json!({}), 7);
+    let (records, summary) = run(&cfg, vec![prompt("x", false)], 30);
+    assert_eq!(records[0].output_tokens, 7);
+    assert_eq!(records[0].input_tokens, 0);
+    assert_eq!(summary.traffic.unwrap().token_count_source, "client");
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("no token usage"))
+    );
+}
+
+#[test]
+fn failures_stalls_and_error_chunks_are_recorded_per_request() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 10,
+        gap_ms: 10,
+        ..FakeConfig::default()
+    });
+    let cfg = config(&url, serde_json::json!({}), 6);
+    let t = Instant::now();
+    let (records, summary) = run(
+        &cfg,
+        vec![
+            prompt("ok", false),
+            prompt("FAIL", false),
+            prompt("STALL", false),
+            prompt("ERRCHUNK", false),
+        ],
+        1,
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "a stalled stream held the run"
+    );
+    assert!(records[0].success);
+    assert!(
+        records[1].error.as_deref().unwrap().contains("HTTP 500"),
+        "{:?}",
+        records[1].error
+    );
+    assert!(
+        records[2].error.as_deref().unwrap().contains("stalled"),
+        "{:?}",
+        records[2].error
+    );
+    assert!(
+        records[3]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("server error"),
+        "{:?}",
+        records[3].error
+    );
+    assert_eq!(summary.traffic.unwrap().requests_failed, 3);
+}
+
+#[test]
+fn open_loop_schedules_are_kept_without_drift_under_load() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 20,
+        gap_ms: 10,
+        ..FakeConfig::default()
+    });
+    // 200 requests at 80/s, each streaming for ~0.3 s: ~25 in flight all the time.
+    let cfg = config(
+        &url,
+        serde_json::json!({"arrival": "constant", "rate_qps": 80.0, "n_requests": 200}),
+        30,
+    );
+    let (records, summary) = run(
+        &cfg,
+        (0..10).map(|i| prompt(&format!("q{i}"), false)).collect(),
+        30,
+    );
+    assert_eq!(records.len(), 200);
+    let first = records[0].scheduled_s.unwrap();
+    for r in &records {
+        let sched = r.scheduled_s.unwrap();
+        // Absolute targets: request i is due at i / 80 s after the first, whatever happened
+        // before it.
+        let due = first + f64::from(r.request_id) / 80.0;
+        assert!(
+            (sched - due).abs() < 1e-6,
+            "request {} scheduled at {sched}, due {due}",
+            r.request_id
+        );
+        let lag = r.submit_s - sched;
+        assert!(
+            (-0.001..0.025).contains(&lag),
+            "request {} sent {lag} s late",
+            r.request_id
+        );
+        assert!(r.success, "{:?}", r.error);
+    }
+    let t = summary.traffic.unwrap();
+    assert!(
+        (t.achieved_rate_qps.unwrap() - 80.0).abs() < 2.0,
+        "{:?}",
+        t.achieved_rate_qps
+    );
+}
+
+#[test]
+fn poisson_dispatch_times_are_exponential_and_concurrency_is_capped() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 5,
+        gap_ms: 5,
+        ..FakeConfig::default()
+    });
+    let cfg = config(
+        &url,
+        serde_json::json!({"arrival": "poisson", "rate_qps": 100.0, "n_requests": 300, "seed": 7}),
+        4,
+    );
+    let (records, _) = run(&cfg, vec![prompt("z", false)], 30);
+    let mut sent: Vec<f64> = records.iter().map(|r| r.submit_s).collect();
+    sent.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let n = gaps.len() as f64;
+    let rate = 1.0 / (gaps.iter().sum::<f64>() / n);
+    // Kolmogorov-Smirnov against the exponential with the fitted rate, on what was actually
+    // sent (timer granularity included); alpha = 0.01.
+    let d = gaps
+        .iter()
+        .enumerate()
+        .map(|(i, x)| {
+            let cdf = 1.0 - (-rate * x).exp();
+            (cdf - i as f64 / n)
+                .abs()
+                .max(((i + 1) as f64 / n - cdf).abs())
+        })
+        .fold(0.0, f64::max);
+    assert!(d < 1.628 / n.sqrt(), "KS {d} at rate {rate}");
+    assert!((rate - 100.0).abs() < 20.0, "rate {rate}");
+
+    // Closed loop: never more than 3 in flight.
+    let cfg = config(
+        &url,
+        serde_json::json!({"max_concurrency": 3, "n_requests": 30}),
+        6,
+    );
+    let (records, _) = run(&cfg, vec![prompt("z", false)], 30);
+    let mut events: Vec<(f64, i32)> = records
+        .iter()
+        .flat_map(|r| [(r.submit_s, 1), (r.end_s, -1)])
+        .collect();
+    events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut now = 0;
+    let peak = events
+        .iter()
+        .map(|e| {
+            now += e.1;
+            now
+        })
+        .max()
+        .unwrap();
+    assert_eq!(peak, 3);
+}
+
+#[test]
+fn a_server_that_never_becomes_healthy_fails_with_its_log() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // A local "server" that prints and exits: vLLM's CLI is not installed here, so start a
+    // llama.cpp server config whose binary is a script that dies at once.
+    let script = dir.path().join("llama-server");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'error: model file is corrupt' >&2\nexit 7\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+        "model": "m.gguf", "engine": "llamacpp", "runners": {"llamacpp": "local"}
+    }))
+    .unwrap();
+    let mut opts = ServeOptions::new(dir.path().to_path_buf());
+    opts.llama_server = Some(script);
+    let t = Instant::now();
+    let err = ServerEngine::start(
+        &cfg,
+        Some(dir.path().join("m.gguf")),
+        dir.path().join("server.log"),
+        opts,
+    )
+    .err()
+    .expect("a dead server must not start");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("exited") && msg.contains("model file is corrupt"),
+        "{msg}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+}

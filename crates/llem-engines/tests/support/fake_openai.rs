@@ -1,0 +1,221 @@
+//! A zero-compute OpenAI-compatible streaming server for tests and benchmarks: it streams
+//! `max_tokens` tokens per request on an exact schedule (first token after
+//! `first_token_ms`, then one chunk every `gap_ms`, `tokens_per_chunk` tokens per chunk), so
+//! what a client measures can be checked against what was sent.
+//!
+//! Prompts steer failures: `FAIL` answers HTTP 500, `STALL` sends one chunk then hangs,
+//! `ERRCHUNK` sends one chunk then an error object, `CRASH` exits the process.
+
+#![allow(
+    dead_code,
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::indexing_slicing
+)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+/// How the server streams.
+#[derive(Clone, Debug)]
+pub struct FakeConfig {
+    /// Delay before the first token, ms.
+    pub first_token_ms: u64,
+    /// Gap between chunks, ms.
+    pub gap_ms: u64,
+    /// Tokens per chunk.
+    pub tokens_per_chunk: u32,
+    /// Send usage in a final chunk when asked for (`stream_options.include_usage`).
+    pub usage: bool,
+    /// Send cumulative usage on every chunk when asked for (`continuous_usage_stats`).
+    pub continuous_usage: bool,
+    /// Start chat streams with a role-only chunk (as vLLM and llama-server do).
+    pub role_chunk: bool,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        FakeConfig {
+            first_token_ms: 50,
+            gap_ms: 20,
+            tokens_per_chunk: 1,
+            usage: true,
+            continuous_usage: false,
+            role_chunk: true,
+        }
+    }
+}
+
+struct AppState {
+    cfg: FakeConfig,
+    running: AtomicI64,
+    served: AtomicI64,
+}
+
+/// The router.
+pub fn router(cfg: FakeConfig) -> Router {
+    let state = Arc::new(AppState {
+        cfg,
+        running: AtomicI64::new(0),
+        served: AtomicI64::new(0),
+    });
+    Router::new()
+        .route("/health", get(|| async { "ok" }))
+        .route(
+            "/v1/models",
+            get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "fake-model", "max_model_len": 4096}]})) }),
+        )
+        .route("/metrics", get(metrics))
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat))
+        .with_state(state)
+}
+
+/// Serves on `listener` until the runtime stops.
+pub async fn serve(cfg: FakeConfig, listener: tokio::net::TcpListener) {
+    let _ = axum::serve(listener, router(cfg)).await;
+}
+
+/// Starts the server on `127.0.0.1:0` in a thread of its own; returns its base URL.
+pub fn spawn(cfg: FakeConfig) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            tx.send(l.local_addr().expect("addr")).expect("send");
+            serve(cfg, l).await;
+        });
+    });
+    let addr = rx.recv().expect("server address");
+    format!("http://{addr}")
+}
+
+async fn metrics(State(s): State<Arc<AppState>>) -> String {
+    let running = s.running.load(Ordering::Relaxed);
+    format!(
+        "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{{model_name=\"fake-model\"}} {running}\n\
+         vllm:num_requests_waiting{{model_name=\"fake-model\"}} 0\n\
+         vllm:kv_cache_usage_perc{{model_name=\"fake-model\"}} {}\n\
+         vllm:request_success_total {}\n\
+         vllm:e2e_request_latency_seconds_bucket{{le=\"1.0\"}} 0\n",
+        running as f64 / 100.0,
+        s.served.load(Ordering::Relaxed)
+    )
+}
+
+async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let prompt = v["prompt"].as_str().unwrap_or("").to_string();
+    stream(s, v, prompt, false)
+}
+
+async fn chat(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let prompt = v["messages"][0]["content"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    stream(s, v, prompt, true)
+}
+
+fn chunk(chat: bool, text: &str, finish: Option<&str>, usage: Option<Value>) -> String {
+    let choice = if chat {
+        json!({"index": 0, "delta": {"content": text}, "finish_reason": finish})
+    } else {
+        json!({"index": 0, "text": text, "finish_reason": finish})
+    };
+    let mut c = json!({"id": "x", "object": "chunk", "choices": [choice]});
+    if let Some(u) = usage {
+        c["usage"] = u;
+    }
+    format!("data: {c}\n\n")
+}
+
+fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
+    if prompt.contains("CRASH") {
+        std::process::exit(3);
+    }
+    if prompt.contains("FAIL") {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            axum::Json(json!({"object": "error", "message": "induced failure"})),
+        )
+            .into_response();
+    }
+    let n = v["max_tokens"].as_u64().unwrap_or(16) as u32;
+    let include_usage = s.cfg.usage && v["stream_options"]["include_usage"].as_bool() == Some(true);
+    let continuous = s.cfg.continuous_usage
+        && v["stream_options"]["continuous_usage_stats"].as_bool() == Some(true);
+    let prompt_tokens = prompt.split_whitespace().count() as u64;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(16);
+    let cfg = s.cfg.clone();
+    tokio::spawn(async move {
+        s.running.fetch_add(1, Ordering::Relaxed);
+        let start = tokio::time::Instant::now();
+        if chat && cfg.role_chunk {
+            let role = json!({"id": "x", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]});
+            let _ = tx.send(Ok(Bytes::from(format!("data: {role}\n\n")))).await;
+        }
+        let k = cfg.tokens_per_chunk.max(1);
+        let mut sent = 0u32;
+        let mut j = 0u64;
+        while sent < n {
+            let at = start + Duration::from_millis(cfg.first_token_ms + j * cfg.gap_ms);
+            tokio::time::sleep_until(at).await;
+            let m = k.min(n - sent);
+            sent += m;
+            let text = "tok ".repeat(m as usize);
+            let finish = (sent == n).then_some("length");
+            let usage = continuous
+                .then(|| json!({"prompt_tokens": prompt_tokens, "completion_tokens": sent}));
+            if tx
+                .send(Ok(Bytes::from(chunk(chat, &text, finish, usage))))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            if j == 0 && prompt.contains("STALL") {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            if j == 0 && prompt.contains("ERRCHUNK") {
+                let _ = tx
+                    .send(Ok(Bytes::from(
+                        "data: {\"error\": {\"message\": \"induced\"}}\n\n",
+                    )))
+                    .await;
+                break;
+            }
+            j += 1;
+        }
+        if include_usage {
+            let u = json!({"id": "x", "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + u64::from(n)}});
+            let _ = tx.send(Ok(Bytes::from(format!("data: {u}\n\n")))).await;
+        }
+        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+        s.running.fetch_sub(1, Ordering::Relaxed);
+        s.served.fetch_add(1, Ordering::Relaxed);
+    });
+    let body =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}

@@ -1,0 +1,2 @@
+//! Test support shared by the integration tests.
+pub mod fake_openai;

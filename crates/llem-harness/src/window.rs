@@ -1,0 +1,386 @@
+//! Which slice of a run the headline figures describe: the whole run (`total`), the
+//! steady state of a serving run (`steady_state`, the ML.ENERGY rule), or an explicit window
+//! (`windowed`); and whether that slice can be trusted.
+
+use llem_config::{ExperimentConfig, Methodology};
+use llem_engines::serving::prometheus::{self, Gauge};
+use llem_results::result::SteadyStateInfo;
+use llem_results::{MetricSample, RequestRecord};
+
+/// Shortest steady state the methodology trusts, s.
+pub const MIN_STEADY_STATE_S: f64 = 20.0;
+/// Lowest batch utilisation the methodology trusts.
+pub const MIN_BATCH_UTILISATION: f64 = 0.85;
+
+/// The chosen window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    /// Start, s since the experiment start.
+    pub start_s: f64,
+    /// End, s since the experiment start.
+    pub end_s: f64,
+    /// `total`, `steady_state` or `windowed` — what was actually measured.
+    pub methodology: &'static str,
+    /// Window details and stability (null for total).
+    pub info: Option<SteadyStateInfo>,
+    /// Why the asked methodology could not be applied, if it could not.
+    pub warnings: Vec<String>,
+}
+
+/// Output and input tokens inside `[start, end]`: output tokens by arrival time, input
+/// tokens of requests whose first token arrived inside (their prefill ended there).
+pub fn tokens_in(records: &[RequestRecord], start: f64, end: f64) -> (u64, u64) {
+    let mut input = 0u64;
+    let mut output = 0u64;
+    for r in records.iter().filter(|r| r.success) {
+        output += r
+            .token_times_s
+            .iter()
+            .filter(|t| **t >= start && **t <= end)
+            .count() as u64;
+        if r.first_token_s.is_some_and(|t| t >= start && t <= end) {
+            input += u64::from(r.input_tokens);
+        }
+    }
+    (input, output)
+}
+
+/// Time-averaged number of requests between their first token and their end (decoding),
+/// over `[start, end]`, as the client saw them.
+pub fn client_concurrency(records: &[RequestRecord], start: f64, end: f64) -> Option<f64> {
+    if end <= start {
+        return None;
+    }
+    let busy: f64 = records
+        .iter()
+        .filter_map(|r| {
+            let a = r.first_token_s?.max(start);
+            let b = r.end_s.min(end);
+            (b > a).then_some(b - a)
+        })
+        .sum();
+    Some(busy / (end - start))
+}
+
+/// Mean over the scrapes inside `[start, end]` of a gauge, summed over its label sets
+/// (one series per engine replica or model).
+pub fn gauge_mean(samples: &[MetricSample], gauge: Gauge, start: f64, end: f64) -> Option<f64> {
+    let mut per_scrape: Vec<(f64, f64)> = Vec::new();
+    for s in samples.iter().filter(|s| {
+        s.t_s >= start && s.t_s <= end && prometheus::gauge_of(&s.metric) == Some(gauge)
+    }) {
+        if !s.value.is_finite() {
+            continue;
+        }
+        match per_scrape.last_mut() {
+            Some((t, v)) if *t == s.t_s => *v += s.value,
+            _ => per_scrape.push((s.t_s, s.value)),
+        }
+    }
+    (!per_scrape.is_empty())
+        .then(|| per_scrape.iter().map(|(_, v)| v).sum::<f64>() / per_scrape.len() as f64)
+}
+
+/// Prefix-cache hit rate over `[start, end]`: the change of vLLM's hit and query counters,
+/// else the mean of a hit-rate gauge.
+pub fn prefix_hit_rate(samples: &[MetricSample], start: f64, end: f64) -> Option<f64> {
+    let inside = || samples.iter().filter(|s| s.t_s >= start && s.t_s <= end);
+    let delta = |hits: bool| -> Option<f64> {
+        let v: Vec<&MetricSample> = inside()
+            .filter(|s| prometheus::prefix_cache_counter(&s.metric) == Some(hits))
+            .collect();
+        Some(v.last()?.value - v.first()?.value)
+    };
+    if let (Some(h), Some(q)) = (delta(true), delta(false))
+        && q > 0.0
+    {
+        return Some(h / q);
+    }
+    let g: Vec<f64> = inside()
+        .filter(|s| prometheus::is_prefix_hit_rate_gauge(&s.metric) && s.value.is_finite())
+        .map(|s| s.value)
+        .collect();
+    (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)
+}
+
+/// The window for `cfg`'s methodology over a run whose workload ran in `[t0, t1]`.
+/// `target` is the concurrency B of the steady-state rule.
+pub fn select(
+    cfg: &ExperimentConfig,
+    served: bool,
+    records: &[RequestRecord],
+    metrics: &[MetricSample],
+    target: Option<u32>,
+    (t0, t1): (f64, f64),
+) -> Window {
+    let total = |warnings: Vec<String>, info: Option<SteadyStateInfo>| Window {
+        start_s: t0,
+        end_s: t1,
+        methodology: "total",
+        info,
+        warnings,
+    };
+    match cfg.measurement.methodology {
+        Methodology::Total => total(Vec::new(), None),
+        Methodology::SteadyState if !served => total(
+            vec![
+                "methodology steady_state applies to serving engines (requests arriving over \
+                 time); the embedded engine's whole run was measured (methodology total)"
+                    .into(),
+            ],
+            None,
+        ),
+        Methodology::SteadyState => steady_state(records, metrics, target, (t0, t1)),
+        Methodology::Windowed => {
+            let Some([a, b]) = cfg.measurement.window else {
+                return total(
+                    vec![
+                        "methodology windowed without measurement.window: measured the whole run"
+                            .into(),
+                    ],
+                    None,
+                );
+            };
+            let (start, end) = (t0 + a, (t0 + b).min(t1));
+            if !(a >= 0.0 && end > start) {
+                return total(
+                    vec![format!(
+                        "measurement.window [{a}, {b}] lies outside the {:.1} s workload: \
+                         measured the whole run",
+                        t1 - t0
+                    )],
+                    None,
+                );
+            }
+            let mut w = judged(records, metrics, target, start, end, "windowed");
+            if t0 + b > t1 {
+                w.warnings.push(format!(
+                    "measurement.window ends at {b} s but the workload ended at {:.1} s",
+                    t1 - t0
+                ));
+            }
+            w
+        }
+    }
+}
+
+fn steady_state(
+    records: &[RequestRecord],
+    metrics: &[MetricSample],
+    target: Option<u32>,
+    (t0, t1): (f64, f64),
+) -> Window {
+    let fallback = |reason: String| Window {
+        start_s: t0,
+        end_s: t1,
+        methodology: "total",
+        info: Some(SteadyStateInfo {
+            rule: "steady_state".into(),
+            start_s: t0,
+            end_s: t1,
+            duration_s: t1 - t0,
+            target_concurrency: target,
+            requests: records.len() as u32,
+            is_stable: false,
+            unstable_reason: reason.clone(),
+            ..SteadyStateInfo::default()
+        }),
+        warnings: vec![format!(
+            "no steady state: {reason}; the whole run was measured"
+        )],
+    };
+    let Some(b) = target.filter(|b| *b > 0) else {
+        return fallback(
+            "the concurrency that defines it is unknown (set traffic.max_concurrency or the \
+             engine's batch limit)"
+                .into(),
+        );
+    };
+    let n = records.len();
+    let b_us = b as usize;
+    let mut firsts: Vec<f64> = records.iter().filter_map(|r| r.first_token_s).collect();
+    let mut ends: Vec<f64> = records
+        .iter()
+        .filter(|r| r.success)
+        .map(|r| r.end_s)
+        .collect();
+    firsts.sort_by(f64::total_cmp);
+    ends.sort_by(f64::total_cmp);
+    // Opens when B requests have their first token; closes when N - B - 1 have finished.
+    let (Some(&start), Some(&end)) = (
+        firsts.get(b_us.saturating_sub(1)),
+        n.checked_sub(b_us + 1)
+            .filter(|k| *k >= 1)
+            .and_then(|k| ends.get(k - 1)),
+    ) else {
+        return fallback(format!(
+            "{n} requests at concurrency {b} never fill and drain the server (need at least \
+             B + 2 = {} requests, and B of them answered)",
+            b_us + 2
+        ));
+    };
+    if end <= start {
+        return fallback(format!(
+            "the server drained ({end:.2} s) before it filled ({start:.2} s)"
+        ));
+    }
+    judged(records, metrics, Some(b), start, end, "steady_state")
+}
+
+fn judged(
+    records: &[RequestRecord],
+    metrics: &[MetricSample],
+    target: Option<u32>,
+    start: f64,
+    end: f64,
+    rule: &'static str,
+) -> Window {
+    let (_, out) = tokens_in(records, start, end);
+    let server = gauge_mean(metrics, Gauge::Running, start, end);
+    let (avg, source) = match server {
+        Some(v) => (Some(v), "prometheus"),
+        None => (client_concurrency(records, start, end), "client"),
+    };
+    let util = avg
+        .zip(target.filter(|b| *b > 0))
+        .map(|(a, b)| a / f64::from(b));
+    let duration = end - start;
+    let mut reasons = Vec::new();
+    if duration < MIN_STEADY_STATE_S {
+        reasons.push(format!(
+            "window of {duration:.1} s is shorter than {MIN_STEADY_STATE_S} s"
+        ));
+    }
+    if let Some(u) = util
+        && u < MIN_BATCH_UTILISATION
+    {
+        reasons.push(format!(
+            "batch utilisation {:.0} % is below {:.0} %",
+            u * 100.0,
+            MIN_BATCH_UTILISATION * 100.0
+        ));
+    }
+    let reason = reasons.join("; ");
+    Window {
+        start_s: start,
+        end_s: end,
+        methodology: rule,
+        warnings: if reason.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!("unstable {rule} window: {reason}")]
+        },
+        info: Some(SteadyStateInfo {
+            rule: rule.into(),
+            start_s: start,
+            end_s: end,
+            duration_s: duration,
+            target_concurrency: target,
+            requests: records.len() as u32,
+            output_tokens_in_window: out,
+            avg_batch_size: avg,
+            avg_batch_size_source: avg.map(|_| source.into()),
+            batch_utilisation: util,
+            is_stable: reason.is_empty(),
+            unstable_reason: reason,
+        }),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use llem_results::FinishReason;
+
+    fn rec(first: f64, end: f64) -> RequestRecord {
+        RequestRecord {
+            request_id: 0,
+            batch_index: None,
+            input_tokens: 10,
+            output_tokens: 2,
+            reference_output_tokens: None,
+            scheduled_s: Some(0.0),
+            submit_s: 0.0,
+            first_token_s: Some(first),
+            end_s: end,
+            success: true,
+            error: None,
+            finish_reason: FinishReason::Stop,
+            token_times_s: vec![first, end],
+        }
+    }
+
+    #[test]
+    fn the_ml_energy_rule_opens_at_b_first_tokens_and_closes_at_n_minus_b_minus_1_ends() {
+        // 8 requests, B = 2: opens at the 2nd first token (1.0), closes at the 5th end (50).
+        let r: Vec<RequestRecord> = [
+            (0.5, 10.0),
+            (1.0, 20.0),
+            (10.0, 30.0),
+            (20.0, 40.0),
+            (30.0, 50.0),
+            (40.0, 60.0),
+            (50.0, 70.0),
+            (60.0, 80.0),
+        ]
+        .iter()
+        .map(|&(a, b)| rec(a, b))
+        .collect();
+        let w = steady_state(&r, &[], Some(2), (0.0, 80.0));
+        assert_eq!(
+            (w.start_s, w.end_s, w.methodology),
+            (1.0, 50.0, "steady_state")
+        );
+        let info = w.info.unwrap();
+        assert!(info.is_stable, "{}", info.unstable_reason);
+        assert_eq!(info.avg_batch_size_source.as_deref(), Some("client"));
+        // Too few requests: whole run, flagged.
+        let w = steady_state(r.get(..3).unwrap(), &[], Some(2), (0.0, 80.0));
+        assert_eq!(w.methodology, "total");
+        assert!(!w.info.unwrap().is_stable);
+    }
+
+    #[test]
+    fn short_or_underused_windows_are_unstable_and_prometheus_wins() {
+        let r: Vec<RequestRecord> = (0..6).map(|i| rec(i as f64, i as f64 + 1.5)).collect();
+        let w = judged(&r, &[], Some(4), 1.0, 5.0, "steady_state");
+        let info = w.info.unwrap();
+        assert!(!info.is_stable);
+        assert!(info.unstable_reason.contains("shorter than 20"));
+        assert!(info.unstable_reason.contains("utilisation"));
+        let m: Vec<MetricSample> = [2.0, 3.0, 4.0]
+            .iter()
+            .map(|&t| MetricSample {
+                t_s: t,
+                metric: "vllm:num_requests_running".into(),
+                labels: String::new(),
+                value: 4.0,
+            })
+            .collect();
+        let w = judged(&r, &m, Some(4), 1.0, 5.0, "steady_state");
+        let info = w.info.unwrap();
+        assert_eq!(
+            (info.avg_batch_size, info.batch_utilisation),
+            (Some(4.0), Some(1.0))
+        );
+        assert_eq!(info.avg_batch_size_source.as_deref(), Some("prometheus"));
+    }
+
+    #[test]
+    fn hit_rate_from_counters() {
+        let s = |t: f64, m: &str, v: f64| MetricSample {
+            t_s: t,
+            metric: m.into(),
+            labels: String::new(),
+            value: v,
+        };
+        let m = vec![
+            s(1.0, "vllm:prefix_cache_hits_total", 10.0),
+            s(1.0, "vllm:prefix_cache_queries_total", 100.0),
+            s(2.0, "vllm:prefix_cache_hits_total", 40.0),
+            s(2.0, "vllm:prefix_cache_queries_total", 200.0),
+        ];
+        assert_eq!(prefix_hit_rate(&m, 0.0, 3.0), Some(0.3));
+    }
+}
