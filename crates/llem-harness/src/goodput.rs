@@ -66,7 +66,7 @@ pub fn goodput(
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use llem_results::FinishReason;

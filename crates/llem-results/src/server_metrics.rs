@@ -79,7 +79,7 @@ pub fn read_server_metrics(path: &Path) -> Result<Vec<MetricSample>, ResultsErro
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -140,7 +140,7 @@ fn share_out(chunks: &[ChunkObs], total: u32, counts: &mut [u32]) {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -180,7 +180,7 @@ fn first_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawChoice>, D:
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

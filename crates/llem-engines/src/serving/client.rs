@@ -143,18 +143,38 @@ pub struct Shared {
     pub stop: AtomicBool,
 }
 
-/// Sends `requests` on `plan`'s schedule; each finished request goes to `done`. Request `i`
-/// uses prompt `i % requests.len()`.
-pub async fn drive(
-    http: reqwest::Client,
-    endpoint: Arc<Endpoint>,
-    requests: Arc<Vec<Prepared>>,
-    plan: TrafficPlan,
-    offsets: Option<Vec<f64>>,
-    clock: Clock,
-    shared: Arc<Shared>,
-    done: Sender<Finished>,
-) {
+/// Everything the dispatcher needs for one run.
+pub struct Dispatch {
+    /// The HTTP client (its connection pool is reused across runs).
+    pub http: reqwest::Client,
+    /// Where to send.
+    pub endpoint: Arc<Endpoint>,
+    /// The prepared requests; request `i` uses `requests[i % len]`.
+    pub requests: Arc<Vec<Prepared>>,
+    /// Traffic.
+    pub plan: TrafficPlan,
+    /// Send offsets from [`TrafficPlan::offsets`].
+    pub offsets: Option<Vec<f64>>,
+    /// The harness's clock.
+    pub clock: Clock,
+    /// Progress counters and the stop flag.
+    pub shared: Arc<Shared>,
+    /// Where finished requests go.
+    pub done: Sender<Finished>,
+}
+
+/// Sends the requests on the plan's schedule; each finished request goes to `done`.
+pub async fn drive(d: Dispatch) {
+    let Dispatch {
+        http,
+        endpoint,
+        requests,
+        plan,
+        offsets,
+        clock,
+        shared,
+        done,
+    } = d;
     if requests.is_empty() {
         return;
     }
@@ -228,24 +248,19 @@ async fn one(
     shared: &Shared,
 ) -> Finished {
     let submit_s = clock.now();
-    let mut chunks: Vec<ChunkObs> = Vec::with_capacity(req.max_tokens as usize + 4);
-    let mut final_usage: (Option<u32>, Option<u32>) = (None, None);
-    let mut finish: Option<FinishReason> = None;
-    let mut error: Option<String> = None;
-    let result = stream(
-        http,
-        endpoint,
-        req,
-        clock,
-        shared,
-        &mut chunks,
-        &mut final_usage,
-        &mut finish,
-    )
-    .await;
-    if let Err(e) = result {
-        error = Some(e);
-    }
+    let mut st = StreamState {
+        chunks: Vec::with_capacity(req.max_tokens as usize + 4),
+        usage: (None, None),
+        finish: None,
+    };
+    let error = stream(http, endpoint, req, clock, shared, &mut st)
+        .await
+        .err();
+    let StreamState {
+        chunks,
+        usage: final_usage,
+        finish,
+    } = st;
     let end_s = clock.now();
     let mut times = Vec::new();
     let acc = accounting::account(&chunks, final_usage.1, &mut times);
@@ -277,31 +292,46 @@ async fn one(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What a stream delivered so far.
+struct StreamState {
+    chunks: Vec<ChunkObs>,
+    usage: (Option<u32>, Option<u32>),
+    finish: Option<FinishReason>,
+}
+
 async fn stream(
     http: &reqwest::Client,
     endpoint: &Endpoint,
     req: &Prepared,
     clock: Clock,
     shared: &Shared,
-    chunks: &mut Vec<ChunkObs>,
-    usage: &mut (Option<u32>, Option<u32>),
-    finish: &mut Option<FinishReason>,
+    st: &mut StreamState,
 ) -> Result<(), String> {
+    let StreamState {
+        chunks,
+        usage,
+        finish,
+    } = st;
     let url = format!("{}{}", endpoint.base_url, req.api.path());
-    let mut rb = http
-        .post(&url)
-        .header("content-type", "application/json")
-        .header("accept", "text/event-stream")
-        .body(req.body.as_ref().clone());
-    if let Some(k) = &endpoint.api_key {
-        rb = rb.bearer_auth(k);
-    }
     let stall = endpoint.stall_timeout;
-    let mut resp = match tokio::time::timeout(stall, rb.send()).await {
-        Err(_) => return Err(format!("no response within {} s", stall.as_secs_f64())),
-        Ok(Err(e)) => return Err(format!("request failed: {}", error_chain(&e))),
-        Ok(Ok(r)) => r,
+    let mut attempt = 0;
+    let mut resp = loop {
+        let mut rb = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(req.body.as_ref().clone());
+        if let Some(k) = &endpoint.api_key {
+            rb = rb.bearer_auth(k);
+        }
+        match tokio::time::timeout(stall, rb.send()).await {
+            Err(_) => return Err(format!("no response within {} s", stall.as_secs_f64())),
+            // A pooled keep-alive connection the server closed while idle fails before the
+            // request reached it: send once more on a fresh connection.
+            Ok(Err(e)) if attempt == 0 && stale_connection(&e) => attempt += 1,
+            Ok(Err(e)) => return Err(format!("request failed: {}", error_chain(&e))),
+            Ok(Ok(r)) => break r,
+        }
     };
     let status = resp.status();
     if !status.is_success() {
@@ -382,6 +412,12 @@ async fn stream(
         Some(f) => Err(f),
         None => Ok(()),
     }
+}
+
+/// True when `e` is a connection that was closed before the request was sent.
+fn stale_connection(e: &reqwest::Error) -> bool {
+    e.is_connect()
+        || (e.is_request() && error_chain(e).contains("connection closed before message completed"))
 }
 
 /// An error with its sources (reqwest's top-level message alone says little).

@@ -321,9 +321,9 @@ fn llama_server(
         ));
     }
     let slots = l.batch_size.max(1);
-    // llama-server's context is shared by its slots: give each slot the per-slot size the
-    // embedded engine would use.
-    let per_slot = l.n_ctx.unwrap_or(4096);
+    // llama-server's context is shared by its slots, as llamacpp.n_ctx is: the same total
+    // the embedded engine would allocate.
+    let plan = crate::llamacpp::plan_for_config(cfg, u32::MAX);
     let mut args = vec![
         "-m".into(),
         model,
@@ -334,7 +334,16 @@ fn llama_server(
     ];
     args.extend(["--metrics".into(), "--no-webui".into()]);
     args.extend(["-np".into(), slots.to_string()]);
-    args.extend(["-c".into(), (per_slot.saturating_mul(slots)).to_string()]);
+    // Unless n_ctx says otherwise, a margin over the embedded engine's sizing: the server
+    // tokenises text llem only estimated (synthetic prompts), and a request that does not fit
+    // fails instead of being cut.
+    let per_slot = match l.n_ctx {
+        Some(_) => plan.tokens_per_slot,
+        None => plan
+            .tokens_per_slot
+            .saturating_add(plan.tokens_per_slot / 4 + 32),
+    };
+    args.extend(["-c".into(), plan.slots.saturating_mul(per_slot).to_string()]);
     args.extend(["--seed".into(), cfg.random_seed.to_string()]);
     if let Some(t) = l.n_threads {
         args.extend(["-t".into(), t.to_string()]);
@@ -433,7 +442,7 @@ fn without_nulls(value: Value) -> Value {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -485,7 +494,7 @@ mod tests {
         assert!(
             a.contains("-m /m/x.gguf")
                 && a.contains("-np 4")
-                && a.contains("-c 2048")
+                && a.contains("-c 512")
                 && a.contains("--metrics")
                 && a.contains("-t 2"),
             "{a}"

@@ -206,6 +206,9 @@ impl ServerEngine {
             .map_err(|e| EngineError::Config(format!("cannot start the HTTP runtime: {e}")))?;
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(usize::MAX)
+            // Shorter than the usual server keep-alive (5 s in llama-server's httplib), so
+            // the pool rarely hands out a connection the server is closing.
+            .pool_idle_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
             .build()
             .map_err(|e| EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
@@ -709,16 +712,9 @@ impl Session for ServerSession<'_> {
         };
         let shared = Arc::new(Shared::default());
         let (tx, rx) = mpsc::channel();
-        let driver = e.rt.spawn(client::drive(
-            e.http.clone(),
-            e.endpoint.clone(),
-            requests.clone(),
-            plan.clone(),
-            offsets,
-            clock,
-            shared.clone(),
-            tx,
-        ));
+        // The scraper's first reading is taken before the first request is sent, so counters
+        // (tokens generated, requests served) difference cleanly over the run.
+        let (first_tx, first_rx) = tokio::sync::oneshot::channel();
         let scraper = e.metrics_available.then(|| {
             e.rt.spawn(scrape(
                 e.http.clone(),
@@ -726,8 +722,24 @@ impl Session for ServerSession<'_> {
                 e.opts.scrape_interval,
                 clock,
                 shared.clone(),
+                first_tx,
             ))
         });
+        if scraper.is_some() {
+            let _ = e
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(5), first_rx).await });
+        }
+        let driver = e.rt.spawn(client::drive(client::Dispatch {
+            http: e.http.clone(),
+            endpoint: e.endpoint.clone(),
+            requests: requests.clone(),
+            plan: plan.clone(),
+            offsets,
+            clock,
+            shared: shared.clone(),
+            done: tx,
+        }));
         let mut records: Vec<RequestRecord> = Vec::new();
         let (mut mode, mut all_usage, mut all_input_usage) =
             (TimingMode::TrueStreaming, true, true);
@@ -765,6 +777,16 @@ impl Session for ServerSession<'_> {
         };
         outcome?;
         let mut warnings = Vec::new();
+        if let Some(n) = workload
+            .max_input_tokens
+            .filter(|_| e.cfg.engine != EngineName::Vllm)
+        {
+            warnings.push(format!(
+                "max_input_tokens = {n} is not enforced by the {} server (no per-request \
+                 truncation in its API): prompts were sent whole",
+                e.cfg.engine
+            ));
+        }
         let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.success).collect();
         if !ok.is_empty() && !all_usage {
             warnings.push(
@@ -843,8 +865,10 @@ async fn scrape(
     interval: Duration,
     clock: Clock,
     shared: Arc<Shared>,
+    first: tokio::sync::oneshot::Sender<()>,
 ) -> Vec<MetricSample> {
     let mut out = Vec::new();
+    let mut first = Some(first);
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -872,6 +896,9 @@ async fn scrape(
                         value: s.value,
                     }),
             );
+        }
+        if let Some(f) = first.take() {
+            let _ = f.send(());
         }
         if stop {
             return out;

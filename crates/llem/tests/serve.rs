@@ -1,0 +1,178 @@
+//! `llem run` against a real serving engine: llama.cpp's `llama-server` (built by
+//! scripts/build-llama-server.sh) serving the fetched SmolLM2 GGUF on the CPU, launched,
+//! measured over its steady state and stopped by llem.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use llem_results::{ExperimentResult, read_requests, read_server_metrics};
+
+fn assets() -> PathBuf {
+    let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    assert!(
+        dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+            .is_file(),
+        "the asset cache {} lacks SmolLM2: run scripts/fetch-assets.sh",
+        dir.display()
+    );
+    dir
+}
+
+fn llama_server() -> PathBuf {
+    let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
+    llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
+        panic!("llama-server is not installed: run scripts/build-llama-server.sh (make test does)")
+    })
+}
+
+/// PIDs of live processes running `exe`.
+fn running(exe: &Path) -> Vec<u32> {
+    let exe = std::fs::canonicalize(exe).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let state = stat
+                .rsplit_once(") ")?
+                .1
+                .split_whitespace()
+                .next()?
+                .to_string();
+            (std::fs::read_link(e.path().join("exe")).ok()? == exe && state != "Z").then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn llem_runs_llama_server_end_to_end_and_stops_it() {
+    let server = llama_server();
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("results");
+    let cfg = home.path().join("serve.yaml");
+    std::fs::write(
+        &cfg,
+        "name: serve-test\n\
+         model: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         engine: llamacpp\n\
+         runners: {llamacpp: local}\n\
+         dataset: {source: synthetic, n_prompts: 16, synthetic: {input_tokens: 48, output_tokens: 24, distribution: fixed}}\n\
+         max_output_tokens: 64\n\
+         llamacpp: {batch_size: 2, n_threads: 2}\n\
+         traffic: {max_concurrency: 2, slo: {ttft_ms: 60000}}\n\
+         measurement: {methodology: steady_state}\n\
+         warmup: {n_warmup: 1, thermal_floor_seconds: 0}\n\
+         baseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let before = running(&server);
+    let o = Command::new(env!("CARGO_BIN_EXE_llem"))
+        .current_dir(home.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("LLEM_CONFIG_PATH", home.path().join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_LLAMA_SERVER", &server)
+        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+        .args([
+            "run",
+            cfg.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "llem run failed: {stderr}");
+
+    // The server llem started is gone; none of its group lingers.
+    let after: Vec<u32> = running(&server)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert!(
+        after.is_empty(),
+        "llama-server still running after llem exited: {after:?}"
+    );
+
+    let study = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let cell = std::fs::read_dir(&study)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let r: ExperimentResult =
+        serde_json::from_str(&std::fs::read_to_string(cell.join("result.json")).unwrap()).unwrap();
+    let reqs = read_requests(&cell.join("requests.parquet")).unwrap();
+    assert_eq!(reqs.len(), 16);
+    for q in &reqs {
+        assert!(q.success, "{:?}", q.error);
+        // Synthetic requests ignore end-of-sequence: exactly the asked length, as counted by
+        // the server's usage.
+        assert_eq!(q.output_tokens, 24, "request {}", q.request_id);
+        assert_eq!(q.token_times_s.len(), 24);
+        assert!(q.input_tokens > 0, "usage's prompt count");
+        assert!(q.scheduled_s.is_some());
+    }
+    let t = r.traffic.as_ref().unwrap();
+    assert_eq!(t.token_count_source, "usage");
+    assert_eq!(t.requests_sent, 16);
+    assert_eq!(r.engine, "llamacpp");
+
+    // The server's own counter of generated tokens moved by exactly what llem recorded.
+    let m = read_server_metrics(&cell.join("server_metrics.parquet")).unwrap();
+    let predicted: Vec<f64> = m
+        .iter()
+        .filter(|s| s.metric == "llamacpp:tokens_predicted_total")
+        .map(|s| s.value)
+        .collect();
+    assert!(predicted.len() >= 2, "too few scrapes: {}", predicted.len());
+    let delta = predicted.last().unwrap() - predicted.first().unwrap();
+    let recorded: u32 = reqs.iter().map(|q| q.output_tokens).sum();
+    assert_eq!(
+        delta,
+        f64::from(recorded),
+        "server counted {delta}, llem {recorded}"
+    );
+
+    // Steady state: opened at the 2nd first token, closed at the 13th end.
+    let ss = r.steady_state.as_ref().unwrap();
+    let mut firsts: Vec<f64> = reqs.iter().filter_map(|q| q.first_token_s).collect();
+    let mut ends: Vec<f64> = reqs.iter().map(|q| q.end_s).collect();
+    firsts.sort_by(f64::total_cmp);
+    ends.sort_by(f64::total_cmp);
+    assert_eq!(r.measurement_methodology, "steady_state");
+    assert_eq!((ss.start_s, ss.end_s), (firsts[1], ends[12]));
+    assert_eq!(r.steady_state_window, Some([ss.start_s, ss.end_s]));
+    let in_window: u64 = reqs
+        .iter()
+        .flat_map(|q| &q.token_times_s)
+        .filter(|t| **t >= ss.start_s && **t <= ss.end_s)
+        .count() as u64;
+    assert_eq!(r.total_output_tokens, in_window);
+    assert!(ss.batch_utilisation.unwrap() > 0.5, "{ss:?}");
+    // A CPU run this short is flagged, honestly.
+    assert!(!ss.is_stable && ss.unstable_reason.contains("shorter than 20"));
+    let g = r.goodput.as_ref().unwrap();
+    assert!(g.requests > 0 && g.requests_meeting_slo == g.requests);
+    assert!(
+        std::fs::read_to_string(cell.join("server.log"))
+            .unwrap()
+            .contains("llama")
+    );
+}
