@@ -58,8 +58,13 @@ fn prompt(text: &str, chat: bool) -> Prompt {
 }
 
 fn start(cfg: &ExperimentConfig, stall_s: u64) -> ServerEngine {
+    start_with_key(cfg, stall_s, None)
+}
+
+fn start_with_key(cfg: &ExperimentConfig, stall_s: u64, key: Option<&str>) -> ServerEngine {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = ServeOptions::new(dir.path().to_path_buf());
+    opts.api_key = key.map(String::from);
     opts.stall_timeout = Duration::from_secs(stall_s);
     opts.scrape_interval = Duration::from_millis(200);
     ServerEngine::start(cfg, None, dir.path().join("server.log"), opts).unwrap()
@@ -420,4 +425,117 @@ fn a_server_that_never_becomes_healthy_fails_with_its_log() {
         "{msg}"
     );
     assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn an_api_key_is_sent_and_a_wrong_one_fails_every_request() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig {
+        first_token_ms: 5,
+        gap_ms: 5,
+        api_key: Some("sk-test-123".into()),
+        ..FakeConfig::default()
+    });
+    let cfg = config(&url, serde_json::json!({}), 3);
+    let wl = Workload::new(&cfg, vec![prompt("k", false)]);
+    let plan = ContextPlan {
+        slots: 1,
+        tokens_per_slot: 1,
+        n_threads: 1,
+    };
+    for (key, ok) in [
+        (Some("sk-test-123"), true),
+        (Some("wrong"), false),
+        (None, false),
+    ] {
+        let engine = start_with_key(&cfg, 30, key);
+        let mut sink = Sink {
+            epoch: Instant::now(),
+            records: Vec::new(),
+            tokens: 0,
+        };
+        engine.open(plan).unwrap().run(&wl, &mut sink).unwrap();
+        let r = &sink.records[0];
+        assert_eq!(r.success, ok, "key {key:?}: {:?}", r.error);
+        if !ok {
+            assert!(r.error.as_deref().unwrap().contains("401"));
+        }
+        // The key appears nowhere in what is recorded.
+        assert!(!format!("{r:?}").contains("sk-test-123"));
+    }
+}
+
+/// A Python stand-in for `llama-server`: healthy, streams two chunks of a request, then the
+/// whole process dies (an engine crash mid-run).
+const CRASHING_SERVER: &str = r#"#!/usr/bin/env python3
+import http.server, json, os, sys, time
+port = int(sys.argv[sys.argv.index("--port") + 1])
+NL = chr(10)
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        sys.stderr.write("fake-server: " + (a[0] % a[1:]) + NL); sys.stderr.flush()
+    def do_GET(self):
+        body = b'{"status":"ok"}' if self.path == "/health" else b'{"data":[{"id":"m"}]}'
+        if self.path == "/metrics":
+            body = ("llamacpp:requests_processing 1" + NL).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200); self.send_header("Content-Type", "text/event-stream"); self.end_headers()
+        for _ in range(2):
+            self.wfile.write(('data: {"choices":[{"text":"a","index":0}]}' + NL + NL).encode()); self.wfile.flush(); time.sleep(0.1)
+        sys.stderr.write("fake-server: GGML_ASSERT failed, aborting" + NL); sys.stderr.flush()
+        os._exit(134)
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"#;
+
+#[test]
+fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("llama-server");
+    std::fs::write(&script, CRASHING_SERVER).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+        "model": "m.gguf", "engine": "llamacpp", "runners": {"llamacpp": "local"},
+        "max_output_tokens": 50
+    }))
+    .unwrap();
+    let mut opts = ServeOptions::new(dir.path().to_path_buf());
+    opts.llama_server = Some(script);
+    let log = dir.path().join("server.log");
+    let engine = ServerEngine::start(&cfg, Some(dir.path().join("m.gguf")), log, opts).unwrap();
+    let pid = engine.server_pid().unwrap();
+    let wl = Workload::new(&cfg, vec![prompt("boom", false), prompt("boom", false)]);
+    let plan = ContextPlan {
+        slots: 1,
+        tokens_per_slot: 1,
+        n_threads: 1,
+    };
+    let mut sink = Sink {
+        epoch: Instant::now(),
+        records: Vec::new(),
+        tokens: 0,
+    };
+    let t = Instant::now();
+    let err = engine
+        .open(plan)
+        .unwrap()
+        .run(&wl, &mut sink)
+        .err()
+        .expect("the run must fail");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("exited") && msg.contains("GGML_ASSERT"),
+        "{msg}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10));
+    drop(engine);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.contains(") Z ")
+        }
+    );
 }

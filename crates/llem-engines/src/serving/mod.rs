@@ -54,6 +54,9 @@ pub struct ServeOptions {
     pub model_cache_dir: Option<PathBuf>,
     /// Extra options files and the like go here (the cell directory).
     pub work_dir: PathBuf,
+    /// Bearer token for the server (from `LLEM_API_KEY` or `OPENAI_API_KEY`); sent with
+    /// every request, never written to results or logs.
+    pub api_key: Option<String>,
 }
 
 impl ServeOptions {
@@ -68,6 +71,9 @@ impl ServeOptions {
             llama_server: std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from),
             model_cache_dir: None,
             work_dir,
+            api_key: API_KEY_ENV
+                .iter()
+                .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
         }
     }
 }
@@ -268,9 +274,7 @@ impl ServerEngine {
                 )));
             }
         };
-        let api_key = API_KEY_ENV
-            .iter()
-            .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()));
+        let api_key = opts.api_key.clone();
         let mut engine = ServerEngine {
             rt,
             http,
@@ -903,5 +907,98 @@ async fn scrape(
         if stop {
             return out;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn cfg(v: Value) -> ExperimentConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn docker_runs_are_named_labelled_published_on_loopback_and_mounted() {
+        let c = cfg(
+            json!({"model": "meta-llama/Llama-3.1-8B-Instruct", "engine": "vllm",
+            "runners": {"vllm": "docker"}, "vllm": {"engine": {"max_num_seqs": 64}}}),
+        );
+        let mut opts = ServeOptions::new(std::env::temp_dir());
+        opts.model_cache_dir = Some(PathBuf::from("/data/hf"));
+        let (argv, name) = docker_argv(
+            &c,
+            &flags::ModelArg::Name(c.model.clone()),
+            "vllm/vllm-openai:v0.11.0",
+            40123,
+            &opts,
+        )
+        .unwrap();
+        let a = argv.join(" ");
+        assert!(a.starts_with("docker run --rm --name llem-vllm-"), "{a}");
+        assert!(name.starts_with("llem-vllm-"));
+        for want in [
+            "--label llem=1",
+            "--ipc host",
+            "-p 127.0.0.1:40123:8000",
+            "-v /data/hf:/root/.cache/huggingface",
+            "vllm/vllm-openai:v0.11.0 meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 8000",
+            "--max-num-seqs 64",
+        ] {
+            assert!(a.contains(want), "{want} not in {a}");
+        }
+        assert!(a.contains("--gpus"));
+        // A GGUF is mounted read-only and named inside the container; a CPU llama.cpp run
+        // asks for no GPU.
+        let l = cfg(
+            json!({"model": "x.gguf", "engine": "llamacpp", "runners": {"llamacpp": "docker"}}),
+        );
+        let (argv, _) = docker_argv(
+            &l,
+            &flags::ModelArg::File(PathBuf::from("/models/dir/x.gguf")),
+            "ghcr.io/ggml-org/llama.cpp:server",
+            40124,
+            &opts,
+        )
+        .unwrap();
+        let a = argv.join(" ");
+        assert!(
+            a.contains("-v /models/dir:/models:ro") && a.contains("-m /models/x.gguf"),
+            "{a}"
+        );
+        assert!(!a.contains("--gpus"), "{a}");
+        assert!(a.contains("-p 127.0.0.1:40124:8080"));
+    }
+
+    #[test]
+    fn launchability_names_what_is_missing() {
+        let opts = ServeOptions::new(std::env::temp_dir());
+        let v = cfg(json!({"model": "m", "engine": "vllm", "runners": {"vllm": "local"}}));
+        if launch::which("vllm").is_none() {
+            let e = check_launchable(&v, &opts).unwrap_err();
+            assert!(
+                e.contains("`vllm` is not on PATH") && e.contains("pip install vllm"),
+                "{e}"
+            );
+        }
+        let ext = cfg(
+            json!({"model": "m", "engine": "openai", "runners": {"openai": "external:http://127.0.0.1:9"}}),
+        );
+        assert!(check_launchable(&ext, &opts).is_ok());
+        assert_eq!(target_concurrency(&v), None);
+        let t =
+            cfg(json!({"model": "m", "engine": "vllm", "vllm": {"engine": {"max_num_seqs": 32}}}));
+        assert_eq!(target_concurrency(&t), Some(32));
+        let t = cfg(json!({"model": "m", "engine": "vllm", "traffic": {"max_concurrency": 8}}));
+        assert_eq!(target_concurrency(&t), Some(8));
+    }
+
+    #[test]
+    fn synthetic_text_is_seeded_and_sized() {
+        let a = synthetic_text(50, 1);
+        assert_eq!(a, synthetic_text(50, 1));
+        assert_ne!(a, synthetic_text(50, 2));
+        assert_eq!(a.split_whitespace().count(), 50);
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
@@ -40,6 +40,8 @@ pub struct FakeConfig {
     pub continuous_usage: bool,
     /// Start chat streams with a role-only chunk (as vLLM and llama-server do).
     pub role_chunk: bool,
+    /// Answer 401 unless requests carry `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
 }
 
 impl Default for FakeConfig {
@@ -51,6 +53,7 @@ impl Default for FakeConfig {
             usage: true,
             continuous_usage: false,
             role_chunk: true,
+            api_key: None,
         }
     }
 }
@@ -119,13 +122,28 @@ async fn metrics(State(s): State<Arc<AppState>>) -> String {
     )
 }
 
-async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+fn authorised(s: &AppState, headers: &HeaderMap) -> bool {
+    s.cfg.api_key.as_ref().is_none_or(|k| {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            == Some(format!("Bearer {k}").as_str())
+    })
+}
+
+async fn completions(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorised(&s, &headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prompt = v["prompt"].as_str().unwrap_or("").to_string();
     stream(s, v, prompt, false)
 }
 
-async fn chat(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+async fn chat(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !authorised(&s, &headers) {
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prompt = v["messages"][0]["content"]
         .as_str()
