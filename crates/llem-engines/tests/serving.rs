@@ -523,8 +523,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
         .open(plan)
         .unwrap()
         .run(&wl, &mut sink)
-        .err()
-        .expect("the run must fail");
+        .expect_err("the run must fail");
     let msg = err.to_string();
     assert!(
         msg.contains("exited") && msg.contains("GGML_ASSERT"),
