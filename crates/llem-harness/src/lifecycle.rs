@@ -441,7 +441,14 @@ pub fn run_experiment(
     let engine: Box<dyn Engine> = if cfg.is_served() {
         let opts = ServeOptions::new(req.cell_dir.clone());
         let log = req.cell_dir.join(artefacts::SERVER_LOG);
-        Box::new(ServerEngine::start(cfg, model_path.clone(), log, opts)?)
+        let server = ServerEngine::start_reporting(
+            cfg,
+            model_path.clone(),
+            log,
+            opts,
+            &mut |pgid, container| progress.event(Event::ServerStarted { pgid, container }),
+        )?;
+        Box::new(server)
     } else {
         let path = model_path
             .as_ref()

@@ -66,6 +66,14 @@ pub enum Event {
     },
     /// Something the user should know (a warning).
     Note(String),
+    /// A serving engine's server was started: its process group and container, which
+    /// whoever supervises this process must stop if this process dies first.
+    ServerStarted {
+        /// Process group of the server (or of `docker run`).
+        pgid: Option<u32>,
+        /// Container name (runner docker).
+        container: Option<String>,
+    },
 }
 
 /// Receives progress events.

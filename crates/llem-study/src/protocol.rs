@@ -67,6 +67,14 @@ pub enum CellMessage {
         /// The text.
         message: String,
     },
+    /// The cell started a server outside its own process group (its own group, or a
+    /// container); the runner stops it if the cell dies without doing so.
+    Server {
+        /// The server's process group.
+        pgid: Option<u32>,
+        /// The container's name.
+        container: Option<String>,
+    },
     /// The result is written.
     Completed {
         /// `result.json`, relative to the cell directory.

@@ -790,6 +790,15 @@ fn run_one(
         obs.event(StudyEvent::Note(&msg));
         cp.manifest.summary.warnings.push(msg);
     }
+    if !run.orphaned_servers.is_empty() {
+        let msg = format!(
+            "cell #{:03} (cycle {}): its server (processes {:?}) was still running after the \
+             cell ended; the runner killed it",
+            entry.index, entry.cycle, run.orphaned_servers
+        );
+        obs.event(StudyEvent::Note(&msg));
+        cp.manifest.summary.warnings.push(msg);
+    }
     let now = iso8601_utc(unix_now_s());
     let outcome = match run.end {
         CellEnd::Completed { result_file } => match read_result(&result_file) {

@@ -78,6 +78,9 @@ pub struct CellRun {
     pub elapsed_s: f64,
     /// Processes of the cell's group still alive 1 s after SIGKILL (stuck in the kernel).
     pub survivors: Vec<u32>,
+    /// Server processes the cell started and left running (it died without stopping
+    /// them); the runner killed them.
+    pub orphaned_servers: Vec<u32>,
 }
 
 /// Limits of one cell.
@@ -217,6 +220,23 @@ pub fn run_cell(
     while let Ok(m) = rx.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
         reported.take(m, on_message);
     }
+    // A cell that died without stopping its server (SIGKILL, crash) leaves it running in its
+    // own group or container: stop those too, and report them when they were still there.
+    let mut orphaned_servers = Vec::new();
+    for &g in &reported.server_groups {
+        let left = group_members(g);
+        if !left.is_empty() {
+            signal_group(g, Signal::SIGKILL);
+            orphaned_servers.extend(left);
+        }
+    }
+    for name in &reported.containers {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
 
     let end = classify(
         status,
@@ -231,14 +251,17 @@ pub fn run_cell(
         end,
         elapsed_s,
         survivors,
+        orphaned_servers,
     })
 }
 
-/// What the cell said about its own end.
+/// What the cell said about its own end, and the servers it started.
 #[derive(Default)]
 struct Reported {
     completed: Option<String>,
     failed: Option<(String, String)>,
+    server_groups: Vec<u32>,
+    containers: Vec<String>,
 }
 
 impl Reported {
@@ -250,6 +273,10 @@ impl Reported {
                 message,
             } => self.failed = Some((error_type, message)),
             CellMessage::Completed { result_file } => self.completed = Some(result_file),
+            CellMessage::Server { pgid, container } => {
+                self.server_groups.extend(pgid);
+                self.containers.extend(container);
+            }
             _ => {}
         }
     }

@@ -97,6 +97,9 @@ impl Progress for Bars {
                 Some(b) => b.println(format!("llem: {n}")),
                 None => eprintln!("llem: {n}"),
             },
+            // In-process runs stop their server themselves (drop, or the signal handler's
+            // cancel); only a cell's supervisor needs to know.
+            Event::ServerStarted { .. } => {}
         }
     }
 }

@@ -24,6 +24,9 @@ fn assets() -> PathBuf {
     dir
 }
 
+/// The serving tests start real servers on two cores: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn llama_server() -> PathBuf {
     let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
     llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
@@ -53,6 +56,7 @@ fn running(exe: &Path) -> Vec<u32> {
 
 #[test]
 fn llem_runs_llama_server_end_to_end_and_stops_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let server = llama_server();
     let home = tempfile::tempdir().unwrap();
     let out = home.path().join("results");
@@ -175,4 +179,127 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
             .unwrap()
             .contains("llama")
     );
+}
+
+/// A study cell killed with SIGKILL cannot stop its server; the study runner does, from the
+/// process group the cell reported.
+#[test]
+fn a_killed_cell_does_not_leave_its_server_running() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = llama_server();
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("results");
+    let cfg = home.path().join("serve-study.yaml");
+    std::fs::write(
+        &cfg,
+        "name: serve-kill\n\
+         model: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         engine: llamacpp\n\
+         runners: {llamacpp: local}\n\
+         dataset: {source: synthetic, n_prompts: 400, synthetic: {input_tokens: 32, output_tokens: 64, distribution: fixed}}\n\
+         llamacpp: {batch_size: 2, n_threads: 1}\n\
+         traffic: {max_concurrency: 2}\n\
+         warmup: {enabled: false}\n\
+         baseline: {enabled: false}\n\
+         study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
+    )
+    .unwrap();
+    let before = running(&server);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
+        .current_dir(home.path())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("LLEM_CONFIG_PATH", home.path().join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_LLAMA_SERVER", &server)
+        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+        .args([
+            "run",
+            cfg.to_str().unwrap(),
+            "--output",
+            out.to_str().unwrap(),
+            "-q",
+            "--no-lock",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the first cell's server is up, then kill the cell (not the server).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (cell_pid, server_pids) = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no server started within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let servers: Vec<u32> = running(&server)
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        let Some(study) = std::fs::read_dir(&out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .map(|e| e.unwrap().path())
+        else {
+            continue;
+        };
+        let Ok(text) = std::fs::read_to_string(study.join("manifest.json")) else {
+            continue;
+        };
+        let Ok(m) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if let Some(pid) = m["experiments"][0]["pid"].as_u64()
+            && !servers.is_empty()
+            && m["experiments"][0]["status"] == "running"
+        {
+            break (pid as i32, servers);
+        }
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(cell_pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // The first cell's server is gone soon after its cell.
+    let gone_by = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server_pids.iter().any(|p| running(&server).contains(p)) {
+        assert!(
+            std::time::Instant::now() < gone_by,
+            "server {server_pids:?} outlived its killed cell"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Stop the study (its second cell runs 400 requests): SIGINT, as Ctrl-C would.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    let left: Vec<u32> = running(&server)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "servers left after the study: {left:?}\n{err}"
+    );
+    let study = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(study.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(m["experiments"][0]["status"], "failed", "{m}");
+    assert_eq!(m["experiments"][0]["error_type"], "Crashed", "{m}");
 }

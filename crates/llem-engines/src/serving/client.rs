@@ -141,6 +141,8 @@ pub struct Shared {
     pub tokens: AtomicU64,
     /// Set to stop dispatching.
     pub stop: AtomicBool,
+    /// Wakes the scraper when `stop` is set (its next tick may be far off).
+    pub stopped: tokio::sync::Notify,
 }
 
 /// Everything the dispatcher needs for one run.

@@ -204,6 +204,19 @@ impl ServerEngine {
         log_path: PathBuf,
         opts: ServeOptions,
     ) -> Result<ServerEngine, EngineError> {
+        Self::start_reporting(cfg, model_file, log_path, opts, &mut |_, _| {})
+    }
+
+    /// [`ServerEngine::start`], telling `on_launch` the server's process group and container
+    /// as soon as it is spawned — before it is healthy, which can take many minutes — so a
+    /// supervisor can stop it if this process dies first.
+    pub fn start_reporting(
+        cfg: &ExperimentConfig,
+        model_file: Option<PathBuf>,
+        log_path: PathBuf,
+        opts: ServeOptions,
+        on_launch: &mut dyn FnMut(Option<u32>, Option<String>),
+    ) -> Result<ServerEngine, EngineError> {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -251,6 +264,7 @@ impl ServerEngine {
                 }
                 tracing::info!(command = %argv.join(" "), "starting server");
                 let p = ServerProcess::spawn_local(&argv, &[], &log_path)?;
+                on_launch(Some(p.pid()), None);
                 (format!("http://127.0.0.1:{port}"), Some(p), cl.health_path)
             }
             RunnerSpec::Docker { image } => {
@@ -265,6 +279,7 @@ impl ServerEngine {
                 let (argv, name) = docker_argv(cfg, &model_arg, &image, port, &opts)?;
                 tracing::info!(command = %argv.join(" "), "starting container");
                 let p = ServerProcess::spawn_container(&argv, &name, &log_path)?;
+                on_launch(Some(p.pid()), Some(name));
                 (format!("http://127.0.0.1:{port}"), Some(p), "/health")
             }
             RunnerSpec::Embedded => {
@@ -311,6 +326,13 @@ impl ServerEngine {
         self.process
             .as_ref()
             .and_then(|p| p.lock().ok().map(|p| p.pid()))
+    }
+
+    /// The container's name, for runner docker.
+    pub fn container(&self) -> Option<String> {
+        self.process
+            .as_ref()
+            .and_then(|p| p.lock().ok().and_then(|p| p.container().map(String::from)))
     }
 
     /// `Some(why)` when a launched server has died, with its log tail.
@@ -774,6 +796,7 @@ impl Session for ServerSession<'_> {
             }
         };
         shared.stop.store(true, Ordering::Relaxed);
+        shared.stopped.notify_one();
         driver.abort();
         let samples = match scraper {
             Some(h) => e.rt.block_on(h).unwrap_or_default(),
@@ -876,7 +899,10 @@ async fn scrape(
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shared.stopped.notified() => {}
+        }
         let stop = shared.stop.load(Ordering::Relaxed);
         let got = async {
             let r = http

@@ -23,6 +23,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use serde_json::{Value, json};
 
 /// How the server streams.
@@ -85,6 +86,11 @@ pub fn router(cfg: FakeConfig) -> Router {
 
 /// Serves on `listener` until the runtime stops.
 pub async fn serve(cfg: FakeConfig, listener: tokio::net::TcpListener) {
+    // Real servers (uvicorn, hyper) write with TCP_NODELAY; without it Nagle holds the first
+    // small chunk behind the unacknowledged headers.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let _ = axum::serve(listener, router(cfg)).await;
 }
 
@@ -176,7 +182,10 @@ fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
         )
             .into_response();
     }
-    let n = v["max_tokens"].as_u64().unwrap_or(16) as u32;
+    let n = v["max_tokens"]
+        .as_u64()
+        .or_else(|| v["max_completion_tokens"].as_u64())
+        .unwrap_or(16) as u32;
     let include_usage = s.cfg.usage && v["stream_options"]["include_usage"].as_bool() == Some(true);
     let continuous = s.cfg.continuous_usage
         && v["stream_options"]["continuous_usage_stats"].as_bool() == Some(true);

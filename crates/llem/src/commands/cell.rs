@@ -52,6 +52,7 @@ impl Progress for JsonLines {
                 summary,
             },
             Event::Note(message) => CellMessage::Note { message },
+            Event::ServerStarted { pgid, container } => CellMessage::Server { pgid, container },
         };
         emit(&m);
     }
