@@ -439,7 +439,8 @@ pub fn run_experiment(
     let t_load = Instant::now();
     let rss_before = environment::rss_mib();
     let engine: Box<dyn Engine> = if cfg.is_served() {
-        let opts = ServeOptions::new(req.cell_dir.clone());
+        let mut opts = ServeOptions::new(req.cell_dir.clone());
+        opts.cancel = Some(req.cancel.clone());
         let log = req.cell_dir.join(artefacts::SERVER_LOG);
         let server = ServerEngine::start_reporting(
             cfg,
@@ -447,7 +448,11 @@ pub fn run_experiment(
             log,
             opts,
             &mut |pgid, container| progress.event(Event::ServerStarted { pgid, container }),
-        )?;
+        )
+        .map_err(|e| match e {
+            EngineError::Cancelled => HarnessError::Cancelled,
+            e => HarnessError::Engine(e),
+        })?;
         Box::new(server)
     } else {
         let path = model_path

@@ -161,12 +161,14 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     firsts.sort_by(f64::total_cmp);
     ends.sort_by(f64::total_cmp);
     assert_eq!(r.measurement_methodology, "steady_state");
-    assert_eq!((ss.start_s, ss.end_s), (firsts[1], ends[12]));
+    // serde_json reads floats to within an ulp (no float_roundtrip): compare to 1 ns.
+    assert!((ss.start_s - firsts[1]).abs() < 1e-9, "{} vs {}", ss.start_s, firsts[1]);
+    assert!((ss.end_s - ends[12]).abs() < 1e-9, "{} vs {}", ss.end_s, ends[12]);
     assert_eq!(r.steady_state_window, Some([ss.start_s, ss.end_s]));
     let in_window: u64 = reqs
         .iter()
         .flat_map(|q| &q.token_times_s)
-        .filter(|t| **t >= ss.start_s && **t <= ss.end_s)
+        .filter(|t| **t >= firsts[1] && **t <= ends[12])
         .count() as u64;
     assert_eq!(r.total_output_tokens, in_window);
     assert!(ss.batch_utilisation.unwrap() > 0.5, "{ss:?}");

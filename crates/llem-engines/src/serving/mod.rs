@@ -57,6 +57,8 @@ pub struct ServeOptions {
     /// Bearer token for the server (from `LLEM_API_KEY` or `OPENAI_API_KEY`); sent with
     /// every request, never written to results or logs.
     pub api_key: Option<String>,
+    /// Set to give up waiting for readiness (Ctrl-C during a long model load).
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl ServeOptions {
@@ -74,6 +76,7 @@ impl ServeOptions {
             api_key: API_KEY_ENV
                 .iter()
                 .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty())),
+            cancel: None,
         }
     }
 }
@@ -365,6 +368,14 @@ impl ServerEngine {
         let start = Instant::now();
         let mut last;
         loop {
+            if self
+                .opts
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(Ordering::Relaxed))
+            {
+                return Err(EngineError::Cancelled);
+            }
             if let Some(died) = self.server_died() {
                 return Err(EngineError::Load {
                     model: self.cfg.model.clone(),
@@ -884,6 +895,9 @@ impl Session for ServerSession<'_> {
     }
 }
 
+/// Wait before the last scrape of a run.
+const FINAL_SCRAPE_SETTLE: Duration = Duration::from_millis(300);
+
 /// Reads `/metrics` every `interval` until told to stop; returns every sample but
 /// histogram buckets.
 async fn scrape(
@@ -904,6 +918,11 @@ async fn scrape(
             () = shared.stopped.notified() => {}
         }
         let stop = shared.stop.load(Ordering::Relaxed);
+        if stop {
+            // Servers update their counters just after a request's last chunk: let the
+            // end-of-run reading settle so counters difference exactly over the run.
+            tokio::time::sleep(FINAL_SCRAPE_SETTLE).await;
+        }
         let got = async {
             let r = http
                 .get(&url)

@@ -63,6 +63,9 @@ struct AppState {
     cfg: FakeConfig,
     running: AtomicI64,
     served: AtomicI64,
+    /// How late each chunk was handed to the connection against its schedule, µs: the
+    /// server's own share of any lateness a client measures.
+    send_lateness_us: std::sync::Mutex<Vec<f64>>,
 }
 
 /// The router.
@@ -71,6 +74,7 @@ pub fn router(cfg: FakeConfig) -> Router {
         cfg,
         running: AtomicI64::new(0),
         served: AtomicI64::new(0),
+        send_lateness_us: std::sync::Mutex::new(Vec::new()),
     });
     Router::new()
         .route("/health", get(|| async { "ok" }))
@@ -79,6 +83,7 @@ pub fn router(cfg: FakeConfig) -> Router {
             get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "fake-model", "max_model_len": 4096}]})) }),
         )
         .route("/metrics", get(metrics))
+        .route("/stats", get(stats))
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat))
         .with_state(state)
@@ -135,6 +140,19 @@ fn authorised(s: &AppState, headers: &HeaderMap) -> bool {
             .and_then(|v| v.to_str().ok())
             == Some(format!("Bearer {k}").as_str())
     })
+}
+
+/// p50 and p99 of the server's send lateness since the last call, then forgets them.
+async fn stats(State(s): State<Arc<AppState>>) -> axum::Json<Value> {
+    let mut v = std::mem::take(&mut *s.send_lateness_us.lock().unwrap_or_else(|e| e.into_inner()));
+    v.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+    };
+    axum::Json(
+        json!({"chunks": v.len(), "send_lateness_p50_us": pct(0.5), "send_lateness_p99_us": pct(0.99)}),
+    )
 }
 
 async fn completions(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -205,6 +223,10 @@ fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
         while sent < n {
             let at = start + Duration::from_millis(cfg.first_token_ms + j * cfg.gap_ms);
             tokio::time::sleep_until(at).await;
+            let late_us = at.elapsed().as_secs_f64() * 1e6;
+            if let Ok(mut l) = s.send_lateness_us.lock() {
+                l.push(late_us);
+            }
             let m = k.min(n - sent);
             sent += m;
             let text = "tok ".repeat(m as usize);
