@@ -162,8 +162,18 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     ends.sort_by(f64::total_cmp);
     assert_eq!(r.measurement_methodology, "steady_state");
     // serde_json reads floats to within an ulp (no float_roundtrip): compare to 1 ns.
-    assert!((ss.start_s - firsts[1]).abs() < 1e-9, "{} vs {}", ss.start_s, firsts[1]);
-    assert!((ss.end_s - ends[12]).abs() < 1e-9, "{} vs {}", ss.end_s, ends[12]);
+    assert!(
+        (ss.start_s - firsts[1]).abs() < 1e-9,
+        "{} vs {}",
+        ss.start_s,
+        firsts[1]
+    );
+    assert!(
+        (ss.end_s - ends[12]).abs() < 1e-9,
+        "{} vs {}",
+        ss.end_s,
+        ends[12]
+    );
     assert_eq!(r.steady_state_window, Some([ss.start_s, ss.end_s]));
     let in_window: u64 = reqs
         .iter()
