@@ -13,18 +13,7 @@ use std::process::Command;
 use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeseries};
 
 mod common;
-
-fn assets() -> PathBuf {
-    let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
-    assert!(
-        dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-            .is_file()
-            && dir.join("sharegpt").is_dir(),
-        "the asset cache {} lacks SmolLM2 or ShareGPT: run scripts/fetch-assets.sh",
-        dir.display()
-    );
-    dir
-}
+use common::assets;
 
 fn llem(home: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_llem"))

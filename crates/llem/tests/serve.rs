@@ -13,16 +13,8 @@ use std::process::Command;
 
 use llem_results::{ExperimentResult, read_requests, read_server_metrics};
 
-fn assets() -> PathBuf {
-    let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
-    assert!(
-        dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
-            .is_file(),
-        "the asset cache {} lacks SmolLM2: run scripts/fetch-assets.sh",
-        dir.display()
-    );
-    dir
-}
+mod common;
+use common::assets;
 
 /// The serving tests start real servers on two cores: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -32,6 +24,21 @@ fn llama_server() -> PathBuf {
     llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
         panic!("llama-server is not installed: run scripts/build-llama-server.sh (make test does)")
     })
+}
+
+/// `llem` with a sandboxed HOME and sensor roots, the asset cache and this `llama-server`.
+fn llem_command(home: &Path, server: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_llem"));
+    c.current_dir(home)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_LLAMA_SERVER", server)
+        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.join("sys"));
+    c
 }
 
 /// PIDs of live processes running `exe`.
@@ -77,16 +84,7 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     )
     .unwrap();
     let before = running(&server);
-    let o = Command::new(env!("CARGO_BIN_EXE_llem"))
-        .current_dir(home.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("LLEM_CONFIG_PATH", home.path().join("no-user-config.yaml"))
-        .env("LLEM_ASSETS", assets())
-        .env("LLEM_LLAMA_SERVER", &server)
-        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
-        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+    let o = llem_command(home.path(), &server)
         .args([
             "run",
             cfg.to_str().unwrap(),
@@ -217,16 +215,7 @@ fn a_killed_cell_does_not_leave_its_server_running() {
     )
     .unwrap();
     let before = running(&server);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
-        .current_dir(home.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("LLEM_CONFIG_PATH", home.path().join("no-user-config.yaml"))
-        .env("LLEM_ASSETS", assets())
-        .env("LLEM_LLAMA_SERVER", &server)
-        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
-        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+    let mut child = llem_command(home.path(), &server)
         .args([
             "run",
             cfg.to_str().unwrap(),

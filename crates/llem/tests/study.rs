@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use llem_results::{CellStatus, ExperimentResult, Manifest, StudyResult, StudyStatus};
 use llem_study::supervise::group_members;
 
+mod common;
+use common::assets;
+
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// One study at a time: llama.cpp's worker threads spin, and several CPU studies on two cores
@@ -35,16 +38,6 @@ impl Drop for Reaper {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn assets() -> PathBuf {
-    let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
-    assert!(
-        dir.join("smollm2").join(MODEL).is_file(),
-        "the asset cache {} lacks SmolLM2: run scripts/fetch-assets.sh",
-        dir.display()
-    );
-    dir
 }
 
 /// A sandbox: its own HOME, cache (lock files), results directory and no sensors but the

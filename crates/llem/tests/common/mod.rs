@@ -1,7 +1,7 @@
-//! Sensor trees the integration tests write.
+//! What the integration tests share: the asset cache and sensor trees they write.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -31,4 +31,18 @@ pub fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::Join
         }
     });
     (stop, writer)
+}
+
+/// The asset cache holding SmolLM2 and ShareGPT (scripts/fetch-assets.sh); fails the test
+/// with the command to run when they are missing.
+pub fn assets() -> PathBuf {
+    let dir = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    assert!(
+        dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+            .is_file()
+            && dir.join("sharegpt").is_dir(),
+        "the asset cache {} lacks SmolLM2 or ShareGPT: run scripts/fetch-assets.sh",
+        dir.display()
+    );
+    dir
 }
