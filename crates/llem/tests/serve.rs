@@ -61,6 +61,24 @@ fn running(exe: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// `llama-server` processes started since `before` was taken.
+fn started_since(server: &Path, before: &[u32]) -> Vec<u32> {
+    running(server)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect()
+}
+
+/// The one entry of a results directory (the study).
+fn only_entry(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+}
+
 #[test]
 fn llem_runs_llama_server_end_to_end_and_stops_it() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -98,21 +116,13 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     assert!(o.status.success(), "llem run failed: {stderr}");
 
     // The server llem started is gone; none of its group lingers.
-    let after: Vec<u32> = running(&server)
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    let after = started_since(&server, &before);
     assert!(
         after.is_empty(),
         "llama-server still running after llem exited: {after:?}"
     );
 
-    let study = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let study = only_entry(&out);
     let cell = std::fs::read_dir(&study)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -236,10 +246,7 @@ fn a_killed_cell_does_not_leave_its_server_running() {
             "no server started within 60 s"
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let servers: Vec<u32> = running(&server)
-            .into_iter()
-            .filter(|p| !before.contains(p))
-            .collect();
+        let servers = started_since(&server, &before);
         let Some(study) = std::fs::read_dir(&out)
             .ok()
             .and_then(|mut d| d.next())
@@ -284,20 +291,12 @@ fn a_killed_cell_does_not_leave_its_server_running() {
     let mut err = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(!status.success(), "{err}");
-    let left: Vec<u32> = running(&server)
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    let left = started_since(&server, &before);
     assert!(
         left.is_empty(),
         "servers left after the study: {left:?}\n{err}"
     );
-    let study = std::fs::read_dir(&out)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+    let study = only_entry(&out);
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(study.join("manifest.json")).unwrap())
             .unwrap();
