@@ -14,7 +14,7 @@ pub mod goodput;
 pub mod latency;
 pub mod lifecycle;
 pub mod progress;
-pub mod stats;
+pub use llem_results::stats;
 pub mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};

@@ -37,6 +37,7 @@ pub fn cv(v: &[f64]) -> Option<f64> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
