@@ -13,7 +13,7 @@ use llem_config::ExperimentConfig;
 use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::{Prompt, PromptInput};
 use llem_engines::{ContextPlan, Engine, RequestSink, Workload};
-use llem_results::RequestRecord;
+use llem_results::{RequestRecord, stats};
 
 struct Sink {
     epoch: Instant,
@@ -115,13 +115,9 @@ fn main() {
             }
         }
     }
-    late.sort_by(f64::total_cmp);
-    ttft.sort_by(f64::total_cmp);
-    let pct_of = |v: &[f64], p: f64| {
-        v.get(((v.len() as f64 - 1.0) * p).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
+    let late = stats::sorted(late);
+    let ttft = stats::sorted(ttft);
+    let pct_of = |v: &[f64], p: f64| stats::percentile(v, p * 100.0).unwrap_or(f64::NAN);
     let pct = |p: f64| pct_of(&late, p);
     let cpu = cpu1 - cpu0;
     println!(

@@ -320,13 +320,8 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let batch = if m.served {
         // A server batches continuously: its batch is what it was running, on average, in
         // the window (its own gauge when scraped, else what the client saw).
-        let avg = crate::window::gauge_mean(
-            &m.summary.server_metrics,
-            llem_engines::serving::prometheus::Gauge::Running,
-            t0,
-            t1,
-        )
-        .or_else(|| crate::window::client_concurrency(m.records, t0, t1));
+        let avg =
+            crate::window::avg_batch(m.records, &m.summary.server_metrics, t0, t1).map(|(v, _)| v);
         BatchEfficiencyMetrics {
             effective_batch_size: avg,
             batch_utilisation: avg

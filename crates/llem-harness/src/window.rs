@@ -81,6 +81,20 @@ pub fn gauge_mean(samples: &[MetricSample], gauge: Gauge, start: f64, end: f64) 
         .then(|| per_scrape.iter().map(|(_, v)| v).sum::<f64>() / per_scrape.len() as f64)
 }
 
+/// Sequences the server was running on average over `[start, end]`, and where the figure
+/// comes from: its own running gauge when scraped (`prometheus`), else the requests between
+/// first token and end as the client saw them (`client`).
+pub fn avg_batch(
+    records: &[RequestRecord],
+    metrics: &[MetricSample],
+    start: f64,
+    end: f64,
+) -> Option<(f64, &'static str)> {
+    gauge_mean(metrics, Gauge::Running, start, end)
+        .map(|v| (v, "prometheus"))
+        .or_else(|| client_concurrency(records, start, end).map(|v| (v, "client")))
+}
+
 /// Prefix-cache hit rate over `[start, end]`: the change of vLLM's hit and query counters,
 /// else the mean of a hit-rate gauge.
 pub fn prefix_hit_rate(samples: &[MetricSample], start: f64, end: f64) -> Option<f64> {
@@ -236,11 +250,8 @@ fn judged(
     rule: &'static str,
 ) -> Window {
     let (_, out) = tokens_in(records, start, end);
-    let server = gauge_mean(metrics, Gauge::Running, start, end);
-    let (avg, source) = match server {
-        Some(v) => (Some(v), "prometheus"),
-        None => (client_concurrency(records, start, end), "client"),
-    };
+    let batch = avg_batch(records, metrics, start, end);
+    let avg = batch.map(|(v, _)| v);
     let util = avg
         .zip(target.filter(|b| *b > 0))
         .map(|(a, b)| a / f64::from(b));
@@ -279,7 +290,7 @@ fn judged(
             requests: records.len() as u32,
             output_tokens_in_window: out,
             avg_batch_size: avg,
-            avg_batch_size_source: avg.map(|_| source.into()),
+            avg_batch_size_source: batch.map(|(_, source)| source.into()),
             batch_utilisation: util,
             is_stable: reason.is_empty(),
             unstable_reason: reason,

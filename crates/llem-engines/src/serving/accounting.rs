@@ -49,8 +49,8 @@ pub struct Accounted {
 }
 
 /// Accounts `chunks` (in arrival order) against the final usage count, if any.
-pub fn account(chunks: &[ChunkObs], final_tokens: Option<u32>, out: &mut Vec<f64>) -> Accounted {
-    out.clear();
+pub fn account(chunks: &[ChunkObs], final_tokens: Option<u32>) -> Accounted {
+    let mut out = Vec::new();
     // Tokens per chunk, by the best evidence available.
     let continuous = !chunks.is_empty() && chunks.iter().all(|c| c.cum_tokens.is_some());
     let mut counts: Vec<u32> = Vec::with_capacity(chunks.len());
@@ -88,7 +88,7 @@ pub fn account(chunks: &[ChunkObs], final_tokens: Option<u32>, out: &mut Vec<f64
         prev_t = Some(c.t_s);
     }
     Accounted {
-        token_times_s: out.clone(),
+        token_times_s: out,
         mode,
         from_usage,
     }
@@ -154,49 +154,41 @@ mod tests {
 
     #[test]
     fn one_token_per_chunk_is_true_streaming() {
-        let mut buf = Vec::new();
         let a = account(
             &[obs(0.5, 0), obs(1.0, 3), obs(1.1, 2), obs(1.3, 4)],
             Some(3),
-            &mut buf,
         );
         assert_eq!(a.token_times_s, vec![1.0, 1.1, 1.3]);
         assert_eq!(a.mode, TimingMode::TrueStreaming);
         assert!(a.from_usage);
-        let b = account(&[obs(1.0, 3), obs(2.0, 3)], None, &mut buf);
+        let b = account(&[obs(1.0, 3), obs(2.0, 3)], None);
         assert_eq!(b.token_times_s, vec![1.0, 2.0]);
         assert!(!b.from_usage);
     }
 
     #[test]
     fn continuous_usage_splits_each_chunk_over_its_gap() {
-        let mut buf = Vec::new();
         let c = |t, b, n| ChunkObs {
             t_s: t,
             text_bytes: b,
             cum_tokens: Some(n),
         };
-        let a = account(
-            &[c(0.1, 0, 0), c(1.0, 4, 2), c(2.0, 8, 6)],
-            Some(6),
-            &mut buf,
-        );
+        let a = account(&[c(0.1, 0, 0), c(1.0, 4, 2), c(2.0, 8, 6)], Some(6));
         assert_eq!(a.token_times_s, vec![1.0, 1.0, 1.25, 1.5, 1.75, 2.0]);
         assert_eq!(a.mode, TimingMode::Proportional);
     }
 
     #[test]
     fn usage_total_is_shared_by_text_length() {
-        let mut buf = Vec::new();
-        let a = account(&[obs(1.0, 2), obs(2.0, 6)], Some(4), &mut buf);
+        let a = account(&[obs(1.0, 2), obs(2.0, 6)], Some(4));
         // 1 each, then the 2 left in proportion 2:6 -> 0.5/1.5 -> remainders favour chunk 2.
         assert_eq!(a.token_times_s.len(), 4);
         assert_eq!(a.token_times_s.first(), Some(&1.0));
         assert_eq!(a.token_times_s.last(), Some(&2.0));
         assert_eq!(a.mode, TimingMode::Proportional);
-        let none = account(&[obs(1.0, 0)], Some(3), &mut buf);
+        let none = account(&[obs(1.0, 0)], Some(3));
         assert_eq!(none.token_times_s, vec![1.0, 1.0, 1.0]);
-        let zero = account(&[obs(1.0, 5)], Some(0), &mut buf);
+        let zero = account(&[obs(1.0, 5)], Some(0));
         assert!(zero.token_times_s.is_empty());
     }
 }

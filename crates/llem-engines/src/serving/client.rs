@@ -59,10 +59,6 @@ pub struct Prepared {
     pub api: Api,
     /// JSON body.
     pub body: Arc<Vec<u8>>,
-    /// Prompt tokens when llem knows them (synthetic prompts), for servers without usage.
-    pub known_input_tokens: Option<u32>,
-    /// Reference reply length from the dataset.
-    pub reference_output_tokens: Option<u32>,
     /// Output limit, for sizing buffers.
     pub max_tokens: u32,
 }
@@ -264,17 +260,16 @@ async fn one(
         finish,
     } = st;
     let end_s = clock.now();
-    let mut times = Vec::new();
-    let acc = accounting::account(&chunks, final_usage.1, &mut times);
+    let acc = accounting::account(&chunks, final_usage.1);
     let output_tokens = u32::try_from(acc.token_times_s.len()).unwrap_or(u32::MAX);
     let input_from_usage = final_usage.0.is_some();
     Finished {
         record: RequestRecord {
             request_id: id,
             batch_index: None,
-            input_tokens: final_usage.0.or(req.known_input_tokens).unwrap_or(0),
+            input_tokens: final_usage.0.unwrap_or(0),
             output_tokens,
-            reference_output_tokens: req.reference_output_tokens,
+            reference_output_tokens: None,
             scheduled_s: Some(scheduled_s),
             submit_s,
             first_token_s: acc.token_times_s.first().copied(),

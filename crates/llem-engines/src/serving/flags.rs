@@ -156,10 +156,19 @@ pub struct CommandLine {
     pub args: Vec<String>,
     /// Contents of an extra options file, passed by path (TensorRT-LLM).
     pub extra_options: Option<(String, Value)>,
-    /// Port the server listens on inside a container (local runs use the chosen port).
-    pub container_port: u16,
     /// The health endpoint.
     pub health_path: &'static str,
+}
+
+/// The port an engine's server listens on inside its default container (local runs use a
+/// free port instead).
+pub fn container_port(engine: Engine) -> u16 {
+    match engine {
+        Engine::Sglang => 30000,
+        Engine::Tgi => 80,
+        Engine::LlamaCpp => 8080,
+        _ => 8000,
+    }
 }
 
 /// Where a served model comes from.
@@ -208,7 +217,6 @@ pub fn command_line(
                 container_entry: vec![],
                 args,
                 extra_options: None,
-                container_port: 8000,
                 health_path: "/health",
             }
         }
@@ -231,7 +239,6 @@ pub fn command_line(
                 container_entry: s(&["python3", "-m", "sglang.launch_server"]),
                 args,
                 extra_options: None,
-                container_port: 30000,
                 health_path: "/health",
             }
         }
@@ -258,7 +265,6 @@ pub fn command_line(
                 container_entry: vec![],
                 args,
                 extra_options: None,
-                container_port: 80,
                 health_path: "/health",
             }
         }
@@ -283,7 +289,6 @@ pub fn command_line(
                 container_entry: s(&["trtllm-serve"]),
                 args,
                 extra_options: extra.map(|v| ("--extra_llm_api_options".to_string(), v)),
-                container_port: 8000,
                 health_path: "/health",
             }
         }
@@ -363,7 +368,6 @@ fn llama_server(
         container_entry: vec![],
         args,
         extra_options: None,
-        container_port: 8080,
         health_path: "/health",
     })
 }

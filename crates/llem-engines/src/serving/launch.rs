@@ -129,14 +129,6 @@ impl ServerProcess {
         self.child.id()
     }
 
-    /// The container's name, for runner docker.
-    pub fn container(&self) -> Option<&str> {
-        match &self.stopper {
-            Stopper::Container(name) => Some(name),
-            Stopper::Process => None,
-        }
-    }
-
     /// `Some(description)` when the server has exited.
     pub fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {

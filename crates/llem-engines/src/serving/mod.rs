@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use llem_config::{Engine as EngineName, ExperimentConfig, RunnerSpec};
 use llem_results::result::TrafficSummary;
-use llem_results::{MetricSample, RequestRecord};
+use llem_results::{MetricSample, stats};
 
 use crate::engine::{
     ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session,
@@ -123,16 +123,10 @@ pub fn find_llama_server(explicit: Option<&PathBuf>) -> Option<PathBuf> {
         return p.is_file().then(|| p.clone());
     }
     launch::which("llama-server").or_else(|| {
-        let cache = std::env::var_os("LLEM_TOOLS")
+        let tools = std::env::var_os("LLEM_TOOLS")
             .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_CACHE_HOME")
-                    .map(|c| PathBuf::from(c).join("llem/tools"))
-                    .or_else(|| {
-                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/llem/tools"))
-                    })
-            })?;
-        let p = cache.join("bin/llama-server");
+            .unwrap_or_else(|| crate::assets::cache_dir().join("tools"));
+        let p = tools.join("bin/llama-server");
         p.is_file().then_some(p)
     })
 }
@@ -192,10 +186,6 @@ pub struct ServerEngine {
     cfg: ExperimentConfig,
     opts: ServeOptions,
     metrics_available: bool,
-}
-
-fn engine_name(e: EngineName) -> &'static str {
-    e.as_str()
 }
 
 impl ServerEngine {
@@ -305,7 +295,7 @@ impl ServerEngine {
             }),
             process: process.map(Mutex::new),
             info: EngineInfo {
-                name: engine_name(cfg.engine),
+                name: cfg.engine.as_str(),
                 version: None,
                 system_info: Some(format!("runner {runner}")),
             },
@@ -319,23 +309,11 @@ impl ServerEngine {
         Ok(engine)
     }
 
-    /// The base URL requests go to.
-    pub fn base_url(&self) -> &str {
-        &self.endpoint.base_url
-    }
-
     /// The server's process id, for local and container runs.
     pub fn server_pid(&self) -> Option<u32> {
         self.process
             .as_ref()
             .and_then(|p| p.lock().ok().map(|p| p.pid()))
-    }
-
-    /// The container's name, for runner docker.
-    pub fn container(&self) -> Option<String> {
-        self.process
-            .as_ref()
-            .and_then(|p| p.lock().ok().and_then(|p| p.container().map(String::from)))
     }
 
     /// `Some(why)` when a launched server has died, with its log tail.
@@ -565,20 +543,16 @@ impl ServerEngine {
             .map(|p| {
                 let max_tokens = p.output_tokens.unwrap_or(default_max).max(1);
                 let params = self.body_params(workload, max_tokens, p.ignore_eos);
-                let (api, text, known) = match &p.input {
-                    PromptInput::Text { text, chat: true } => (Api::Chat, text.clone(), None),
-                    PromptInput::Text { text, chat: false } => {
-                        (Api::Completions, text.clone(), None)
-                    }
+                let (api, text) = match &p.input {
+                    PromptInput::Text { text, chat: true } => (Api::Chat, text.clone()),
+                    PromptInput::Text { text, chat: false } => (Api::Completions, text.clone()),
                     PromptInput::Tokens { n_tokens, seed } => {
-                        (Api::Completions, synthetic_text(*n_tokens, *seed), None)
+                        (Api::Completions, synthetic_text(*n_tokens, *seed))
                     }
                 };
                 Prepared {
                     api,
                     body: Arc::new(client::body(&self.endpoint, api, &text, &params)),
-                    known_input_tokens: known,
-                    reference_output_tokens: None,
                     max_tokens,
                 }
             })
@@ -634,9 +608,7 @@ fn docker_argv(
         mounts.extend(["-v".into(), format!("{dir}:/models:ro")]);
         model = flags::ModelArg::File(PathBuf::from("/models").join(name));
     }
-    let probe =
-        flags::command_line(cfg, &model, "0.0.0.0", 0, "python3").map_err(EngineError::Config)?;
-    let inner = probe.container_port;
+    let inner = flags::container_port(cfg.engine);
     let cl = flags::command_line(cfg, &model, "0.0.0.0", inner, "python3")
         .map_err(EngineError::Config)?;
     let name = format!("llem-{}-{}-{}", cfg.engine, std::process::id(), port);
@@ -777,7 +749,9 @@ impl Session for ServerSession<'_> {
             shared: shared.clone(),
             done: tx,
         }));
-        let mut records: Vec<RequestRecord> = Vec::new();
+        // What the summary needs of each request; the records themselves go to the sink.
+        let (mut lags_ms, mut submits) = (Vec::new(), Vec::new());
+        let (mut succeeded, mut failed) = (0usize, 0usize);
         let (mut mode, mut all_usage, mut all_input_usage) =
             (TimingMode::TrueStreaming, true, true);
         let mut reported_tokens = 0u64;
@@ -787,7 +761,14 @@ impl Session for ServerSession<'_> {
                     mode = mode.max(f.mode);
                     all_usage &= f.from_usage || !f.record.success;
                     all_input_usage &= f.input_from_usage || !f.record.success;
-                    records.push(f.record.clone());
+                    let r = &f.record;
+                    submits.push(r.submit_s);
+                    lags_ms.extend(r.scheduled_s.map(|s| (r.submit_s - s) * 1000.0));
+                    if r.success {
+                        succeeded += 1;
+                    } else {
+                        failed += 1;
+                    }
                     sink.on_done(f.record);
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
@@ -825,38 +806,28 @@ impl Session for ServerSession<'_> {
                 e.cfg.engine
             ));
         }
-        let ok: Vec<&RequestRecord> = records.iter().filter(|r| r.success).collect();
-        if !ok.is_empty() && !all_usage {
+        if succeeded > 0 && !all_usage {
             warnings.push(
                 "the server reported no token usage for some requests: their output tokens are \
                  llem's count of streamed chunks (one token per chunk)"
                     .into(),
             );
         }
-        if !ok.is_empty() && !all_input_usage {
+        if succeeded > 0 && !all_input_usage {
             warnings.push(
                 "the server reported no prompt token counts for some requests: their input \
                  tokens are recorded as 0"
                     .into(),
             );
         }
-        let mut lags: Vec<f64> = records
-            .iter()
-            .filter_map(|r| r.scheduled_s.map(|s| (r.submit_s - s) * 1000.0))
-            .collect();
-        lags.sort_by(f64::total_cmp);
-        let pct = |p: f64| -> Option<f64> {
-            let i = ((lags.len() as f64 - 1.0) * p).round() as usize;
-            lags.get(i).copied()
-        };
+        let lags_ms = stats::sorted(lags_ms);
         let send_span = {
-            let s: Vec<f64> = records.iter().map(|r| r.submit_s).collect();
-            let lo = s.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let lo = submits.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = submits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             (hi - lo).max(0.0)
         };
+        let sent = submits.len();
         let target = target_concurrency(&e.cfg).or(plan.max_concurrency);
-        let failed = records.iter().filter(|r| !r.success).count();
         Ok(RunSummary {
             num_batches: 0,
             effective_batch_size: 0.0,
@@ -873,12 +844,12 @@ impl Session for ServerSession<'_> {
                 burstiness: plan.burstiness,
                 max_concurrency: plan.max_concurrency,
                 seed: plan.seed,
-                requests_sent: records.len() as u32,
+                requests_sent: sent as u32,
                 requests_failed: failed as u32,
-                achieved_rate_qps: (send_span > 0.0 && records.len() > 1)
-                    .then(|| (records.len() - 1) as f64 / send_span),
-                dispatch_lag_p50_ms: pct(0.5),
-                dispatch_lag_p99_ms: pct(0.99),
+                achieved_rate_qps: (send_span > 0.0 && sent > 1)
+                    .then(|| (sent - 1) as f64 / send_span),
+                dispatch_lag_p50_ms: stats::percentile(&lags_ms, 50.0),
+                dispatch_lag_p99_ms: stats::percentile(&lags_ms, 99.0),
                 endpoint: e.endpoint.base_url.clone(),
                 api: if requests.iter().any(|r| r.api == Api::Chat) {
                     "chat_completions".into()
