@@ -31,6 +31,16 @@ pub fn smooth_into(raw: &[f64], out: &mut Vec<f64>) {
     }
 }
 
+/// Gaps between consecutive token timestamps: the `itl` list a streaming client records
+/// (tokens of one chunk share a timestamp, so their gaps are the zeros [`smooth`] spreads).
+pub fn gaps(token_times_s: &[f64]) -> Vec<f64> {
+    token_times_s
+        .iter()
+        .zip(token_times_s.iter().skip(1))
+        .map(|(a, b)| b - a)
+        .collect()
+}
+
 /// [`smooth_into`] into a new vector.
 pub fn smooth(raw: &[f64]) -> Vec<f64> {
     let mut out = Vec::with_capacity(raw.len());

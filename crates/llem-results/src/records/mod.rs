@@ -1,13 +1,76 @@
-//! The records API (seed 002): derivation rules shared by every loader — inter-token latency
-//! smoothing and the stability verdict with its cascade — written to match the reference
-//! reader `mlenergy-data` 0.4.0 (`../shared/reference/mlenergy-raw-format.md` §8, §9).
+//! The records API (seed 002): `LlmRun`/`DiffusionRun` records, loaders for llem study
+//! directories and ML.ENERGY raw and compiled data, the `Runs` collection (filters, grouping,
+//! columns, Arrow/Parquet/CSV), per-request extraction. Derivations follow the reference
+//! reader `mlenergy-data` 0.4.0 (`../shared/reference/mlenergy-raw-format.md`).
 
+pub mod compiled;
+pub mod diffusion;
+pub mod export;
+pub mod extract;
 pub mod itl;
+pub mod lenient;
+pub mod llem_cells;
+pub mod load;
+pub mod parallelism;
 pub mod pyfloat;
 pub mod raw_names;
+pub mod raw_tree;
+pub mod run;
+pub mod runs;
 pub mod stability;
 
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
+
+pub use diffusion::DiffusionRun;
+pub use load::{Loaded, load_any};
+pub use run::{FieldKind, FieldValue, LlmRun, RunSource};
+pub use runs::Runs;
+
+/// A run that was found but not loaded, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadIssue {
+    /// Its results file.
+    pub path: PathBuf,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl LoadIssue {
+    /// An issue about `path`.
+    pub fn new(path: &Path, reason: impl Into<String>) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A failure of a whole load or extraction (single bad runs are [`LoadIssue`]s instead).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordsError {
+    /// The path does not exist or is not a directory.
+    #[error("{0}: no such directory")]
+    NotFound(PathBuf),
+    /// Nothing loadable was found.
+    #[error("{0}: no llem study, ML.ENERGY raw tree or compiled runs/llm.parquet found here")]
+    NothingFound(PathBuf),
+    /// A file could not be read or written.
+    #[error(transparent)]
+    Results(#[from] crate::ResultsError),
+    /// A file is not what it should be.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A request the collection cannot answer (unknown field, unstable() after stable-only).
+    #[error("{0}")]
+    Usage(String),
+}
 
 /// The reference reader's number conversion (§5.1): JSON numbers, strings holding a
 /// decimal number, and booleans (1.0 / 0.0) convert; null, objects, arrays and other

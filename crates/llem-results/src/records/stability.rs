@@ -23,6 +23,9 @@ pub struct RunFacts {
     pub gpu_model: String,
     /// GPUs of the run.
     pub num_gpus: i64,
+    /// Further grouping for llem cells (the engine), so one engine's failure does not
+    /// cascade onto another's; empty for ML.ENERGY runs.
+    pub variant: String,
     /// The batch limit, when the run directory name gives one.
     pub max_num_seqs: Option<i64>,
     /// Why `results.json` could not be read, when it could not.
@@ -33,6 +36,21 @@ pub struct RunFacts {
     pub energy_per_token_j: Option<f64>,
     /// Mean running requests in the steady state (Prometheus), when known.
     pub avg_batch_size: Option<f64>,
+}
+
+type GroupKey<'a> = (&'a str, &'a str, &'a str, i64, &'a str);
+
+impl RunFacts {
+    /// The cascade group: model, task, GPU model, GPU count (and the llem variant).
+    fn group(&self) -> GroupKey<'_> {
+        (
+            &self.model_id,
+            &self.task,
+            &self.gpu_model,
+            self.num_gpus,
+            &self.variant,
+        )
+    }
 }
 
 /// The verdict on one run.
@@ -75,15 +93,10 @@ pub fn per_run_reason(f: &RunFacts) -> Option<String> {
 pub fn judge(runs: &[RunFacts]) -> Vec<Stability> {
     let reasons: Vec<Option<String>> = runs.iter().map(per_run_reason).collect();
     // Smallest failing batch size per group.
-    let mut threshold: BTreeMap<(&str, &str, &str, i64), i64> = BTreeMap::new();
+    let mut threshold: BTreeMap<GroupKey<'_>, i64> = BTreeMap::new();
     for (f, r) in runs.iter().zip(&reasons) {
         if let (Some(b), Some(_)) = (f.max_num_seqs, r) {
-            let key = (
-                f.model_id.as_str(),
-                f.task.as_str(),
-                f.gpu_model.as_str(),
-                f.num_gpus,
-            );
+            let key = f.group();
             threshold
                 .entry(key)
                 .and_modify(|t| *t = (*t).min(b))
@@ -94,12 +107,7 @@ pub fn judge(runs: &[RunFacts]) -> Vec<Stability> {
         .zip(reasons)
         .map(|(f, own)| {
             let cascade = f.max_num_seqs.and_then(|b| {
-                let key = (
-                    f.model_id.as_str(),
-                    f.task.as_str(),
-                    f.gpu_model.as_str(),
-                    f.num_gpus,
-                );
+                let key = f.group();
                 threshold.get(&key).filter(|t| b >= **t).copied()
             });
             match (own, cascade) {
@@ -136,6 +144,7 @@ mod tests {
             steady_state_duration_s: Some(d),
             energy_per_token_j: Some(e),
             avg_batch_size: avg,
+            variant: String::new(),
         }
     }
 

@@ -1,0 +1,304 @@
+//! The `LlemRun` view: llem's own cells (`result.json` + `effective_config.json` +
+//! `requests.parquet`) as [`LlmRun`] records, so they filter, group and export with ML.ENERGY
+//! runs. The mapping, field by field, is in `docs/records.md`; in short the measurement
+//! window plays the steady state, the dataset plays the task, and the ITL statistics are
+//! recomputed from the per-token timestamps with the reference smoothing.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::itl;
+use super::raw_tree::{default_workers, find_files, parallel_map, sort_runs};
+use super::run::{self, LlemFields, LlmRun, RunSource};
+use super::stability::{self, RunFacts};
+use super::{LoadIssue, RecordsError};
+use crate::layout;
+use crate::result::ExperimentResult;
+
+/// A cell directory: a `result.json`, or a `cell_spec.json` whose cell never finished.
+fn is_earlier_attempt(p: &Path) -> bool {
+    p.components().any(|c| {
+        let s = c.as_os_str().to_string_lossy();
+        s.contains(".attempt") || s == layout::STUDY_ARTEFACTS
+    })
+}
+
+/// Every llem cell below `dir` (the directory itself may be a cell).
+pub fn find_cells(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut results = Vec::new();
+    find_files(dir, layout::RESULT, &mut results);
+    results.retain(|p| !is_earlier_attempt(p) && looks_like_llem(p));
+    let mut specs = Vec::new();
+    find_files(dir, layout::CELL_SPEC, &mut specs);
+    let unfinished = specs
+        .into_iter()
+        .filter(|s| !is_earlier_attempt(s) && !s.with_file_name(layout::RESULT).exists())
+        .collect();
+    (results, unfinished)
+}
+
+/// ML.ENERGY writes `results.json`; a llem cell's `result.json` sits next to its config.
+fn looks_like_llem(p: &Path) -> bool {
+    p.with_file_name(layout::EFFECTIVE_CONFIG).exists()
+        || p.with_file_name(layout::REQUESTS).exists()
+        || p.with_file_name(layout::CELL_SPEC).exists()
+}
+
+struct Cell {
+    result: ExperimentResult,
+    config: Value,
+    /// Successful requests and their token timestamps, when `requests.parquet` exists.
+    requests: Option<(usize, Vec<Vec<f64>>)>,
+}
+
+fn read_cell(path: &Path) -> Result<Cell, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let result: ExperimentResult =
+        serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
+    let config = std::fs::read(path.with_file_name(layout::EFFECTIVE_CONFIG))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    let req_path = path.with_file_name(layout::REQUESTS);
+    let requests = if req_path.exists() {
+        let recs = crate::requests::read_requests(&req_path).map_err(|e| e.to_string())?;
+        let ok: Vec<_> = recs.into_iter().filter(|r| r.success).collect();
+        let n = ok.len();
+        Some((n, ok.into_iter().map(|r| r.token_times_s).collect()))
+    } else {
+        None
+    };
+    Ok(Cell {
+        result,
+        config,
+        requests,
+    })
+}
+
+fn cfg_str<'a>(c: &'a Value, path: &[&str]) -> Option<&'a str> {
+    path.iter().try_fold(c, |v, k| v.get(k))?.as_str()
+}
+
+fn cfg_int(c: &Value, path: &[&str]) -> Option<i64> {
+    path.iter().try_fold(c, |v, k| v.get(k))?.as_i64()
+}
+
+/// The batch limit a llem cell ran under: the measured window's target concurrency, the
+/// traffic cap, or the engine section's batch size / max sequences; else 1.
+fn max_num_seqs(r: &ExperimentResult, c: &Value) -> i64 {
+    let engine = r.engine.as_str();
+    r.steady_state
+        .as_ref()
+        .and_then(|s| s.target_concurrency)
+        .map(i64::from)
+        .or_else(|| {
+            r.traffic
+                .as_ref()
+                .and_then(|t| t.max_concurrency)
+                .map(i64::from)
+        })
+        .or_else(|| cfg_int(c, &[engine, "max_num_seqs"]))
+        .or_else(|| cfg_int(c, &[engine, "max_running_requests"]))
+        .or_else(|| cfg_int(c, &[engine, "max_batch_size"]))
+        .or_else(|| cfg_int(c, &[engine, "batch_size"]))
+        .or_else(|| cfg_int(c, &[engine, "n_parallel"]))
+        .unwrap_or(1)
+}
+
+fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
+    let r = &cell.result;
+    let c = &cell.config;
+    let model_id = cfg_str(c, &["model"]).unwrap_or(&r.model_name).to_string();
+    let task = if c
+        .pointer("/dataset/synthetic")
+        .is_some_and(|v| !v.is_null())
+    {
+        "synthetic".to_string()
+    } else {
+        cfg_str(c, &["dataset", "source"])
+            .unwrap_or("unknown")
+            .to_string()
+    };
+    let md = r.environment.model.as_ref();
+    let params_b = md
+        .and_then(|m| m.parameters)
+        .map_or(f64::NAN, |p| p as f64 / 1e9);
+    let num_gpus = r.environment.gpus.len() as i64;
+    let gpu_model = r
+        .environment
+        .gpus
+        .first()
+        .map_or_else(|| "CPU".to_string(), |g| g.to_uppercase());
+    let engine = r.engine.clone();
+    let par = |k: &str| cfg_int(c, &[engine.as_str(), k]);
+    let tensor = par("tensor_parallel_size").unwrap_or(num_gpus.max(1));
+    let expert = par("expert_parallel_size").unwrap_or(1);
+    let data = par("data_parallel_size").unwrap_or(1);
+    let completed = cell
+        .requests
+        .as_ref()
+        .map(|(n, _)| *n as f64)
+        .or_else(|| r.latency_stats.as_ref().map(|l| l.e2e_samples as f64));
+    let total_tokens = Some(r.total_output_tokens as f64);
+    let e = r.avg_energy_per_token_j;
+    let d = r.total_inference_time_sec;
+    let derived = run::derive(
+        r.total_energy_j,
+        d,
+        e,
+        Some(r.avg_tokens_per_second),
+        completed,
+        total_tokens,
+    );
+    let itl = cell.requests.as_ref().and_then(|(_, t)| {
+        let lists: Vec<Vec<f64>> = t.iter().map(|x| itl::gaps(x)).collect();
+        itl::run_stats(lists.iter().map(Vec::as_slice))
+    });
+    let lat = r.latency_stats.clone().unwrap_or_default();
+    let fallback = |v: Option<f64>| v.unwrap_or(f64::NAN);
+    let (mean, p50, p90, p95, p99) = match itl {
+        Some(s) => (s.mean_ms, s.p50_ms, s.p90_ms, s.p95_ms, s.p99_ms),
+        None => (
+            fallback(lat.itl_mean_ms),
+            fallback(lat.itl_median_ms),
+            fallback(lat.itl_p90_ms),
+            fallback(lat.itl_p95_ms),
+            fallback(lat.itl_p99_ms),
+        ),
+    };
+    let avg_batch = r
+        .steady_state
+        .as_ref()
+        .and_then(|s| s.avg_batch_size)
+        .or(r.extended_metrics.batch.effective_batch_size);
+    let b = max_num_seqs(r, c);
+    let study = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    let cycle = path.parent().and_then(Path::file_name).and_then(|n| {
+        let n = n.to_string_lossy();
+        let rest = n.split('_').nth(1)?.strip_prefix('c')?.to_string();
+        rest.parse().ok()
+    });
+    let warnings = (!r.measurement_warnings.is_empty()).then(|| r.measurement_warnings.join("\n"));
+    let run = LlmRun {
+        domain: "llm".into(),
+        task: task.clone(),
+        nickname: layout::model_slug(&model_id),
+        model_id: model_id.clone(),
+        architecture: "Dense".into(),
+        total_params_billions: params_b,
+        activated_params_billions: params_b,
+        weight_precision: md
+            .and_then(|m| m.dtype.clone())
+            .or_else(|| cfg_str(c, &["dtype"]).map(String::from))
+            .unwrap_or_else(|| "unknown".into()),
+        gpu_model: gpu_model.clone(),
+        num_gpus,
+        max_num_seqs: b,
+        seed: cfg_int(c, &["random_seed"]),
+        num_request_repeats: None,
+        tensor_parallel: tensor,
+        expert_parallel: expert,
+        data_parallel: data,
+        steady_state_energy_joules: r.total_energy_j,
+        steady_state_duration_seconds: d,
+        energy_per_token_joules: e,
+        energy_per_request_joules: derived.and_then(|x| x.energy_per_request_joules),
+        output_throughput_tokens_per_sec: derived.map_or(r.avg_tokens_per_second, |x| {
+            x.output_throughput_tokens_per_sec
+        }),
+        request_throughput_req_per_sec: derived.and_then(|x| x.request_throughput_req_per_sec),
+        avg_power_watts: derived.map_or(f64::NAN, |x| x.avg_power_watts),
+        total_output_tokens: total_tokens,
+        completed_requests: completed,
+        avg_output_len: derived.and_then(|x| x.avg_output_len),
+        mean_itl_ms: mean,
+        median_itl_ms: p50,
+        p50_itl_ms: p50,
+        p90_itl_ms: p90,
+        p95_itl_ms: p95,
+        p99_itl_ms: p99,
+        avg_batch_size: avg_batch,
+        is_stable: true,
+        unstable_reason: String::new(),
+        results_path: path.to_string_lossy().into_owned(),
+        prometheus_path: path
+            .with_file_name(layout::SERVER_METRICS)
+            .to_string_lossy()
+            .into_owned(),
+        extra: LlemFields {
+            source: Some(RunSource::Llem),
+            engine: Some(engine.clone()),
+            study,
+            cycle,
+            config_hash: Some(r.measurement_config_hash.clone()),
+            experiment_id: Some(r.experiment_id.clone()),
+            measurement_methodology: Some(r.measurement_methodology.clone()),
+            energy_source: r.energy_source.clone(),
+            energy_adjusted_joules: r.energy_adjusted_j,
+            energy_per_token_adjusted_joules: r.mj_per_tok_adjusted.map(|m| m / 1000.0),
+            ttft_median_ms: lat.ttft_median_ms,
+            ttft_p99_ms: lat.ttft_p99_ms,
+            tpot_median_ms: lat.tpot_median_ms,
+            e2e_p99_ms: lat.e2e_p99_ms,
+            warnings,
+        },
+    };
+    let facts = RunFacts {
+        model_id,
+        task,
+        gpu_model,
+        num_gpus,
+        max_num_seqs: Some(b),
+        load_error: None,
+        steady_state_duration_s: Some(d),
+        energy_per_token_j: Some(e),
+        avg_batch_size: avg_batch,
+        variant: engine,
+    };
+    (run, facts)
+}
+
+/// Loads every llem cell below `dirs`; stability (seed rules and cascade, grouped by engine
+/// too) is judged over all of them together.
+pub fn load_cells(dirs: &[PathBuf]) -> Result<(Vec<LlmRun>, Vec<LoadIssue>), RecordsError> {
+    let mut files = Vec::new();
+    let mut issues = Vec::new();
+    for d in dirs {
+        if !d.exists() {
+            return Err(RecordsError::NotFound(d.clone()));
+        }
+        let (results, unfinished) = find_cells(d);
+        files.extend(results);
+        issues.extend(unfinished.iter().map(|s| {
+            LoadIssue::new(
+                s,
+                "cell has no result.json (failed, interrupted or still running)",
+            )
+        }));
+    }
+    let cells = parallel_map(&files, default_workers(), |p| read_cell(p));
+    let mut views = Vec::new();
+    for (p, c) in files.iter().zip(cells) {
+        match c {
+            Ok(c) => views.push(view(p, &c)),
+            Err(e) => issues.push(LoadIssue::new(p, e)),
+        }
+    }
+    let facts: Vec<RunFacts> = views.iter().map(|(_, f)| f.clone()).collect();
+    let mut runs: Vec<LlmRun> = views
+        .into_iter()
+        .zip(stability::judge(&facts))
+        .map(|((mut r, _), v)| {
+            r.is_stable = v.is_stable;
+            r.unstable_reason = v.unstable_reason;
+            r
+        })
+        .collect();
+    sort_runs(&mut runs);
+    Ok((runs, issues))
+}

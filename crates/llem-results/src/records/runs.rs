@@ -1,0 +1,414 @@
+//! `Runs`: an immutable collection of [`LlmRun`]s. Filters keep indices into one shared
+//! vector (no record is copied), keep order, and chain; groups are collections too.
+
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::run::{FieldValue, LlmRun, all_fields, field_kind};
+use super::{LoadIssue, RecordsError};
+
+/// A collection of runs (cheap to clone and filter).
+#[derive(Clone, Debug, Default)]
+pub struct Runs {
+    all: Arc<[LlmRun]>,
+    idx: Arc<[u32]>,
+    issues: Arc<[LoadIssue]>,
+}
+
+/// Accepted values of a text filter: one (`"gpqa"`) or several (`&["gpqa", "lm-arena-chat"]`).
+pub trait Choices {
+    /// Whether `s` is one of the values.
+    fn has(&self, s: &str) -> bool;
+}
+
+impl Choices for &str {
+    fn has(&self, s: &str) -> bool {
+        *self == s
+    }
+}
+impl Choices for String {
+    fn has(&self, s: &str) -> bool {
+        self == s
+    }
+}
+impl Choices for &[&str] {
+    fn has(&self, s: &str) -> bool {
+        self.contains(&s)
+    }
+}
+impl<const N: usize> Choices for [&str; N] {
+    fn has(&self, s: &str) -> bool {
+        self.contains(&s)
+    }
+}
+impl Choices for Vec<String> {
+    fn has(&self, s: &str) -> bool {
+        self.iter().any(|x| x == s)
+    }
+}
+
+/// One group of [`Runs::group_by`]: the key (one text per field) and its runs.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// The fields' values, as text.
+    pub key: Vec<String>,
+    /// The runs with that key, in collection order.
+    pub runs: Runs,
+}
+
+impl Runs {
+    /// A collection of `runs` (kept in the given order) with the load's issues.
+    pub fn new(runs: Vec<LlmRun>, issues: Vec<LoadIssue>) -> Self {
+        let n = u32::try_from(runs.len()).unwrap_or(u32::MAX);
+        Self {
+            all: runs.into(),
+            idx: (0..n).collect(),
+            issues: issues.into(),
+        }
+    }
+
+    /// Loads whatever `dir` holds (llem study/cells, ML.ENERGY raw tree or compiled
+    /// directory, or a tree holding several of these).
+    pub fn from_directory(dir: impl AsRef<Path>) -> Result<Self, RecordsError> {
+        let l = super::load::load_any(&[dir.as_ref().to_path_buf()])?;
+        Ok(Self::new(l.runs, l.issues))
+    }
+
+    /// Loads ML.ENERGY raw result trees (reference §2).
+    pub fn from_raw_results(
+        roots: &[PathBuf],
+        opts: &super::raw_tree::RawOptions,
+    ) -> Result<Self, RecordsError> {
+        let l = super::raw_tree::load_raw(roots, opts)?;
+        Ok(Self::new(l.runs, l.issues))
+    }
+
+    /// Loads a compiled parquet; relative paths resolve against `base_dir` when given.
+    pub fn from_parquet(path: &Path, base_dir: Option<&Path>) -> Result<Self, RecordsError> {
+        let (runs, issues) = super::compiled::read_parquet(path, base_dir)?;
+        Ok(Self::new(runs, issues))
+    }
+
+    /// Number of runs.
+    pub fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    /// True when there are no runs.
+    pub fn is_empty(&self) -> bool {
+        self.idx.is_empty()
+    }
+
+    /// The runs, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &LlmRun> + '_ {
+        self.idx.iter().filter_map(|i| self.all.get(*i as usize))
+    }
+
+    /// The `i`-th run.
+    pub fn get(&self, i: usize) -> Option<&LlmRun> {
+        self.idx.get(i).and_then(|j| self.all.get(*j as usize))
+    }
+
+    /// Runs that were found but not loaded, with the reason.
+    pub fn issues(&self) -> &[LoadIssue] {
+        &self.issues
+    }
+
+    /// The runs for which `keep` is true (the seed's `where`).
+    pub fn filter(&self, keep: impl Fn(&LlmRun) -> bool) -> Self {
+        let idx: Vec<u32> = self
+            .idx
+            .iter()
+            .copied()
+            .filter(|i| self.all.get(*i as usize).is_some_and(&keep))
+            .collect();
+        Self {
+            all: self.all.clone(),
+            idx: idx.into(),
+            issues: self.issues.clone(),
+        }
+    }
+
+    /// Runs of these tasks.
+    pub fn task(&self, t: impl Choices) -> Self {
+        self.filter(|r| t.has(&r.task))
+    }
+    /// Runs of these model ids.
+    pub fn model(&self, m: impl Choices) -> Self {
+        self.filter(|r| m.has(&r.model_id))
+    }
+    /// Runs on these GPU models.
+    pub fn gpu(&self, g: impl Choices) -> Self {
+        self.filter(|r| g.has(&r.gpu_model))
+    }
+    /// Runs with these weight precisions.
+    pub fn precision(&self, p: impl Choices) -> Self {
+        self.filter(|r| p.has(&r.weight_precision))
+    }
+    /// Runs with these architectures.
+    pub fn architecture(&self, a: impl Choices) -> Self {
+        self.filter(|r| a.has(&r.architecture))
+    }
+    /// Runs with these nicknames.
+    pub fn nickname(&self, n: impl Choices) -> Self {
+        self.filter(|r| n.has(&r.nickname))
+    }
+    /// Runs of these engines.
+    pub fn engine(&self, e: impl Choices) -> Self {
+        self.filter(|r| r.extra.engine.as_deref().is_some_and(|x| e.has(x)))
+    }
+    /// Runs on exactly `n` GPUs.
+    pub fn num_gpus(&self, n: i64) -> Self {
+        self.filter(|r| r.num_gpus == n)
+    }
+    /// Runs whose GPU count is in `range` (inclusive bounds as written).
+    pub fn num_gpus_range(&self, range: impl RangeBounds<i64>) -> Self {
+        self.filter(|r| range.contains(&r.num_gpus))
+    }
+    /// Runs with batch limit (`max_num_seqs`) exactly `b`.
+    pub fn batch(&self, b: i64) -> Self {
+        self.filter(|r| r.max_num_seqs == b)
+    }
+    /// Runs whose batch limit is in `range`.
+    pub fn batch_range(&self, range: impl RangeBounds<i64>) -> Self {
+        self.filter(|r| range.contains(&r.max_num_seqs))
+    }
+    /// Stable runs.
+    pub fn stable(&self) -> Self {
+        self.filter(|r| r.is_stable)
+    }
+    /// Unstable runs.
+    pub fn unstable(&self) -> Self {
+        self.filter(|r| !r.is_stable)
+    }
+
+    /// Groups by one or more fields (names of [`all_fields`]); groups in order of first
+    /// appearance, runs in collection order within each.
+    pub fn group_by(&self, fields: &[&str]) -> Result<Vec<Group>, RecordsError> {
+        for f in fields {
+            check_field(f)?;
+        }
+        let mut groups: Vec<(Vec<String>, Vec<u32>)> = Vec::new();
+        let mut at: std::collections::HashMap<Vec<String>, usize> = Default::default();
+        for i in self.idx.iter().copied() {
+            let Some(r) = self.all.get(i as usize) else {
+                continue;
+            };
+            let key: Vec<String> = fields
+                .iter()
+                .map(|f| r.field(f).map(|v| v.display()).unwrap_or_default())
+                .collect();
+            let g = *at.entry(key.clone()).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            if let Some((_, v)) = groups.get_mut(g) {
+                v.push(i);
+            }
+        }
+        Ok(groups
+            .into_iter()
+            .map(|(key, idx)| Group {
+                key,
+                runs: Self {
+                    all: self.all.clone(),
+                    idx: idx.into(),
+                    issues: self.issues.clone(),
+                },
+            })
+            .collect())
+    }
+
+    /// One field's values, in order (any name of [`all_fields`]).
+    pub fn column(&self, name: &str) -> Result<Vec<FieldValue<'_>>, RecordsError> {
+        check_field(name)?;
+        Ok(self
+            .iter()
+            .map(|r| r.field(name).unwrap_or(FieldValue::Null))
+            .collect())
+    }
+
+    /// Typed per-field access: `runs.data().energy_per_token_joules`.
+    pub fn data(&self) -> RunColumns {
+        RunColumns::of(self.iter(), self.len())
+    }
+
+    /// The runs as one Arrow record batch (reference column order, then llem's).
+    pub fn to_record_batch(&self) -> Result<arrow_array::RecordBatch, RecordsError> {
+        let v: Vec<&LlmRun> = self.iter().collect();
+        super::compiled::to_record_batch(&v, None).map_err(RecordsError::Usage)
+    }
+
+    /// Writes `runs/llm.parquet`-style Parquet; paths relative to `base` when given.
+    pub fn write_parquet(&self, path: &Path, base: Option<&Path>) -> Result<(), RecordsError> {
+        let v: Vec<&LlmRun> = self.iter().collect();
+        super::compiled::write_parquet(&v, path, base)
+    }
+}
+
+/// An error naming the nearest field when `name` is not one.
+pub(crate) fn check_field(name: &str) -> Result<(), RecordsError> {
+    if field_kind(name).is_some() {
+        return Ok(());
+    }
+    let nearest = all_fields()
+        .map(|(f, _)| (strsim::jaro_winkler(f, name), f))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, f)| f)
+        .unwrap_or("task");
+    Err(RecordsError::Usage(format!(
+        "unknown field {name:?} (did you mean {nearest:?}?)"
+    )))
+}
+
+macro_rules! run_columns {
+    ($($name:ident: $ty:ty),* $(,)?) => {
+        /// Every public field as a typed vector, one element per run, in collection order.
+        #[derive(Clone, Debug, Default, PartialEq)]
+        pub struct RunColumns {
+            $(
+                #[doc = concat!("`", stringify!($name), "` of each run.")]
+                pub $name: Vec<$ty>,
+            )*
+        }
+
+        impl RunColumns {
+            fn of<'a>(runs: impl Iterator<Item = &'a LlmRun>, n: usize) -> Self {
+                let mut c = Self { $($name: Vec::with_capacity(n),)* };
+                for r in runs {
+                    $(c.$name.push(r.$name.clone());)*
+                }
+                c
+            }
+        }
+    };
+}
+
+run_columns! {
+    domain: String, task: String, model_id: String, nickname: String, architecture: String,
+    total_params_billions: f64, activated_params_billions: f64, weight_precision: String,
+    gpu_model: String, num_gpus: i64, max_num_seqs: i64, seed: Option<i64>,
+    num_request_repeats: Option<i64>, tensor_parallel: i64, expert_parallel: i64,
+    data_parallel: i64, steady_state_energy_joules: f64, steady_state_duration_seconds: f64,
+    energy_per_token_joules: f64, energy_per_request_joules: Option<f64>,
+    output_throughput_tokens_per_sec: f64, request_throughput_req_per_sec: Option<f64>,
+    avg_power_watts: f64, total_output_tokens: Option<f64>, completed_requests: Option<f64>,
+    avg_output_len: Option<f64>, mean_itl_ms: f64, median_itl_ms: f64, p50_itl_ms: f64,
+    p90_itl_ms: f64, p95_itl_ms: f64, p99_itl_ms: f64, avg_batch_size: Option<f64>,
+    is_stable: bool, unstable_reason: String, results_path: String, prometheus_path: String,
+}
+
+/// A comparison in `--where`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `=` / `==`.
+    Eq,
+    /// `!=`.
+    Ne,
+    /// `>`.
+    Gt,
+    /// `>=`.
+    Ge,
+    /// `<`.
+    Lt,
+    /// `<=`.
+    Le,
+    /// `~`: text contains.
+    Contains,
+}
+
+/// One `--where` condition: `field op value`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Condition {
+    /// The record field (aliases resolved).
+    pub field: String,
+    /// The comparison.
+    pub op: Op,
+    /// The value as written.
+    pub value: String,
+}
+
+/// Short names the CLI accepts for record fields.
+pub const FIELD_ALIASES: &[(&str, &str)] = &[
+    ("batch", "max_num_seqs"),
+    ("gpu", "gpu_model"),
+    ("model", "model_id"),
+    ("precision", "weight_precision"),
+    ("gpus", "num_gpus"),
+    ("stable", "is_stable"),
+];
+
+/// The record field a CLI name means.
+pub fn resolve_field(name: &str) -> Result<&str, RecordsError> {
+    let f = FIELD_ALIASES
+        .iter()
+        .find(|(a, _)| *a == name)
+        .map_or(name, |(_, f)| *f);
+    check_field(f)?;
+    Ok(f)
+}
+
+impl Condition {
+    /// Parses `engine=candle`, `batch>=8`, `model~Qwen`.
+    pub fn parse(text: &str) -> Result<Self, RecordsError> {
+        const OPS: &[(&str, Op)] = &[
+            ("!=", Op::Ne),
+            (">=", Op::Ge),
+            ("<=", Op::Le),
+            ("==", Op::Eq),
+            ("=", Op::Eq),
+            (">", Op::Gt),
+            ("<", Op::Lt),
+            ("~", Op::Contains),
+        ];
+        let (pos, tok, op) = OPS
+            .iter()
+            .filter_map(|(t, op)| text.find(t).map(|p| (p, *t, *op)))
+            .min_by_key(|(p, t, _)| (*p, std::cmp::Reverse(t.len())))
+            .ok_or_else(|| {
+                RecordsError::Usage(format!(
+                    "--where {text:?}: expected FIELD OP VALUE with OP one of = != > >= < <= ~"
+                ))
+            })?;
+        let field = text.get(..pos).unwrap_or_default().trim();
+        let value = text.get(pos + tok.len()..).unwrap_or_default().trim();
+        let field = resolve_field(field)
+            .map_err(|e| RecordsError::Usage(format!("--where {text:?}: {e}")))?;
+        Ok(Self {
+            field: field.to_string(),
+            op,
+            value: value.to_string(),
+        })
+    }
+
+    /// Whether `r` satisfies the condition (numbers compare as numbers, else as text).
+    pub fn matches(&self, r: &LlmRun) -> bool {
+        let Some(v) = r.field(&self.field) else {
+            return false;
+        };
+        if self.op == Op::Contains {
+            return v.display().contains(&self.value);
+        }
+        let ord = match (v.as_f64(), self.value.parse::<f64>().ok(), v) {
+            (_, _, FieldValue::Bool(b)) => Some(b.to_string().cmp(&self.value.to_lowercase())),
+            (Some(a), Some(b), _) => a.partial_cmp(&b),
+            (_, _, FieldValue::Null) => {
+                return matches!(self.op, Op::Eq if self.value.is_empty() || self.value == "null")
+                    || matches!(self.op, Op::Ne if !(self.value.is_empty() || self.value == "null"));
+            }
+            _ => Some(v.display().as_str().cmp(self.value.as_str())),
+        };
+        let Some(o) = ord else { return false };
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        match self.op {
+            Op::Eq => o == Equal,
+            Op::Ne => o != Equal,
+            Op::Gt => o == Greater,
+            Op::Ge => o != Less,
+            Op::Lt => o == Less,
+            Op::Le => o != Greater,
+            Op::Contains => false,
+        }
+    }
+}
