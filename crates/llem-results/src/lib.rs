@@ -8,6 +8,7 @@ pub mod layout;
 pub mod manifest;
 mod parquet_io;
 pub mod records;
+pub mod report;
 pub mod requests;
 pub mod result;
 pub mod server_metrics;

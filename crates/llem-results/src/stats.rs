@@ -1,4 +1,9 @@
-//! Small statistics: mean, percentiles (NumPy's default linear interpolation), CV.
+//! Small statistics: mean, percentiles (NumPy's default linear interpolation), CV, and a
+//! sample's 95 % confidence interval of the mean (Student's t, n - 1 degrees of freedom).
+
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::MetricStatistics;
 
 /// Mean, or `None` for no values.
 pub fn mean(v: &[f64]) -> Option<f64> {
@@ -34,6 +39,48 @@ pub fn cv(v: &[f64]) -> Option<f64> {
     }
     let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
     Some(var.sqrt() / m)
+}
+
+/// The two-sided 95 % quantile t(0.975, df); `None` for df = 0.
+pub fn t_quantile_975(df: usize) -> Option<f64> {
+    if df == 0 {
+        return None;
+    }
+    let t = StudentsT::new(0.0, 1.0, df as f64).ok()?;
+    Some(t.inverse_cdf(0.975))
+}
+
+/// Statistics of a sample; `None` when it is empty or has a non-finite value.
+pub fn describe(values: &[f64]) -> Option<MetricStatistics> {
+    if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let n = values.len();
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return Some(MetricStatistics {
+            n,
+            mean,
+            std: None,
+            cv: None,
+            ci95_low: None,
+            ci95_high: None,
+            ci95_half_width: None,
+        });
+    }
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let std = var.sqrt();
+    let cv = (mean != 0.0).then(|| std / mean.abs());
+    let half = t_quantile_975(n - 1).map(|t| t * std / (n as f64).sqrt());
+    Some(MetricStatistics {
+        n,
+        mean,
+        std: Some(std),
+        cv,
+        ci95_low: half.map(|h| mean - h),
+        ci95_high: half.map(|h| mean + h),
+        ci95_half_width: half,
+    })
 }
 
 #[cfg(test)]

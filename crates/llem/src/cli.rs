@@ -34,6 +34,10 @@ pub enum Command {
     Schedule(ScheduleArgs),
     /// Show the environment, the user configuration and where each value comes from.
     Config(ConfigArgs),
+    /// Look at results: llem studies and cells, ML.ENERGY raw trees and compiled data.
+    Results(ResultsArgs),
+    /// Write one self-contained HTML report (inline SVG plots) for a results directory.
+    Report(ReportArgs),
     /// One study cell, run by `llem run` in a child process (not for direct use).
     #[command(name = "__cell", hide = true)]
     Cell(CellArgs),
@@ -196,6 +200,102 @@ fn positive_hours(s: &str) -> Result<f64, String> {
             "`{s}` is not a positive number of hours (e.g. 12, 0.5)"
         )),
     }
+}
+
+/// `llem results`.
+#[derive(Debug, Args)]
+pub struct ResultsArgs {
+    /// What to show.
+    #[command(subcommand)]
+    pub command: ResultsCommand,
+}
+
+/// Export formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Every field, RFC 4180.
+    Csv,
+    /// `runs/llm.parquet` layout (reference column order, then llem's columns).
+    Parquet,
+    /// A JSON array, one object per run.
+    Json,
+    /// The headline columns as a Markdown table.
+    Markdown,
+}
+
+/// `llem results ...`.
+#[derive(Debug, Subcommand)]
+pub enum ResultsCommand {
+    /// Studies and runs under DIR, one line each.
+    List {
+        /// A results directory (default: ./results).
+        dir: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The headline metrics, warnings and configuration of a cell or study.
+    Show {
+        /// A cell directory, a study directory, or any results directory.
+        target: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Two cells, studies or directories side by side: means, 95 % CIs and ratios.
+    Compare {
+        /// The baseline.
+        a: PathBuf,
+        /// The candidate.
+        b: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every run under DIR in one file.
+    Export {
+        /// A results directory.
+        dir: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// Write here (atomically) instead of standard output (required for parquet).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Filter and group runs: `--where 'engine=vllm' --where 'batch>=8' --group-by model`.
+    Query {
+        /// A results directory.
+        dir: PathBuf,
+        /// FIELD OP VALUE with OP one of = != > >= < <= ~ (contains); repeatable (all must hold).
+        #[arg(long = "where", value_name = "COND")]
+        conditions: Vec<String>,
+        /// Group by these fields (comma-separated or repeated).
+        #[arg(long, value_delimiter = ',')]
+        group_by: Vec<String>,
+        /// Only runs that passed the stability rules.
+        #[arg(long)]
+        stable: bool,
+        /// Print a JSON array, one object per run.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `llem report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A results directory (study, cells, ML.ENERGY raw or compiled data).
+    pub dir: PathBuf,
+    /// The HTML file to write.
+    #[arg(short, long, default_value = "report.html")]
+    pub output: PathBuf,
+    /// Page title (default: the directory name).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Only runs that passed the stability rules.
+    #[arg(long)]
+    pub stable: bool,
 }
 
 /// `llem config`.

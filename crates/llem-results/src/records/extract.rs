@@ -244,6 +244,27 @@ impl Runs {
     }
 }
 
+/// `(seconds, value)` samples.
+pub type Trace = Vec<(f64, f64)>;
+
+/// A run's whole power trace (W summed over devices, seconds from its first sample) and its
+/// measurement window on the same clock: what the report draws.
+pub fn power_trace(r: &LlmRun) -> Result<(Trace, (f64, f64)), RecordsError> {
+    let metric = "power.device_instant";
+    let (series, window) = if is_llem(r) {
+        llem_series(r, metric)?
+    } else {
+        raw_series(&r.results_path, metric)?
+    };
+    let rows = align(&series, (f64::NEG_INFINITY, f64::INFINITY))
+        .ok_or_else(|| err(&r.results_path, "no power samples"))?;
+    let t0 = rows.first().map_or(0.0, |(t, _)| *t);
+    Ok((
+        rows.into_iter().map(|(t, v)| (t - t0, v)).collect(),
+        (window.0 - t0, window.1 - t0),
+    ))
+}
+
 /// Per-device samples in device order (the first is the base).
 pub type DeviceSeries = Vec<Vec<(f64, f64)>>;
 

@@ -3,6 +3,7 @@
 //! columns, Arrow/Parquet/CSV), per-request extraction. Derivations follow the reference
 //! reader `mlenergy-data` 0.4.0 (`../shared/reference/mlenergy-raw-format.md`).
 
+pub mod compare;
 pub mod compiled;
 pub mod diffusion;
 pub mod export;

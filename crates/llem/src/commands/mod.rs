@@ -4,6 +4,8 @@ pub mod cell;
 pub mod config;
 pub mod execute;
 pub mod measure;
+pub mod report;
+pub mod results;
 pub mod run;
 pub mod schedule;
 pub mod study;

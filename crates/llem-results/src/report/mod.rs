@@ -1,0 +1,424 @@
+//! `llem report`: one self-contained HTML file (inline SVG and CSS, no script, nothing
+//! fetched) with the study summary, Pareto frontiers of energy per token against
+//! throughput and against tail latency, a power timeline per run with its measurement
+//! window shaded, latency CDFs, and a table of every run with its warnings.
+
+pub mod svg;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::records::compare::{self, Configuration, METRICS};
+use crate::records::export::short_number;
+use crate::records::extract::power_trace;
+use crate::records::{LlmRun, Runs};
+use svg::{Chart, Point, Series, Style, esc};
+
+/// Most power timelines drawn (one per run, in table order); the table lists every run.
+pub const MAX_TIMELINES: usize = 24;
+/// Most configurations in one CDF chart.
+pub const MAX_CDF_SERIES: usize = 8;
+
+/// Indices of the Pareto-optimal points among `(x, y)`: y is minimised, x maximised when
+/// `maximize_x`, else minimised. Returned in increasing x.
+pub fn pareto_front(points: &[(f64, f64)], maximize_x: bool) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..points.len())
+        .filter(|i| {
+            points
+                .get(*i)
+                .is_some_and(|(x, y)| x.is_finite() && y.is_finite())
+        })
+        .collect();
+    let key = |i: &usize| points.get(*i).copied().unwrap_or_default();
+    // Best x first; among equal x, lowest y first.
+    idx.sort_by(|a, b| {
+        let (ax, ay) = key(a);
+        let (bx, by) = key(b);
+        let ord = if maximize_x {
+            bx.total_cmp(&ax)
+        } else {
+            ax.total_cmp(&bx)
+        };
+        ord.then(ay.total_cmp(&by))
+    });
+    let mut best_y = f64::INFINITY;
+    let mut front = Vec::new();
+    for i in idx {
+        let (_, y) = key(&i);
+        if y < best_y {
+            best_y = y;
+            front.push(i);
+        }
+    }
+    front.sort_by(|a, b| key(a).0.total_cmp(&key(b).0));
+    front
+}
+
+fn ci(s: &Option<crate::MetricStatistics>) -> Option<(f64, f64)> {
+    s.as_ref().and_then(|s| Some((s.ci95_low?, s.ci95_high?)))
+}
+
+fn pareto_chart(
+    id: &str,
+    title: &str,
+    configs: &[Configuration],
+    x_metric: &str,
+    x_label: &str,
+    maximize_x: bool,
+) -> Option<Chart> {
+    let metric = |n: &str| METRICS.iter().find(|m| m.name == n);
+    let (xm, ym) = (metric(x_metric)?, metric("energy_per_token")?);
+    let mut pts = Vec::new();
+    let mut names = Vec::new();
+    for c in configs {
+        let (Some(sx), Some(sy)) = (c.stats(xm), c.stats(ym)) else {
+            continue;
+        };
+        pts.push(Point {
+            x: sx.mean,
+            y: sy.mean,
+            x_ci: ci(&Some(sx)),
+            y_ci: ci(&Some(sy)),
+        });
+        names.push(c.label.clone());
+    }
+    if pts.is_empty() {
+        return None;
+    }
+    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.x, p.y)).collect();
+    let front: Vec<Point> = pareto_front(&xy, maximize_x)
+        .into_iter()
+        .filter_map(|i| pts.get(i).copied())
+        .collect();
+    let mut series: Vec<Series> = pts
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .map(|(i, (p, n))| Series {
+            name: n.clone(),
+            points: vec![*p],
+            style: Style::Markers,
+            color: svg::color(i),
+        })
+        .collect();
+    series.truncate(40);
+    series.push(Series {
+        name: "Pareto frontier".into(),
+        points: front,
+        style: Style::Line,
+        color: "#444444".into(),
+    });
+    Some(Chart {
+        id: id.into(),
+        title: title.into(),
+        x_label: x_label.into(),
+        y_label: "energy per output token (mJ)".into(),
+        x_log: false,
+        series,
+        bands: Vec::new(),
+    })
+}
+
+fn cdf(values: &mut [f64]) -> Vec<Point> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len() as f64;
+    // At most ~400 steps per curve keeps the page small for long runs.
+    let stride = (values.len() / 400).max(1);
+    values
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % stride == 0 || *i + 1 == values.len())
+        .map(|(i, v)| Point {
+            x: *v,
+            y: (i + 1) as f64 / n,
+            ..Point::default()
+        })
+        .collect()
+}
+
+fn ttft_ms(r: &LlmRun) -> Option<Vec<f64>> {
+    let p = Path::new(&r.results_path).with_file_name(crate::layout::REQUESTS);
+    let reqs = crate::requests::read_requests(&p).ok()?;
+    let v: Vec<f64> = reqs
+        .iter()
+        .filter(|q| q.success)
+        .filter_map(|q| q.ttft_s().map(|t| t * 1000.0))
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
+    let mut itl = Vec::new();
+    let mut ttft = Vec::new();
+    for (i, c) in configs.iter().take(MAX_CDF_SERIES).enumerate() {
+        let color = svg::color(i);
+        let Some(first) = c.runs.get(0) else { continue };
+        let one = c.runs.filter(|r| std::ptr::eq(r, first));
+        if let Ok(s) = one.inter_token_latencies() {
+            let mut v: Vec<f64> = s.iter().map(|x| x.itl_s * 1000.0).collect();
+            itl.push(Series {
+                name: c.label.clone(),
+                points: cdf(&mut v),
+                style: Style::Step,
+                color: color.clone(),
+            });
+        }
+        if let Some(mut v) = ttft_ms(first) {
+            ttft.push(Series {
+                name: c.label.clone(),
+                points: cdf(&mut v),
+                style: Style::Step,
+                color,
+            });
+        }
+    }
+    let mut out = Vec::new();
+    for (id, title, label, series) in [
+        (
+            "cdf-ttft",
+            "Time to first token, CDF (first run of each configuration)",
+            "TTFT (ms)",
+            ttft,
+        ),
+        (
+            "cdf-itl",
+            "Inter-token latency, CDF (smoothed; first run of each configuration)",
+            "ITL (ms)",
+            itl,
+        ),
+    ] {
+        if !series.is_empty() {
+            out.push(Chart {
+                id: id.into(),
+                title: title.into(),
+                x_label: label.into(),
+                y_label: "fraction of samples".into(),
+                x_log: false,
+                series,
+                bands: Vec::new(),
+            });
+        }
+    }
+    out
+}
+
+const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}\
+h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}\
+td.t,th.t{text-align:left}tr.unstable td{background:#fff4e5}.warn{color:#a04000;white-space:pre-wrap;text-align:left}\
+svg.plot{display:block;margin:12px 0;background:#fff}svg .title{font-size:14px;font-weight:600}\
+svg .tick,svg .legend{font-size:11px}svg .label{font-size:12px}svg .grid{stroke:#eee}\
+svg .frame{fill:none;stroke:#999}svg .band{fill:#2a7ab0;fill-opacity:0.12}svg .line{stroke-width:1.6}\
+svg .whisker{stroke-width:1.2}.grid2{display:flex;flex-wrap:wrap;gap:8px}.small svg.plot{width:560px;height:311px}";
+
+/// The report for `runs` as one HTML document.
+pub fn render(runs: &Runs, title: &str) -> String {
+    let configs = compare::configurations(runs);
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body>",
+        esc(title)
+    );
+    let _ = write!(h, "<h1>{}</h1>", esc(title));
+    // Summary.
+    let stable = runs.stable().len();
+    let engines: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .filter_map(|r| r.extra.engine.as_deref())
+        .collect();
+    let models: std::collections::BTreeSet<&str> =
+        runs.iter().map(|r| r.model_id.as_str()).collect();
+    let _ = write!(
+        h,
+        "<section id=\"summary\"><h2>Summary</h2><p>{} runs ({} stable, {} unstable) in {} configurations; models: {}; engines: {}. {} runs found but not loaded.</p>",
+        runs.len(),
+        stable,
+        runs.len() - stable,
+        configs.len(),
+        esc(&models.into_iter().collect::<Vec<_>>().join(", ")),
+        esc(&engines.into_iter().collect::<Vec<_>>().join(", ")),
+        runs.issues().len()
+    );
+    h.push_str("<table><tr><th class=\"t\">configuration</th><th>runs</th>");
+    for m in METRICS {
+        let _ = write!(h, "<th>{} ({})<br>mean ± 95 % CI</th>", m.name, m.unit);
+    }
+    h.push_str("</tr>");
+    for c in &configs {
+        let _ = write!(
+            h,
+            "<tr><td class=\"t\">{}</td><td>{}</td>",
+            esc(&c.label),
+            c.runs.len()
+        );
+        for m in METRICS {
+            let cell = c
+                .stats(m)
+                .map_or(String::new(), |s| match s.ci95_half_width {
+                    Some(hw) => format!("{} ± {}", short_number(s.mean), short_number(hw)),
+                    None => short_number(s.mean),
+                });
+            let _ = write!(h, "<td>{cell}</td>");
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table></section>");
+
+    // Pareto frontiers: stable runs with a positive energy per token (all positive ones
+    // when none is stable, said so), since an invalid run would otherwise win.
+    let valid = runs.filter(|r| r.energy_per_token_joules > 0.0);
+    let (front_runs, which) = if valid.stable().is_empty() {
+        (
+            valid,
+            "No run passed the stability rules, so unstable runs are shown.",
+        )
+    } else {
+        (valid.stable(), "Unstable runs are left out.")
+    };
+    let front_configs = compare::configurations(&front_runs);
+    let _ = write!(
+        h,
+        "<section id=\"pareto\"><h2>Energy per token against throughput and latency</h2><p>One point per configuration (mean over its runs; whiskers: 95 % confidence intervals where there are several runs). The line joins the Pareto-optimal configurations. {which}</p>"
+    );
+    if let Some(c) = pareto_chart(
+        "pareto-throughput",
+        "Energy per token vs output throughput",
+        &front_configs,
+        "throughput",
+        "output throughput (tokens/s)",
+        true,
+    ) {
+        h.push_str(&c.render());
+    }
+    let has_ttft = runs.iter().any(|r| r.extra.ttft_p99_ms.is_some());
+    let (metric, label, t) = if has_ttft {
+        ("ttft_p99", "TTFT p99 (ms)", "Energy per token vs TTFT p99")
+    } else {
+        (
+            "itl_p99",
+            "ITL p99 (ms)",
+            "Energy per token vs ITL p99 (no run records TTFT)",
+        )
+    };
+    if let Some(c) = pareto_chart("pareto-latency", t, &front_configs, metric, label, false) {
+        h.push_str(&c.render());
+    }
+    h.push_str("</section>");
+
+    // Power timelines.
+    let _ = write!(
+        h,
+        "<section id=\"timelines\"><h2>Power timelines</h2><p>Power summed over the measured devices; the shaded band is the measurement window (steady state). {}</p><div class=\"grid2 small\">",
+        if runs.len() > MAX_TIMELINES {
+            format!("First {MAX_TIMELINES} of {} runs.", runs.len())
+        } else {
+            String::new()
+        }
+    );
+    for (i, r) in runs.iter().take(MAX_TIMELINES).enumerate() {
+        match power_trace(r) {
+            Ok((trace, (ws, we))) => {
+                let chart = Chart {
+                    id: format!("power-{i}"),
+                    title: compare::label(r),
+                    x_label: "time (s)".into(),
+                    y_label: "power (W)".into(),
+                    x_log: false,
+                    series: vec![Series {
+                        name: "power".into(),
+                        points: trace
+                            .into_iter()
+                            .map(|(x, y)| Point {
+                                x,
+                                y,
+                                ..Point::default()
+                            })
+                            .collect(),
+                        style: Style::Line,
+                        color: svg::color(0),
+                    }],
+                    bands: vec![(ws, we, "measurement window".into())],
+                };
+                h.push_str(&chart.render());
+            }
+            Err(e) => {
+                let _ = write!(
+                    h,
+                    "<p class=\"warn\">{}: no power timeline ({})</p>",
+                    esc(&compare::label(r)),
+                    esc(&e.to_string())
+                );
+            }
+        }
+    }
+    h.push_str("</div></section>");
+
+    // Latency CDFs.
+    h.push_str("<section id=\"latency\"><h2>Latency distributions</h2>");
+    for c in latency_cdfs(&configs) {
+        h.push_str(&c.render());
+    }
+    h.push_str("</section>");
+
+    // Every run.
+    h.push_str("<section id=\"runs\"><h2>Every run</h2><table><tr><th class=\"t\">run</th><th class=\"t\">source</th><th>mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
+    for r in runs.iter() {
+        let opt = |v: Option<f64>| v.map(short_number).unwrap_or_default();
+        let _ = write!(
+            h,
+            "<tr class=\"{}\"><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td><td class=\"warn\">{}</td></tr>",
+            if r.is_stable { "stable" } else { "unstable" },
+            esc(&compare::label(r)),
+            esc(&r.results_path),
+            short_number(r.energy_per_token_joules * 1000.0),
+            short_number(r.output_throughput_tokens_per_sec),
+            short_number(r.avg_power_watts),
+            short_number(r.p50_itl_ms),
+            opt(r.extra.ttft_p99_ms),
+            opt(r.avg_batch_size),
+            if r.is_stable {
+                "stable".to_string()
+            } else {
+                esc(&r.unstable_reason)
+            },
+            esc(r.extra.warnings.as_deref().unwrap_or(""))
+        );
+    }
+    h.push_str("</table>");
+    if !runs.issues().is_empty() {
+        h.push_str("<h3>Found but not loaded</h3><ul>");
+        for i in runs.issues() {
+            let _ = write!(
+                h,
+                "<li>{}: {}</li>",
+                esc(&i.path.display().to_string()),
+                esc(&i.reason)
+            );
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</section></body></html>\n");
+    h
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::pareto_front;
+
+    #[test]
+    fn pareto_front_keeps_the_non_dominated() {
+        // (throughput, mJ/tok): (10, 5) dominated by (20, 4); (30, 6) and (5, 1) are optimal.
+        let pts = [
+            (10.0, 5.0),
+            (20.0, 4.0),
+            (30.0, 6.0),
+            (5.0, 1.0),
+            (f64::NAN, 0.0),
+        ];
+        assert_eq!(pareto_front(&pts, true), vec![3, 1, 2]);
+        // Minimising both: (5, 1) dominates everything.
+        assert_eq!(pareto_front(&pts, false), vec![3]);
+    }
+}

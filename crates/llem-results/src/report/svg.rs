@@ -1,0 +1,391 @@
+//! A small SVG chart writer: linear or log axes with round ticks, markers with error
+//! whiskers, lines, step lines and shaded x-ranges. Text is escaped; nothing is fetched.
+
+use std::fmt::Write as _;
+
+/// Colours for series, distinguishable in print and for common colour blindness.
+pub const PALETTE: &[&str] = &[
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000",
+];
+
+/// The colour of series `i` (the palette, repeated).
+pub fn color(i: usize) -> String {
+    PALETTE
+        .get(i % PALETTE.len())
+        .copied()
+        .unwrap_or("#000000")
+        .to_string()
+}
+
+/// How a series is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// Circles, with whiskers where points have intervals.
+    Markers,
+    /// A polyline.
+    Line,
+    /// A staircase (for CDFs).
+    Step,
+}
+
+/// One point, with optional 95 % intervals on either axis.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Point {
+    /// x.
+    pub x: f64,
+    /// y.
+    pub y: f64,
+    /// x interval.
+    pub x_ci: Option<(f64, f64)>,
+    /// y interval.
+    pub y_ci: Option<(f64, f64)>,
+}
+
+/// A named series.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// Points, drawn in order.
+    pub points: Vec<Point>,
+    /// Drawing style.
+    pub style: Style,
+    /// CSS colour.
+    pub color: String,
+}
+
+/// A chart.
+#[derive(Clone, Debug)]
+pub struct Chart {
+    /// Element id (for tests and links).
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// x-axis label with unit.
+    pub x_label: String,
+    /// y-axis label with unit.
+    pub y_label: String,
+    /// Logarithmic x axis.
+    pub x_log: bool,
+    /// Series.
+    pub series: Vec<Series>,
+    /// Shaded x ranges with a caption.
+    pub bands: Vec<(f64, f64, String)>,
+}
+
+const W: f64 = 820.0;
+const H: f64 = 400.0;
+const LEFT: f64 = 70.0;
+const RIGHT: f64 = 280.0;
+const TOP: f64 = 36.0;
+const BOTTOM: f64 = 52.0;
+
+/// Escapes text for XML.
+pub fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Round tick positions covering `[lo, hi]` (steps of 1, 2 or 5 × 10^k).
+pub fn ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
+        return vec![lo];
+    }
+    let raw = (hi - lo) / target.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    let mut t = (lo / step).ceil() * step;
+    let mut out = Vec::new();
+    while t <= hi + step * 1e-9 && out.len() < 50 {
+        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
+        t += step;
+    }
+    out
+}
+
+fn fmt_tick(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if !(1e-3..1e5).contains(&a) {
+        format!("{v:.0e}")
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    px0: f64,
+    px1: f64,
+}
+
+impl Axis {
+    fn new(values: impl Iterator<Item = f64>, log: bool, px0: f64, px1: f64) -> Self {
+        let vals: Vec<f64> = values
+            .filter(|v| v.is_finite() && (!log || *v > 0.0))
+            .map(|v| if log { v.log10() } else { v })
+            .collect();
+        let (mut lo, mut hi) = vals
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(*v), b.max(*v))
+            });
+        if !lo.is_finite() {
+            (lo, hi) = (0.0, 1.0);
+        }
+        if hi - lo < 1e-12 {
+            let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+            (lo, hi) = (lo - pad, hi + pad);
+        } else {
+            let pad = (hi - lo) * 0.05;
+            (lo, hi) = (lo - pad, hi + pad);
+        }
+        Self {
+            lo,
+            hi,
+            log,
+            px0,
+            px1,
+        }
+    }
+
+    fn px(&self, v: f64) -> Option<f64> {
+        let v = if self.log {
+            if v <= 0.0 {
+                return None;
+            }
+            v.log10()
+        } else {
+            v
+        };
+        v.is_finite()
+            .then(|| self.px0 + (v - self.lo) / (self.hi - self.lo) * (self.px1 - self.px0))
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (self.lo.floor() as i32, self.hi.ceil() as i32);
+            (a..=b)
+                .map(|e| 10f64.powi(e))
+                .filter(|t| (self.lo..=self.hi).contains(&t.log10()))
+                .collect()
+        } else {
+            ticks(self.lo, self.hi, 6)
+        }
+    }
+}
+
+impl Chart {
+    /// The chart as an inline `<svg>` element.
+    pub fn render(&self) -> String {
+        let all = || self.series.iter().flat_map(|s| s.points.iter());
+        let xs = all()
+            .flat_map(|p| [Some(p.x), p.x_ci.map(|c| c.0), p.x_ci.map(|c| c.1)])
+            .flatten()
+            .chain(self.bands.iter().flat_map(|b| [b.0, b.1]));
+        let ys = all()
+            .flat_map(|p| [Some(p.y), p.y_ci.map(|c| c.0), p.y_ci.map(|c| c.1)])
+            .flatten();
+        let x = Axis::new(xs, self.x_log, LEFT, W - RIGHT);
+        let y = Axis::new(ys, false, H - BOTTOM, TOP);
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            r#"<svg id="{}" class="plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
+            esc(&self.id),
+            esc(&self.title)
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="20" class="title">{}</text>"#,
+            LEFT,
+            esc(&self.title)
+        );
+        for (a, b, caption) in &self.bands {
+            if let (Some(pa), Some(pb)) = (x.px(*a), x.px(*b)) {
+                let _ = write!(
+                    s,
+                    r#"<rect class="band" x="{pa:.1}" y="{TOP}" width="{:.1}" height="{:.1}"><title>{}</title></rect>"#,
+                    (pb - pa).max(0.5),
+                    H - BOTTOM - TOP,
+                    esc(caption)
+                );
+            }
+        }
+        // Axes and grid.
+        for t in x.ticks() {
+            if let Some(p) = x.px(t) {
+                let _ = write!(
+                    s,
+                    r#"<line class="grid" x1="{p:.1}" y1="{TOP}" x2="{p:.1}" y2="{}"/><text x="{p:.1}" y="{}" class="tick" text-anchor="middle">{}</text>"#,
+                    H - BOTTOM,
+                    H - BOTTOM + 16.0,
+                    fmt_tick(t)
+                );
+            }
+        }
+        for t in y.ticks() {
+            if let Some(p) = y.px(t) {
+                let _ = write!(
+                    s,
+                    r#"<line class="grid" x1="{LEFT}" y1="{p:.1}" x2="{}" y2="{p:.1}"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"#,
+                    W - RIGHT,
+                    LEFT - 6.0,
+                    p + 4.0,
+                    fmt_tick(t)
+                );
+            }
+        }
+        let _ = write!(
+            s,
+            r#"<rect class="frame" x="{LEFT}" y="{TOP}" width="{}" height="{}"/>"#,
+            W - RIGHT - LEFT,
+            H - BOTTOM - TOP
+        );
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" class="label" text-anchor="middle">{}</text><text x="16" y="{:.1}" class="label" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
+            (LEFT + W - RIGHT) / 2.0,
+            H - 12.0,
+            esc(&self.x_label),
+            (TOP + H - BOTTOM) / 2.0,
+            (TOP + H - BOTTOM) / 2.0,
+            esc(&self.y_label)
+        );
+        for (i, ser) in self.series.iter().enumerate() {
+            let c = esc(&ser.color);
+            let _ = write!(s, r#"<g class="series" data-name="{}">"#, esc(&ser.name));
+            match ser.style {
+                Style::Markers => {
+                    for p in &ser.points {
+                        let (Some(px), Some(py)) = (x.px(p.x), y.px(p.y)) else {
+                            continue;
+                        };
+                        if let Some((lo, hi)) = p.y_ci
+                            && let (Some(a), Some(b)) = (y.px(lo), y.px(hi))
+                        {
+                            let _ = write!(
+                                s,
+                                r#"<line class="whisker" x1="{px:.1}" y1="{a:.1}" x2="{px:.1}" y2="{b:.1}" stroke="{c}"/>"#
+                            );
+                        }
+                        if let Some((lo, hi)) = p.x_ci
+                            && let (Some(a), Some(b)) = (x.px(lo), x.px(hi))
+                        {
+                            let _ = write!(
+                                s,
+                                r#"<line class="whisker" x1="{a:.1}" y1="{py:.1}" x2="{b:.1}" y2="{py:.1}" stroke="{c}"/>"#
+                            );
+                        }
+                        let _ = write!(
+                            s,
+                            r#"<circle class="point" cx="{px:.1}" cy="{py:.1}" r="4" fill="{c}"><title>{}: x={}, y={}</title></circle>"#,
+                            esc(&ser.name),
+                            fmt_tick(p.x),
+                            fmt_tick(p.y)
+                        );
+                    }
+                }
+                Style::Line | Style::Step => {
+                    let mut d = String::new();
+                    let mut prev_y: Option<f64> = None;
+                    for p in &ser.points {
+                        let (Some(px), Some(py)) = (x.px(p.x), y.px(p.y)) else {
+                            continue;
+                        };
+                        match (d.is_empty(), ser.style, prev_y) {
+                            (true, _, _) => {
+                                let _ = write!(d, "M{px:.1},{py:.1}");
+                            }
+                            (false, Style::Step, Some(last)) => {
+                                let _ = write!(d, " L{px:.1},{last:.1} L{px:.1},{py:.1}");
+                            }
+                            _ => {
+                                let _ = write!(d, " L{px:.1},{py:.1}");
+                            }
+                        }
+                        prev_y = Some(py);
+                    }
+                    if !d.is_empty() {
+                        let _ = write!(
+                            s,
+                            r#"<path class="line" d="{d}" stroke="{c}" fill="none"/>"#
+                        );
+                    }
+                }
+            }
+            let ly = TOP + 14.0 + 18.0 * i as f64;
+            let lx = W - RIGHT + 12.0;
+            let name: String = ser.name.chars().take(40).collect();
+            let _ = write!(
+                s,
+                r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{c}"/><text x="{:.1}" y="{ly:.1}" class="legend">{}</text></g>"#,
+                ly - 9.0,
+                lx + 14.0,
+                esc(&name)
+            );
+        }
+        s.push_str("</svg>");
+        s
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_ticks() {
+        assert_eq!(ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(ticks(0.13, 0.52, 4), vec![0.2, 0.3, 0.4, 0.5]);
+        assert_eq!(ticks(3.0, 3.0, 4), vec![3.0]);
+    }
+
+    #[test]
+    fn renders_escaped_text_points_and_bands() {
+        let c = Chart {
+            id: "p".into(),
+            title: "a <b> & c".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            x_log: false,
+            series: vec![Series {
+                name: "s\"1".into(),
+                points: vec![
+                    Point {
+                        x: 1.0,
+                        y: 2.0,
+                        y_ci: Some((1.5, 2.5)),
+                        ..Point::default()
+                    },
+                    Point {
+                        x: 2.0,
+                        y: f64::NAN,
+                        ..Point::default()
+                    },
+                ],
+                style: Style::Markers,
+                color: color(0),
+            }],
+            bands: vec![(0.5, 1.5, "window".into())],
+        };
+        let svg = c.render();
+        assert!(svg.contains("a &lt;b&gt; &amp; c"));
+        assert!(svg.contains("s&quot;1"));
+        assert_eq!(svg.matches("<circle").count(), 1);
+        assert_eq!(svg.matches("class=\"whisker\"").count(), 1);
+        assert!(svg.contains("class=\"band\""));
+        assert!(!svg.contains("NaN"));
+    }
+}

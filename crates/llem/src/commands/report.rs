@@ -1,0 +1,37 @@
+//! `llem report DIR -o report.html`: the HTML report of `llem_results::report`.
+
+use crate::cli::ReportArgs;
+use crate::commands::results::{display_name, load};
+use crate::exit;
+
+/// Runs `llem report` and returns the exit code.
+pub fn run(args: &ReportArgs) -> i32 {
+    let runs = match load(&args.dir, false) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let runs = if args.stable { runs.stable() } else { runs };
+    let title = args
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("llem report: {}", display_name(&args.dir)));
+    let html = llem_results::report::render(&runs, &title);
+    match llem_results::write_atomic(&args.output, html.as_bytes()) {
+        Ok(()) => {
+            eprintln!(
+                "wrote {} ({} runs, {} KiB)",
+                args.output.display(),
+                runs.len(),
+                html.len() / 1024
+            );
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::FAILURE
+        }
+    }
+}

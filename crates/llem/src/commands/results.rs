@@ -1,0 +1,523 @@
+//! `llem results list|show|compare|export|query`: thin wrappers over `llem_results::records`.
+
+use std::path::{Path, PathBuf};
+
+use llem_results::records::compare::{self, METRICS};
+use llem_results::records::export::{self, fit_table, short_number};
+use llem_results::records::runs::Condition;
+use llem_results::records::{FieldValue, LlmRun, RecordsError, Runs, load_any};
+use llem_results::{MetricStatistics, layout};
+
+use crate::cli::{ExportFormat, ResultsArgs, ResultsCommand};
+use crate::exit;
+
+/// Writes to stdout; a reader that went away (`| head`) ends the program quietly.
+pub fn emit(s: &str) {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_all(s.as_bytes())
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(exit::OK);
+    }
+}
+
+macro_rules! out {
+    ($($t:tt)*) => { emit(&format!($($t)*)) };
+}
+
+macro_rules! outln {
+    () => { emit("\n") };
+    ($($t:tt)*) => { emit(&(format!($($t)*) + "\n")) };
+}
+
+/// Runs `llem results ...` and returns the exit code.
+pub fn run(args: &ResultsArgs) -> i32 {
+    let out = match &args.command {
+        ResultsCommand::List { dir, json } => {
+            list(dir.as_deref().unwrap_or(Path::new("results")), *json)
+        }
+        ResultsCommand::Show { target, json } => show(target, *json),
+        ResultsCommand::Compare { a, b, json } => compare_dirs(a, b, *json),
+        ResultsCommand::Export {
+            dir,
+            format,
+            output,
+        } => export_runs(dir, *format, output.as_deref()),
+        ResultsCommand::Query {
+            dir,
+            conditions,
+            group_by,
+            stable,
+            json,
+        } => query(dir, conditions, group_by, *stable, *json),
+    };
+    match out {
+        Ok(()) => exit::OK,
+        Err(e @ RecordsError::Usage(_)) => {
+            eprintln!("error: {e}");
+            exit::CONFIG
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::FAILURE
+        }
+    }
+}
+
+/// The terminal's width, or 120 columns when output is not a terminal.
+pub fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .or_else(|| {
+            console::Term::stdout()
+                .size_checked()
+                .map(|(_, w)| usize::from(w))
+        })
+        .unwrap_or(120)
+}
+
+/// Loads `dir` and reports runs that were found but not loaded on stderr.
+pub fn load(dir: &Path, quiet: bool) -> Result<Runs, RecordsError> {
+    let l = load_any(&[dir.to_path_buf()])?;
+    if !quiet && !l.issues.is_empty() {
+        eprintln!(
+            "warning: {} run(s) under {} not loaded:",
+            l.issues.len(),
+            dir.display()
+        );
+        for i in l.issues.iter().take(10) {
+            eprintln!("  {}: {}", i.path.display(), i.reason);
+        }
+        if l.issues.len() > 10 {
+            eprintln!("  ... and {} more", l.issues.len() - 10);
+        }
+    }
+    Ok(Runs::new(l.runs, l.issues))
+}
+
+fn print_json(v: &serde_json::Value) {
+    outln!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+fn run_row(r: &LlmRun) -> Vec<String> {
+    let name = match (&r.extra.study, Path::new(&r.results_path).parent()) {
+        (Some(_), Some(dir)) => dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        _ => compare::label(r),
+    };
+    vec![
+        name,
+        r.extra.engine.clone().unwrap_or_default(),
+        r.model_id.clone(),
+        r.task.clone(),
+        short_number(r.energy_per_token_joules * 1000.0),
+        short_number(r.output_throughput_tokens_per_sec),
+        short_number(r.avg_power_watts),
+        short_number(r.p50_itl_ms),
+        r.extra.ttft_p99_ms.map(short_number).unwrap_or_default(),
+        if r.is_stable {
+            "stable".into()
+        } else {
+            r.unstable_reason.clone()
+        },
+    ]
+}
+
+const RUN_HEADERS: &[&str] = &[
+    "run",
+    "engine",
+    "model",
+    "task",
+    "mJ/tok",
+    "tok/s",
+    "W",
+    "ITL p50 ms",
+    "TTFT p99 ms",
+    "stability",
+];
+
+fn print_runs(runs: &Runs) {
+    let rows: Vec<Vec<String>> = runs.iter().map(run_row).collect();
+    out!("{}", fit_table(RUN_HEADERS, &rows, terminal_width()));
+}
+
+fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
+    let runs = load(dir, json)?;
+    if json {
+        print_json(&export::to_json(&runs));
+        return Ok(());
+    }
+    let studies = runs.group_by(&["study"])?;
+    for g in studies {
+        let study = g.key.first().cloned().unwrap_or_default();
+        let header = if study.is_empty() {
+            "ML.ENERGY / compiled runs".to_string()
+        } else {
+            let status = study_status(dir, &study).unwrap_or_default();
+            format!("study {study}{status}")
+        };
+        outln!(
+            "{header}: {} runs, {} stable",
+            g.runs.len(),
+            g.runs.stable().len()
+        );
+        print_runs(&g.runs);
+        outln!();
+    }
+    Ok(())
+}
+
+/// ` (completed, 9/9 cells)` from the study's manifest, when it can be found.
+fn study_status(dir: &Path, study: &str) -> Option<String> {
+    let candidates = [dir.join(study), dir.to_path_buf()];
+    let m = candidates
+        .iter()
+        .map(|d| d.join(layout::MANIFEST))
+        .find(|p| p.is_file())?;
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(m).ok()?).ok()?;
+    let status = v.get("status")?.as_str()?.to_string();
+    let cells = v
+        .get("experiments")
+        .and_then(|e| e.as_array())
+        .map(Vec::len);
+    Some(match cells {
+        Some(n) => format!(" ({status}, {n} cells)"),
+        None => format!(" ({status})"),
+    })
+}
+
+fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
+    let runs = load(target, json)?;
+    let is_cell = target.join(layout::RESULT).is_file();
+    if json {
+        let mut v = serde_json::Map::new();
+        v.insert("runs".into(), export::to_json(&runs));
+        for (key, file) in [
+            ("manifest", layout::MANIFEST),
+            ("config", layout::EFFECTIVE_CONFIG),
+        ] {
+            if let Some(x) = std::fs::read(target.join(file))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            {
+                v.insert(key.into(), x);
+            }
+        }
+        print_json(&serde_json::Value::Object(v));
+        return Ok(());
+    }
+    if !is_cell {
+        if let Some(s) = target
+            .file_name()
+            .and_then(|n| study_status(target, &n.to_string_lossy()))
+        {
+            outln!("study {}{s}", target.display());
+        }
+        print_runs(&runs);
+        print_configurations(&runs);
+        return Ok(());
+    }
+    let Some(r) = runs.get(0) else {
+        return Err(RecordsError::NothingFound(target.to_path_buf()));
+    };
+    outln!("{}", compare::label(r));
+    let rows: Vec<(&str, String)> = vec![
+        ("engine", r.extra.engine.clone().unwrap_or_default()),
+        ("model", r.model_id.clone()),
+        ("task / dataset", r.task.clone()),
+        ("device", format!("{} x{}", r.gpu_model, r.num_gpus)),
+        ("batch (max_num_seqs)", r.max_num_seqs.to_string()),
+        (
+            "window",
+            format!(
+                "{} s ({})",
+                short_number(r.steady_state_duration_seconds),
+                r.extra.measurement_methodology.clone().unwrap_or_default()
+            ),
+        ),
+        (
+            "energy",
+            format!(
+                "{} J ({}), adjusted {} J",
+                short_number(r.steady_state_energy_joules),
+                r.extra.energy_source.clone().unwrap_or_default(),
+                r.extra
+                    .energy_adjusted_joules
+                    .map(short_number)
+                    .unwrap_or_else(|| "-".into())
+            ),
+        ),
+        (
+            "energy per token",
+            format!(
+                "{} mJ/tok, adjusted {} mJ/tok",
+                short_number(r.energy_per_token_joules * 1000.0),
+                r.extra
+                    .energy_per_token_adjusted_joules
+                    .map(|j| short_number(j * 1000.0))
+                    .unwrap_or_else(|| "-".into())
+            ),
+        ),
+        (
+            "throughput",
+            format!("{} tok/s", short_number(r.output_throughput_tokens_per_sec)),
+        ),
+        (
+            "average power",
+            format!("{} W", short_number(r.avg_power_watts)),
+        ),
+        (
+            "TTFT p50 / p99",
+            format!(
+                "{} / {} ms",
+                r.extra.ttft_median_ms.map(short_number).unwrap_or_default(),
+                r.extra.ttft_p99_ms.map(short_number).unwrap_or_default()
+            ),
+        ),
+        (
+            "ITL mean / p50 / p99",
+            format!(
+                "{} / {} / {} ms",
+                short_number(r.mean_itl_ms),
+                short_number(r.p50_itl_ms),
+                short_number(r.p99_itl_ms)
+            ),
+        ),
+        (
+            "stability",
+            if r.is_stable {
+                "stable".into()
+            } else {
+                r.unstable_reason.clone()
+            },
+        ),
+    ];
+    for (k, v) in rows {
+        outln!("  {k:<22} {v}");
+    }
+    if let Some(w) = &r.extra.warnings {
+        outln!("warnings:");
+        for line in w.lines() {
+            outln!("  - {line}");
+        }
+    }
+    if let Ok(b) = std::fs::read(target.join(layout::EFFECTIVE_CONFIG)) {
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
+        outln!("configuration ({}):", layout::EFFECTIVE_CONFIG);
+        if let Some(m) = v.as_object() {
+            for (k, v) in m.iter().filter(|(_, v)| !v.is_null()) {
+                outln!("  {k}: {v}");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stat_cell(s: &Option<MetricStatistics>) -> String {
+    match s {
+        Some(s) => match s.ci95_half_width {
+            Some(h) => format!("{} ± {} (n={})", short_number(s.mean), short_number(h), s.n),
+            None => format!("{} (n={})", short_number(s.mean), s.n),
+        },
+        None => "-".into(),
+    }
+}
+
+fn print_configurations(runs: &Runs) {
+    let configs = compare::configurations(runs);
+    if configs.len() == runs.len() {
+        return;
+    }
+    outln!("\nper configuration (mean ± 95 % CI over cycles):");
+    let mut headers = vec!["configuration"];
+    headers.extend(METRICS.iter().map(|m| m.name));
+    let rows: Vec<Vec<String>> = configs
+        .iter()
+        .map(|c| {
+            let mut row = vec![c.label.clone()];
+            row.extend(METRICS.iter().map(|m| stat_cell(&c.stats(m))));
+            row
+        })
+        .collect();
+    out!("{}", fit_table(&headers, &rows, terminal_width()));
+}
+
+fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
+    let ra = load(a, json)?;
+    let rb = load(b, json)?;
+    let rows = compare::compare(&ra, &rb);
+    if json {
+        let arr: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "metric": m.name, "unit": m.unit, "a": m.a, "b": m.b,
+                    "ratio_b_over_a": m.ratio, "cis_disjoint": m.distinct, "better": m.better,
+                })
+            })
+            .collect();
+        print_json(&serde_json::json!({
+            "a": a, "b": b, "a_runs": ra.len(), "b_runs": rb.len(), "metrics": arr
+        }));
+        return Ok(());
+    }
+    outln!(
+        "A: {} ({} runs)\nB: {} ({} runs)",
+        a.display(),
+        ra.len(),
+        b.display(),
+        rb.len()
+    );
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|m| {
+            vec![
+                format!("{} ({})", m.name, m.unit),
+                stat_cell(&m.a),
+                stat_cell(&m.b),
+                m.ratio
+                    .map(|r| format!("{r:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                match (m.distinct, m.better) {
+                    (Some(true), Some(x)) => format!("{x} better (CIs disjoint)"),
+                    (Some(false), _) => "CIs overlap".into(),
+                    _ => "needs >= 2 runs per side".into(),
+                },
+            ]
+        })
+        .collect();
+    out!(
+        "{}",
+        fit_table(
+            &["metric", "A", "B", "B/A", "verdict"],
+            &table,
+            terminal_width()
+        )
+    );
+    Ok(())
+}
+
+fn export_runs(
+    dir: &Path,
+    format: ExportFormat,
+    output: Option<&Path>,
+) -> Result<(), RecordsError> {
+    let runs = load(dir, false)?;
+    let text = match format {
+        ExportFormat::Parquet => {
+            let out = output.ok_or_else(|| {
+                RecordsError::Usage("--format parquet needs -o FILE (Parquet is binary)".into())
+            })?;
+            runs.write_parquet(out, None)?;
+            eprintln!("wrote {} runs to {}", runs.len(), out.display());
+            return Ok(());
+        }
+        ExportFormat::Csv => export::to_csv(&runs),
+        ExportFormat::Json => {
+            serde_json::to_string_pretty(&export::to_json(&runs)).unwrap_or_default() + "\n"
+        }
+        ExportFormat::Markdown => export::to_markdown(&runs),
+    };
+    match output {
+        Some(p) => {
+            llem_results::write_atomic(p, text.as_bytes())?;
+            eprintln!("wrote {} runs to {}", runs.len(), p.display());
+        }
+        None => out!("{text}"),
+    }
+    Ok(())
+}
+
+fn query(
+    dir: &Path,
+    conditions: &[String],
+    group_by: &[String],
+    stable: bool,
+    json: bool,
+) -> Result<(), RecordsError> {
+    let conds = conditions
+        .iter()
+        .map(|c| Condition::parse(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let fields = group_by
+        .iter()
+        .map(|f| llem_results::records::runs::resolve_field(f.trim()).map(String::from))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs = load(dir, json)?.filter(|r| conds.iter().all(|c| c.matches(r)));
+    if stable {
+        runs = runs.stable();
+    }
+    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+    let groups = if names.is_empty() {
+        vec![llem_results::records::runs::Group {
+            key: Vec::new(),
+            runs,
+        }]
+    } else {
+        runs.group_by(&names)?
+    };
+    if json {
+        let mut arr = Vec::new();
+        for g in &groups {
+            for r in g.runs.iter() {
+                let mut v = r.to_json();
+                if !names.is_empty() {
+                    let key: serde_json::Map<String, serde_json::Value> = names
+                        .iter()
+                        .map(|n| {
+                            let val = r.field(n).unwrap_or(FieldValue::Null);
+                            ((*n).to_string(), val.to_json())
+                        })
+                        .collect();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("group".into(), serde_json::Value::Object(key));
+                    }
+                }
+                arr.push(v);
+            }
+        }
+        print_json(&serde_json::Value::Array(arr));
+        return Ok(());
+    }
+    for g in &groups {
+        if !names.is_empty() {
+            let key: Vec<String> = names
+                .iter()
+                .zip(&g.key)
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect();
+            outln!("{} ({} runs)", key.join(", "), g.runs.len());
+        }
+        print_runs(&g.runs);
+        let e: Vec<f64> = g
+            .runs
+            .iter()
+            .map(|r| r.energy_per_token_joules * 1000.0)
+            .filter(|v| v.is_finite())
+            .collect();
+        if let Some(s) = llem_results::stats::describe(&e)
+            && !names.is_empty()
+        {
+            outln!(
+                "  energy per token: mean {} mJ/tok{}",
+                short_number(s.mean),
+                s.ci95_half_width
+                    .map(|h| format!(" ± {} (95 % CI, n={})", short_number(h), s.n))
+                    .unwrap_or_default()
+            );
+        }
+        outln!();
+    }
+    Ok(())
+}
+
+/// The directory of a results tree that `llem report` names the page after.
+pub fn display_name(dir: &Path) -> String {
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| PathBuf::from(dir));
+    abs.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
+}
