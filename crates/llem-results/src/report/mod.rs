@@ -150,25 +150,32 @@ fn ttft_ms(r: &LlmRun) -> Option<Vec<f64>> {
 fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
     let mut itl = Vec::new();
     let mut ttft = Vec::new();
-    for (i, c) in configs.iter().take(MAX_CDF_SERIES).enumerate() {
-        let color = svg::color(i);
+    // Each chart takes the first configurations that have its samples.
+    for c in configs {
+        if itl.len() >= MAX_CDF_SERIES && ttft.len() >= MAX_CDF_SERIES {
+            break;
+        }
         let Some(first) = c.runs.get(0) else { continue };
         let one = c.runs.filter(|r| std::ptr::eq(r, first));
-        if let Ok(s) = one.inter_token_latencies() {
+        if itl.len() < MAX_CDF_SERIES
+            && let Ok(s) = one.inter_token_latencies()
+        {
             let mut v: Vec<f64> = s.iter().map(|x| x.itl_s * 1000.0).collect();
             itl.push(Series {
                 name: c.label.clone(),
                 points: cdf(&mut v),
                 style: Style::Step,
-                color: color.clone(),
+                color: svg::color(itl.len()),
             });
         }
-        if let Some(mut v) = ttft_ms(first) {
+        if ttft.len() < MAX_CDF_SERIES
+            && let Some(mut v) = ttft_ms(first)
+        {
             ttft.push(Series {
                 name: c.label.clone(),
                 points: cdf(&mut v),
                 style: Style::Step,
-                color,
+                color: svg::color(ttft.len()),
             });
         }
     }
@@ -291,14 +298,14 @@ pub fn render(runs: &Runs, title: &str) -> String {
     ) {
         h.push_str(&c.render());
     }
-    let has_ttft = runs.iter().any(|r| r.extra.ttft_p99_ms.is_some());
+    let has_ttft = front_runs.iter().any(|r| r.extra.ttft_p99_ms.is_some());
     let (metric, label, t) = if has_ttft {
         ("ttft_p99", "TTFT p99 (ms)", "Energy per token vs TTFT p99")
     } else {
         (
             "itl_p99",
             "ITL p99 (ms)",
-            "Energy per token vs ITL p99 (no run records TTFT)",
+            "Energy per token vs ITL p99 (these runs record no TTFT)",
         )
     };
     if let Some(c) = pareto_chart("pareto-latency", t, &front_configs, metric, label, false) {

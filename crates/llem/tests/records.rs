@@ -1,0 +1,329 @@
+//! Records end to end: a real study (SmolLM2 through the embedded engine) loads into `Runs`
+//! as `LlmRun` views, survives a Parquet round trip unchanged, answers `llem results`
+//! queries and exports, and `llem report` writes a page that headless Chromium renders
+//! with its plots and without console errors.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "../../llem-results/tests/support/mlenergy_tree.rs"]
+#[allow(dead_code)]
+mod tree;
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::assets;
+use llem_results::records::{Runs, load_any};
+
+fn llem(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_llem"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.join("sys"))
+        .env("COLUMNS", "200")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Runs a 2-configuration × 2-cycle study and returns its directory.
+fn study(home: &Path) -> PathBuf {
+    for d in ["powercap", "sys", "cache"] {
+        std::fs::create_dir_all(home.join(d)).unwrap();
+    }
+    let yaml = home.join("s.yaml");
+    std::fs::write(
+        &yaml,
+        "name: rec\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 16, output_tokens: 6}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n\
+         sweep:\n  llamacpp.batch_size: [1, 2]\n\
+         study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
+    )
+    .unwrap();
+    let out = home.join("results");
+    let o = llem(
+        home,
+        &["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let dirs: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    assert_eq!(dirs.len(), 1);
+    dirs[0].clone()
+}
+
+fn chromium() -> PathBuf {
+    let found = std::env::var_os("LLEM_CHROMIUM")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+            ["chromium", "chromium-browser", "google-chrome"]
+                .iter()
+                .flat_map(|n| dirs.iter().map(move |d| d.join(n)))
+                .find(|p| p.is_file())
+        });
+    found.expect("headless Chromium is needed for the report test: run scripts/install-chromium.sh")
+}
+
+#[test]
+fn study_cells_load_round_trip_query_export_and_report() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let dir = study(home);
+
+    // The LlemRun view of each cell.
+    let runs = Runs::from_directory(&dir).unwrap();
+    assert_eq!(runs.len(), 4, "{:?}", runs.issues());
+    assert!(runs.issues().is_empty());
+    for r in runs.iter() {
+        let res: llem_results::ExperimentResult =
+            serde_json::from_slice(&std::fs::read(&r.results_path).unwrap()).unwrap();
+        assert_eq!(r.extra.engine.as_deref(), Some("llamacpp"));
+        assert_eq!(r.model_id, "SmolLM2-135M-Instruct.Q4_1.gguf");
+        assert_eq!(r.task, "synthetic");
+        assert_eq!(r.gpu_model, "CPU");
+        assert_eq!(r.completed_requests, Some(4.0));
+        assert_eq!(r.total_output_tokens, Some(res.total_output_tokens as f64));
+        assert_eq!(r.energy_per_token_joules, res.avg_energy_per_token_j);
+        assert_eq!(r.steady_state_energy_joules, res.total_energy_j);
+        assert_eq!(
+            r.extra.config_hash.as_deref(),
+            Some(res.measurement_config_hash.as_str())
+        );
+        assert!(r.mean_itl_ms > 0.0 && r.p99_itl_ms >= r.p50_itl_ms);
+        // A few seconds of CPU decoding is no steady state by the seed's rules.
+        assert!(
+            r.unstable_reason.starts_with("short_steady_state:"),
+            "{}",
+            r.unstable_reason
+        );
+    }
+    assert_eq!(runs.batch(2).len(), 2);
+    assert_eq!(
+        runs.data().max_num_seqs.iter().filter(|b| **b == 1).count(),
+        2
+    );
+    let cycles: Vec<i64> = runs.iter().filter_map(|r| r.extra.cycle).collect();
+    assert_eq!(cycles.iter().filter(|c| **c == 0).count(), 2);
+    assert_eq!(runs.group_by(&["config_hash"]).unwrap().len(), 2);
+
+    // llem cells -> Runs -> Parquet -> Runs, equal.
+    let pq = home.join("runs.parquet");
+    runs.write_parquet(&pq, None).unwrap();
+    let back = Runs::from_parquet(&pq, None).unwrap();
+    assert_eq!(back.len(), runs.len());
+    for (a, b) in runs.iter().zip(back.iter()) {
+        assert_eq!(a, b);
+    }
+    // Per-request extraction from llem cells.
+    assert_eq!(runs.output_lengths(false).unwrap().len(), 16);
+    assert!(!runs.inter_token_latencies().unwrap().is_empty());
+    assert!(!runs.timelines("power.device_instant").unwrap().is_empty());
+
+    // query --json: one object per run, the seed's field names.
+    let d = dir.to_str().unwrap();
+    let o = llem(
+        home,
+        &["results", "query", d, "--where", "batch>=2", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let arr = v.as_array().unwrap();
+    assert_eq!(arr.len(), 2);
+    for obj in arr {
+        assert_eq!(obj["max_num_seqs"], 2);
+        for k in [
+            "energy_per_token_joules",
+            "p99_itl_ms",
+            "is_stable",
+            "unstable_reason",
+            "engine",
+        ] {
+            assert!(obj.get(k).is_some(), "{k}");
+        }
+    }
+    let o = llem(home, &["results", "query", d, "--stable", "--json"]);
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(),
+        serde_json::json!([])
+    );
+    let o = llem(home, &["results", "query", d, "--where", "batchh>=2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("did you mean"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = llem(home, &["results", "query", d, "--group-by", "batch"]);
+    assert!(
+        text(&o.stdout).contains("max_num_seqs=1 (2 runs)"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // Exports.
+    let o = llem(home, &["results", "export", d, "--format", "csv"]);
+    let csv = text(&o.stdout);
+    // Records start with the domain; warnings spanning lines stay inside quotes.
+    assert_eq!(csv.lines().filter(|l| l.starts_with("llm,")).count(), 4);
+    assert!(csv.starts_with("domain,task,model_id,"));
+    let md = home.join("t.md");
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            d,
+            "--format",
+            "markdown",
+            "-o",
+            md.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success());
+    assert_eq!(std::fs::read_to_string(&md).unwrap().lines().count(), 6);
+    let o = llem(home, &["results", "export", d, "--format", "parquet"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // list / show / compare.
+    let o = llem(
+        home,
+        &["results", "list", home.join("results").to_str().unwrap()],
+    );
+    assert!(
+        text(&o.stdout).contains("study rec_"),
+        "{}",
+        text(&o.stdout)
+    );
+    let cells: Vec<String> = runs
+        .iter()
+        .map(|r| {
+            Path::new(&r.results_path)
+                .parent()
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .collect();
+    let o = llem(home, &["results", "show", &cells[0]]);
+    let shown = text(&o.stdout);
+    assert!(
+        shown.contains("energy per token")
+            && shown.contains("configuration (effective_config.json)"),
+        "{shown}"
+    );
+    let o = llem(
+        home,
+        &["results", "compare", &cells[0], &cells[1], "--json"],
+    );
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(c["metrics"][0]["metric"], "energy_per_token");
+    assert!(c["metrics"][0]["ratio_b_over_a"].as_f64().unwrap() > 0.0);
+
+    // A tree holding an ML.ENERGY raw tree and the llem study loads both.
+    let mixed = home.join("results");
+    tree::write_parity_tree(&mixed.join("mlenergy"));
+    let l = load_any(std::slice::from_ref(&mixed)).unwrap();
+    assert_eq!(l.runs.len(), 4 + 18);
+
+    // The report, rendered by headless Chromium.
+    let html = home.join("report.html");
+    let o = llem(
+        home,
+        &[
+            "report",
+            mixed.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        !page.contains("http://")
+            || page
+                .matches("http://")
+                .all(|_| page.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+    );
+    let browser = chromium();
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--enable-logging=stderr",
+        "--v=0",
+    ];
+    let profile = home.join("chromium-profile");
+    let url = format!("file://{}", html.display());
+    let dom = Command::new(&browser)
+        .args(flags)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "{}", text(&dom.stderr));
+    let dom_text = text(&dom.stdout);
+    for id in [
+        "pareto-throughput",
+        "pareto-latency",
+        "power-0",
+        "cdf-ttft",
+        "cdf-itl",
+    ] {
+        assert!(
+            dom_text.contains(&format!("id=\"{id}\"")),
+            "plot {id} missing from the DOM"
+        );
+    }
+    assert!(dom_text.matches("<svg").count() >= 10);
+    let errors: Vec<&str> = text(&dom.stderr)
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .map(|_| "console message")
+        .collect();
+    assert!(errors.is_empty(), "{}", text(&dom.stderr));
+    let shot = home.join("report.png");
+    let s = Command::new(&browser)
+        .args(flags)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args([
+            "--window-size=1200,3000",
+            &format!("--screenshot={}", shot.display()),
+            &url,
+        ])
+        .output()
+        .unwrap();
+    assert!(s.status.success(), "{}", text(&s.stderr));
+    assert!(std::fs::metadata(&shot).unwrap().len() > 20_000);
+    if let Some(keep) = std::env::var_os("LLEM_KEEP_REPORT") {
+        let keep = PathBuf::from(keep);
+        std::fs::copy(&shot, keep.join("report.png")).unwrap();
+        std::fs::copy(&html, keep.join("report.html")).unwrap();
+    }
+}
