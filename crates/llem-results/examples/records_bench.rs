@@ -24,7 +24,7 @@ fn main() {
         Some([mode, root]) if mode == "raw" => {
             let root = PathBuf::from(root);
             Box::new(move || {
-                Runs::from_raw_results(&[root.clone()], &RawOptions::default()).unwrap()
+                Runs::from_raw_results(std::slice::from_ref(&root), &RawOptions::default()).unwrap()
             })
         }
         Some([mode, file, root]) if mode == "parquet" => {

@@ -2,7 +2,7 @@
 //! benchmark runs from a raw tree or `runs/diffusion.parquet`. No stability rules apply.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -170,17 +170,7 @@ struct DPath {
 }
 
 fn parse_path(rel: &Path) -> Option<DPath> {
-    let parts: Vec<&str> = rel
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => s.to_str(),
-            _ => None,
-        })
-        .collect();
-    let (domain, rest) = parts.split_first()?;
-    if *domain != "diffusion" || rest.len() < 9 || rest.get(1) != Some(&"current") {
-        return None;
-    }
+    let rest = super::raw_tree::snapshot_components(rel, "diffusion", 9)?;
     let at = |i: usize| rest.get(i).map(|s| (*s).to_string());
     Some(DPath {
         family: at(0)?,

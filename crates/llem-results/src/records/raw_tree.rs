@@ -65,9 +65,14 @@ impl RunPath {
     }
 }
 
-/// Reads the components after `llm/` by position, as the reference parser does; `None`
-/// when the path is not an LLM `current` snapshot or has too few components.
-pub fn parse_run_path(rel: &Path) -> Option<RunPath> {
+/// The components after `<domain>/` of a path below a benchmark root, when the path is in
+/// that domain's `current` snapshot and has at least `min` of them (read by position, as
+/// the reference parser does).
+pub(crate) fn snapshot_components<'a>(
+    rel: &'a Path,
+    domain: &str,
+    min: usize,
+) -> Option<Vec<&'a str>> {
     let parts: Vec<&str> = rel
         .components()
         .filter_map(|c| match c {
@@ -75,10 +80,15 @@ pub fn parse_run_path(rel: &Path) -> Option<RunPath> {
             _ => None,
         })
         .collect();
-    let (domain, rest) = parts.split_first()?;
-    if *domain != "llm" || rest.len() < 11 || rest.get(1) != Some(&"current") {
-        return None;
-    }
+    let (first, rest) = parts.split_first()?;
+    (*first == domain && rest.len() >= min && rest.get(1) == Some(&"current"))
+        .then(|| rest.to_vec())
+}
+
+/// Reads the components after `llm/` by position, as the reference parser does; `None`
+/// when the path is not an LLM `current` snapshot or has too few components.
+pub fn parse_run_path(rel: &Path) -> Option<RunPath> {
+    let rest = snapshot_components(rel, "llm", 11)?;
     let at = |i: usize| rest.get(i).map(|s| (*s).to_string());
     Some(RunPath {
         task: at(4)?,
@@ -255,11 +265,14 @@ struct ConfigCache {
 }
 
 impl ConfigCache {
-    fn model(&mut self, p: &RunPath) -> Result<ModelFacts, String> {
-        let dir = self
-            .dir
+    fn dir(&self) -> Result<PathBuf, String> {
+        self.dir
             .clone()
-            .ok_or("no config directory (configs/vllm) was found or given")?;
+            .ok_or_else(|| "no config directory (configs/vllm) was found or given".into())
+    }
+
+    fn model(&mut self, p: &RunPath) -> Result<ModelFacts, String> {
+        let dir = self.dir()?;
         let key = (p.task.clone(), p.model_id());
         self.models
             .entry(key)
@@ -277,10 +290,7 @@ impl ConfigCache {
     }
 
     fn parallelism(&mut self, p: &RunPath, num_gpus: i64) -> Result<Parallelism, String> {
-        let dir = self
-            .dir
-            .clone()
-            .ok_or("no config directory (configs/vllm) was found or given")?;
+        let dir = self.dir()?;
         let key = (p.task.clone(), p.model_id(), p.gpu_sku.clone());
         let text = self
             .servers

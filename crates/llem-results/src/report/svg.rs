@@ -94,19 +94,27 @@ pub fn ticks(lo: f64, hi: f64, target: usize) -> Vec<f64> {
         return vec![lo];
     }
     let raw = (hi - lo) / target.max(1) as f64;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag);
-    let mut t = (lo / step).ceil() * step;
-    let mut out = Vec::new();
-    while t <= hi + step * 1e-9 && out.len() < 50 {
-        out.push(if t.abs() < step * 1e-9 { 0.0 } else { t });
-        t += step;
-    }
-    out
+    let exp = raw.log10().floor() as i32;
+    let mag = 10f64.powi(exp);
+    let mult = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .find(|m| m * mag >= raw)
+        .unwrap_or(10.0);
+    // Ticks are k × mult × 10^exp; dividing by 10^-exp (not multiplying by a rounded
+    // power) keeps 0.3 from printing as 0.30000000000000004.
+    let at = |k: f64| {
+        if exp < 0 {
+            k * mult / 10f64.powi(-exp)
+        } else {
+            k * mult * mag
+        }
+    };
+    let step = mult * mag;
+    let first = (lo / step).ceil();
+    (0..50)
+        .map(|i| at(first + f64::from(i)))
+        .take_while(|t| *t <= hi + step * 1e-9)
+        .collect()
 }
 
 fn fmt_tick(v: f64) -> String {
