@@ -231,3 +231,73 @@ fn sub_roots_filters_groups_and_columns() {
     assert!(tasks.runs.iter().all(|r| r.task == "lm-arena-chat"));
     assert_eq!(tasks.runs.len(), 5);
 }
+
+/// Diffusion runs (reference §13): batch and degrees from the run name, per-iteration
+/// energy summed over GPUs, iterations without energy or time skipped, the config's
+/// defaults; and the parquet round trip.
+#[test]
+fn diffusion_runs_from_a_raw_tree() {
+    use llem_results::records::diffusion;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let run = root.join(
+        "diffusion/h100/current/run/diffusion/text-to-image/black-forest-labs/FLUX.1-dev/batch-4+uly-2+ring-1+size-1024x768+steps-28+tc-True",
+    );
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(
+        run.join("results.json"),
+        r#"{"iteration_energy_measurements": [
+            {"gpu_energy": {"0": 100.0, "1": 120.0}, "time": 2.0},
+            {"gpu_energy": {"0": 110.0, "1": 130.0}, "time": 2.5},
+            {"gpu_energy": null, "time": 1.0},
+            {"gpu_energy": {"0": 1.0}, "time": 0}
+        ], "num_frames": null}"#,
+    )
+    .unwrap();
+    let cfg = root.join("configs/xdit/text-to-image/black-forest-labs/FLUX.1-dev");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(
+        cfg.join("model_info.json"),
+        r#"{"total_parameters_billion": 12, "nickname": "FLUX.1 dev"}"#,
+    )
+    .unwrap();
+    // A run without a model config is reported, not loaded.
+    let orphan =
+        root.join("diffusion/h100/current/run/diffusion/text-to-video/x/y/batch-1+size-8x8");
+    std::fs::create_dir_all(&orphan).unwrap();
+    std::fs::write(
+        orphan.join("results.json"),
+        r#"{"iteration_energy_measurements": [{"gpu_energy": {"0": 1}, "time": 1}]}"#,
+    )
+    .unwrap();
+
+    let (runs, issues) = diffusion::load_raw(std::slice::from_ref(&root), None).unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(issues.len(), 1);
+    let r = &runs[0];
+    assert_eq!(r.model_id, "black-forest-labs/FLUX.1-dev");
+    assert_eq!(r.nickname, "FLUX.1 dev");
+    assert_eq!(r.gpu_model, "H100");
+    assert_eq!(
+        (r.batch_size, r.ulysses_degree, r.ring_degree, r.num_gpus),
+        (4, Some(2), Some(1), 2)
+    );
+    assert_eq!(
+        (r.height, r.width, r.inference_steps),
+        (1024, 768, Some(28))
+    );
+    assert_eq!(r.use_torch_compile, Some(true));
+    assert_eq!(r.weight_precision, "bfloat16");
+    // Mean energy (220 + 240) / 2 = 230 J, mean time 2.25 s.
+    assert!((r.batch_latency_s - 2.25).abs() < 1e-12);
+    assert!((r.avg_power_watts - 230.0 / 2.25).abs() < 1e-9);
+    assert!((r.energy_per_generation_joules - 57.5).abs() < 1e-12);
+    assert!((r.throughput_generations_per_sec - 4.0 / 2.25).abs() < 1e-12);
+    assert!(r.is_text_to_image() && !r.is_text_to_video());
+
+    let pq = root.join("runs/diffusion.parquet");
+    std::fs::create_dir_all(pq.parent().unwrap()).unwrap();
+    diffusion::write_parquet(&runs.iter().collect::<Vec<_>>(), &pq, Some(&root)).unwrap();
+    let back = diffusion::read_parquet(&pq, Some(&root)).unwrap();
+    assert_eq!(back, runs);
+}
