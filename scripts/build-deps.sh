@@ -16,20 +16,9 @@ command -v clang >/dev/null || missing+=(clang)
 have_libclang || missing+=(libclang-dev)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-if command -v apt-get >/dev/null; then
-  sudo=()
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null; then sudo=(sudo); else
-      echo "build-deps: need ${missing[*]} (apt-get install ${missing[*]}), but not root and no sudo" >&2
-      exit 1
-    fi
-  fi
-  echo "build-deps: installing ${missing[*]} (llama.cpp's build needs them) ..."
-  export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null ||
-    { "${sudo[@]}" apt-get update -qq >/dev/null && "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null; }
-  exit 0
-fi
+rc=0
+"$(dirname "$0")/apt-install.sh" build-deps "llama.cpp's build needs them" "${missing[@]}" || rc=$?
+[ "$rc" -eq 3 ] || exit "$rc"
 echo "build-deps: llama.cpp's build needs ${missing[*]}; install them with your package manager" >&2
 echo "  (Fedora: dnf install cmake clang clang-devel; macOS: brew install cmake llvm)" >&2
 exit 1

@@ -102,27 +102,16 @@ pub fn label(r: &LlmRun) -> String {
 /// Groups runs into configurations: llem cells by configuration hash (the cycles of one
 /// configuration), other runs by model, engine, task, GPU model and count, and batch.
 pub fn configurations(runs: &Runs) -> Vec<Configuration> {
-    let key = |r: &LlmRun| match &r.extra.config_hash {
+    runs.group_by_key(|r| match &r.extra.config_hash {
         Some(h) => format!("hash:{h}"),
         None => label(r),
-    };
-    let mut out: Vec<(String, Configuration)> = Vec::new();
-    for r in runs.iter() {
-        let k = key(r);
-        if out.iter().any(|(x, _)| *x == k) {
-            continue;
-        }
-        let label = label(r);
-        let members = runs.filter(|x| key(x) == k);
-        out.push((
-            k,
-            Configuration {
-                label,
-                runs: members,
-            },
-        ));
-    }
-    out.into_iter().map(|(_, c)| c).collect()
+    })
+    .into_iter()
+    .map(|(_, runs)| Configuration {
+        label: runs.get(0).map(label).unwrap_or_default(),
+        runs,
+    })
+    .collect()
 }
 
 /// One metric of a comparison.

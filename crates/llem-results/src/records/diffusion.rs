@@ -185,7 +185,7 @@ fn as_int(x: Option<f64>) -> Option<i64> {
     x.filter(|v| v.is_finite()).map(|v| v as i64)
 }
 
-fn build(root: &Path, file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String> {
+fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String> {
     let raw: RawDiffusion =
         serde_json::from_slice(&std::fs::read(file).map_err(|e| e.to_string())?)
             .map_err(|e| format!("results.json: {e}"))?;
@@ -238,7 +238,6 @@ fn build(root: &Path, file: &Path, p: &DPath, cfg_dir: &Path) -> Result<Diffusio
         .and_then(|v| v.as_str())
         .unwrap_or("bfloat16")
         .to_string();
-    let _ = root;
     Ok(DiffusionRun {
         domain: "diffusion".into(),
         task: p.task.clone(),
@@ -277,7 +276,7 @@ pub fn load_raw(
         find_files(&root.join("diffusion"), "results.json", &mut files);
         for f in files {
             if let Some(p) = f.strip_prefix(root).ok().and_then(parse_path) {
-                cands.push((root.clone(), f, p));
+                cands.push((f, p));
             }
         }
     }
@@ -290,14 +289,14 @@ pub fn load_raw(
     let Some(cfg) = cfg else {
         let issues = cands
             .iter()
-            .map(|(_, f, _)| LoadIssue::new(f, "no config directory (configs/xdit)"))
+            .map(|(f, _)| LoadIssue::new(f, "no config directory (configs/xdit)"))
             .collect();
         return Ok((Vec::new(), issues));
     };
-    let built = parallel_map(&cands, default_workers(), |(r, f, p)| build(r, f, p, &cfg));
+    let built = parallel_map(&cands, default_workers(), |(f, p)| build(f, p, &cfg));
     let mut runs = Vec::new();
     let mut issues = Vec::new();
-    for ((_, f, _), b) in cands.iter().zip(built) {
+    for ((f, _), b) in cands.iter().zip(built) {
         match b {
             Ok(r) => runs.push(r),
             Err(e) => issues.push(LoadIssue::new(f, e)),

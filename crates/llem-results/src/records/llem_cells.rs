@@ -16,7 +16,7 @@ use super::{LoadIssue, RecordsError};
 use crate::layout;
 use crate::result::ExperimentResult;
 
-/// A cell directory: a `result.json`, or a `cell_spec.json` whose cell never finished.
+/// Inside an earlier attempt (`<cell>.attemptN`) or the study's artefacts directory.
 fn is_earlier_attempt(p: &Path) -> bool {
     p.components().any(|c| {
         let s = c.as_os_str().to_string_lossy();
@@ -24,7 +24,8 @@ fn is_earlier_attempt(p: &Path) -> bool {
     })
 }
 
-/// Every llem cell below `dir` (the directory itself may be a cell).
+/// Every llem cell below `dir` (the directory itself may be a cell): the `result.json`
+/// files, and the `cell_spec.json` files of cells that never finished.
 pub fn find_cells(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut results = Vec::new();
     find_files(dir, layout::RESULT, &mut results);

@@ -123,11 +123,7 @@ impl Runs {
             .copied()
             .filter(|i| self.all.get(*i as usize).is_some_and(&keep))
             .collect();
-        Self {
-            all: self.all.clone(),
-            idx: idx.into(),
-            issues: self.issues.clone(),
-        }
+        self.with_indices(idx)
     }
 
     /// Runs of these tasks.
@@ -189,35 +185,56 @@ impl Runs {
         for f in fields {
             check_field(f)?;
         }
-        let mut groups: Vec<(Vec<String>, Vec<u32>)> = Vec::new();
-        let mut at: std::collections::HashMap<Vec<String>, usize> = Default::default();
+        Ok(self
+            .group_by_key(|r| {
+                fields
+                    .iter()
+                    .map(|f| r.field(f).map(|v| v.display()).unwrap_or_default())
+                    .collect::<Vec<String>>()
+            })
+            .into_iter()
+            .map(|(key, runs)| Group { key, runs })
+            .collect())
+    }
+
+    /// Groups by a key computed from each run, in one pass; groups in order of first
+    /// appearance, runs in collection order within each.
+    pub fn group_by_key<K: std::hash::Hash + Eq + Clone>(
+        &self,
+        key: impl Fn(&LlmRun) -> K,
+    ) -> Vec<(K, Runs)> {
+        let mut groups: Vec<(K, Vec<u32>)> = Vec::new();
+        let mut at: std::collections::HashMap<K, usize> = Default::default();
         for i in self.idx.iter().copied() {
             let Some(r) = self.all.get(i as usize) else {
                 continue;
             };
-            let key: Vec<String> = fields
-                .iter()
-                .map(|f| r.field(f).map(|v| v.display()).unwrap_or_default())
-                .collect();
-            let g = *at.entry(key.clone()).or_insert_with(|| {
-                groups.push((key, Vec::new()));
+            let k = key(r);
+            let g = *at.entry(k.clone()).or_insert_with(|| {
+                groups.push((k, Vec::new()));
                 groups.len() - 1
             });
             if let Some((_, v)) = groups.get_mut(g) {
                 v.push(i);
             }
         }
-        Ok(groups
+        groups
             .into_iter()
-            .map(|(key, idx)| Group {
-                key,
-                runs: Self {
-                    all: self.all.clone(),
-                    idx: idx.into(),
-                    issues: self.issues.clone(),
-                },
-            })
-            .collect())
+            .map(|(k, idx)| (k, self.with_indices(idx)))
+            .collect()
+    }
+
+    /// The first `n` runs.
+    pub fn head(&self, n: usize) -> Self {
+        self.with_indices(self.idx.iter().take(n).copied().collect())
+    }
+
+    fn with_indices(&self, idx: Vec<u32>) -> Self {
+        Self {
+            all: self.all.clone(),
+            idx: idx.into(),
+            issues: self.issues.clone(),
+        }
     }
 
     /// One field's values, in order (any name of [`all_fields`]).

@@ -156,7 +156,7 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
             break;
         }
         let Some(first) = c.runs.get(0) else { continue };
-        let one = c.runs.filter(|r| std::ptr::eq(r, first));
+        let one = c.runs.head(1);
         if itl.len() < MAX_CDF_SERIES
             && let Ok(s) = one.inter_token_latencies()
         {
