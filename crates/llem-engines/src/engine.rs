@@ -59,6 +59,20 @@ pub struct RunSummary {
     pub server_metrics: Vec<llem_results::MetricSample>,
     /// The traffic sent (serving engines).
     pub traffic: Option<llem_results::result::TrafficSummary>,
+    /// Memory as the engine process saw it (a worker process; null when the engine runs in
+    /// llem's own process or on a server).
+    pub memory: Option<EngineMemory>,
+}
+
+/// Peak memory reported by an engine that runs outside llem's process.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineMemory {
+    /// Peak during the run, MiB.
+    pub peak_mib: f64,
+    /// Device memory, MiB (GPU), when known.
+    pub total_mib: Option<f64>,
+    /// Where the figure comes from (`torch_cuda_max_memory_allocated`, `worker_rss`).
+    pub source: &'static str,
 }
 
 /// An engine failed.

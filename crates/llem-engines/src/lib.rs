@@ -3,7 +3,8 @@
 //! [`engine::Engine`] is the seam: an engine loads a model, runs a [`workload::Workload`]
 //! and reports every request through a [`engine::RequestSink`] as its tokens arrive. The
 //! embedded llama.cpp engine ([`llamacpp::LlamaCppEngine`]) decodes all sequences of a batch
-//! in one llama.cpp batch per step. The workload side owns datasets, batching strategies and
+//! in one llama.cpp batch per step; [`transformers::TransformersEngine`] drives Hugging Face
+//! transformers in a Python worker process. The workload side owns datasets, batching strategies and
 //! decoding parameters. Nothing here measures energy.
 
 pub mod assets;
@@ -11,6 +12,7 @@ pub mod engine;
 pub mod llamacpp;
 pub mod sampling;
 pub mod serving;
+pub mod transformers;
 pub mod workload;
 
 /// Loads the engine `cfg` asks for, with the model at `model_path`.
@@ -37,6 +39,7 @@ pub fn plan_for(cfg: &llem_config::ExperimentConfig, n_ctx_train: u32) -> Contex
 }
 
 pub use engine::{
-    ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session,
+    ContextPlan, Engine, EngineError, EngineInfo, EngineMemory, ModelInfo, RequestSink, RunSummary,
+    Session,
 };
 pub use workload::{Prompt, Workload};

@@ -87,7 +87,7 @@ fn precision_factor(dtype: Option<&str>) -> f64 {
     match dtype.map(str::to_ascii_uppercase).as_deref() {
         None => 1.0,
         Some(d) if d.starts_with('F') || d.starts_with("BF") => 1.0,
-        Some(d) if d.starts_with("Q8") || d.starts_with("I8") => 0.5,
+        Some(d) if d.starts_with("Q8") || d.starts_with("I8") || d.contains("8BIT") => 0.5,
         Some(_) => 0.25,
     }
 }
@@ -106,7 +106,16 @@ fn reproducibility_notes(m: &Measured<'_>, sampler: &str, interval_ms: f64) -> S
          older boards); RAPL package/DRAM counters are model-based estimates by the CPU; the \
          `estimate` sensor is TDP x utilisation, a model, not a measurement. ",
     );
-    n.push_str(if m.served {
+    n.push_str(if m.engine.name == "transformers" {
+        if m.summary.latency_mode == Some("true_streaming") {
+            "Latency comes from a generate() streamer in the transformers worker timing every \
+             token on CLOCK_MONOTONIC, placed on the experiment clock (one request per batch). "
+        } else {
+            "The transformers worker timed each generate() batch as a whole (after a device \
+             sync): every request of a batch ends with it, so there are no TTFT or ITL \
+             figures (set measurement.latency_profiling for them). "
+        }
+    } else if m.served {
         "Latency is measured by llem's streaming client on the experiment clock: TTFT at the \
          first chunk carrying a token, token times split evenly over the gap when a chunk \
          carries several (latency_stats.measurement_mode says which). "
@@ -283,19 +292,27 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
     let weights_mb = m.model.weights_bytes.map(|b| b as f64 / 1_048_576.0);
     let kv_mb = m.summary.kv_cache_bytes.map(|b| b as f64 / 1_048_576.0);
-    let (total_mb, peak_mb, source) =
-        if (m.served || settings.n_gpu_layers != 0) && gpu_peak.is_some() {
-            (gpu_total, gpu_peak, "nvml")
-        } else if m.served {
-            // llem's own memory says nothing about the server's.
-            (None, None, "none")
+    let (total_mb, peak_mb, source) = if let Some(em) = &m.summary.memory {
+        // An engine in its own process (the transformers worker) knows its own peak:
+        // torch's allocator on a GPU, the worker's resident set on a CPU.
+        let total = em.total_mib.or(if em.source == "worker_rss" {
+            crate::environment::memory_total_mib()
         } else {
-            (
-                crate::environment::memory_total_mib(),
-                m.memory.peak_rss_mib,
-                "process_rss",
-            )
-        };
+            gpu_total
+        });
+        (total, Some(em.peak_mib), em.source)
+    } else if (m.served || settings.n_gpu_layers != 0) && gpu_peak.is_some() {
+        (gpu_total, gpu_peak, "nvml")
+    } else if m.served {
+        // llem's own memory says nothing about the server's.
+        (None, None, "none")
+    } else {
+        (
+            crate::environment::memory_total_mib(),
+            m.memory.peak_rss_mib,
+            "process_rss",
+        )
+    };
     let memory = MemoryEfficiencyMetrics {
         total_vram_mb: total_mb,
         model_memory_mb: weights_mb,

@@ -13,6 +13,7 @@ use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
 use llem_engines::{
     Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload, assets,
+    transformers,
 };
 use llem_results::result::WarmupResult;
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
@@ -48,6 +49,10 @@ pub struct ExperimentRequest<'a> {
     pub git_commit: Option<&'a str>,
     /// Set to stop at the next decode step (Ctrl-C).
     pub cancel: Arc<AtomicBool>,
+    /// Python for the transformers worker, from the user config (`python:`, `LLEM_PYTHON`).
+    pub python: Option<String>,
+    /// Hugging Face cache from the user config (`output.model_cache_dir`).
+    pub model_cache_dir: Option<PathBuf>,
 }
 
 /// An experiment failed.
@@ -146,13 +151,31 @@ fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), HarnessErro
 }
 
 /// Whether this build can run a configuration here (engine, runner, model file, server
-/// CLI), without loading or starting anything: the study runner checks every configuration
-/// before its first cell. Returns the model file when the engine reads one (llama.cpp).
+/// CLI, the transformers worker's Python), without loading anything: the study runner checks
+/// every configuration before its first cell. Returns the model file when the engine reads
+/// one (llama.cpp, a GGUF for transformers). `python` is the user config's interpreter.
 pub fn check_runnable(
     cfg: &llem_config::ExperimentConfig,
     assets_dir: &std::path::Path,
+    python: Option<&str>,
 ) -> Result<Option<PathBuf>, HarnessError> {
     let runner = cfg.runner().map(|r| r.kind());
+    if cfg.engine == EngineName::Transformers {
+        if runner.is_some_and(|k| k != RunnerKind::Local) {
+            return Err(HarnessError::Config(format!(
+                "engine `transformers` with runner `{}` cannot run in this llem build: the \
+                 worker runs locally (`runners: {{transformers: local}}`) with the Python of \
+                 `python:` in the user config or LLEM_PYTHON",
+                cfg.runner()
+                    .map_or_else(|| "none".to_string(), ToString::to_string)
+            )));
+        }
+        let src = transformers::resolve_source(cfg, assets_dir).map_err(HarnessError::Config)?;
+        let python = transformers::python_for(python);
+        transformers::check_python(&python, src.gguf_file.is_some())
+            .map_err(HarnessError::Config)?;
+        return Ok(src.local.filter(|p| p.is_file()));
+    }
     if cfg.is_served() {
         let opts = ServeOptions::new(assets_dir.to_path_buf());
         llem_engines::serving::check_launchable(cfg, &opts).map_err(HarnessError::Config)?;
@@ -187,7 +210,7 @@ fn preflight(
     req: &ExperimentRequest<'_>,
 ) -> Result<(Option<PathBuf>, LoadedDataset), HarnessError> {
     let cfg = req.config;
-    let model = check_runnable(cfg, &req.assets_dir)?;
+    let model = check_runnable(cfg, &req.assets_dir, req.python.as_deref())?;
     let data = dataset::load(
         &cfg.dataset,
         cfg.dataset.n_prompts as usize,
@@ -454,6 +477,25 @@ pub fn run_experiment(
             e => HarnessError::Engine(e),
         })?;
         Box::new(server)
+    } else if cfg.engine == EngineName::Transformers {
+        let mut opts = transformers::WorkerOptions::new(
+            transformers::python_for(req.python.as_deref()),
+            req.cell_dir.join(artefacts::WORKER_LOG),
+            req.assets_dir.clone(),
+        );
+        opts.cancel = Some(req.cancel.clone());
+        opts.model_cache_dir = req.model_cache_dir.clone();
+        let worker = transformers::TransformersEngine::start(cfg, &opts, &mut |pid| {
+            progress.event(Event::ServerStarted {
+                pgid: Some(pid),
+                container: None,
+            })
+        })
+        .map_err(|e| match e {
+            EngineError::Cancelled => HarnessError::Cancelled,
+            e => HarnessError::Engine(e),
+        })?;
+        Box::new(worker)
     } else {
         let path = model_path
             .as_ref()

@@ -47,6 +47,8 @@ pub const REQUESTS: &str = "requests.parquet";
 pub const SERVER_METRICS: &str = "server_metrics.parquet";
 /// The serving engine's own log (stdout and stderr of the server or container).
 pub const SERVER_LOG: &str = "server.log";
+/// The transformers worker's stderr (library logs, Python tracebacks).
+pub const WORKER_LOG: &str = "worker.log";
 /// What the study runner hands a cell's child process (config, hash, paths).
 pub const CELL_SPEC: &str = "cell_spec.json";
 /// The cell process's stderr.

@@ -837,6 +837,7 @@ impl Session for ServerSession<'_> {
             kv_cache_bytes: None,
             warnings,
             latency_mode: Some(mode.as_str()),
+            memory: None,
             server_metrics: samples,
             traffic: Some(TrafficSummary {
                 arrival: plan.arrival.to_string(),

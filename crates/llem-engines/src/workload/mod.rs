@@ -80,18 +80,29 @@ impl Workload {
         let served = cfg.is_served();
         // A server batches by itself; "a batch" is then what it runs at once, which is what a
         // warmup iteration sends.
-        let batch_size = if served {
-            crate::serving::target_concurrency(cfg).unwrap_or(8).max(1)
+        let batching = if served {
+            BatchingSpec {
+                strategy: l.batching_strategy,
+                batch_size: crate::serving::target_concurrency(cfg).unwrap_or(8).max(1),
+                max_tokens_per_batch: l.max_tokens_per_batch,
+            }
+        } else if cfg.engine == llem_config::Engine::Transformers {
+            let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
+            BatchingSpec {
+                strategy: t.batching_strategy.unwrap_or(BatchingStrategy::Static),
+                batch_size: crate::transformers::batch_plan(cfg).1,
+                max_tokens_per_batch: t.max_tokens_per_batch,
+            }
         } else {
-            l.batch_size.max(1)
+            BatchingSpec {
+                strategy: l.batching_strategy,
+                batch_size: l.batch_size.max(1),
+                max_tokens_per_batch: l.max_tokens_per_batch,
+            }
         };
         Workload {
             prompts,
-            batching: BatchingSpec {
-                strategy: l.batching_strategy,
-                batch_size,
-                max_tokens_per_batch: l.max_tokens_per_batch,
-            },
+            batching,
             traffic: served.then(|| {
                 crate::serving::traffic::TrafficPlan::from_config(
                     cfg.traffic.as_deref(),

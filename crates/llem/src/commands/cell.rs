@@ -118,6 +118,7 @@ pub fn run(args: &CellArgs) -> i32 {
     // SIGTERM from the runner (timeout, Ctrl-C) stops at the next decode step; a second one
     // exits at once. SIGINT likewise, for a cell run by hand.
     let cancel = crate::commands::execute::cancel_on_signals();
+    let user = crate::commands::execute::user_config();
     let request = ExperimentRequest {
         config: &spec.config,
         config_hash: &spec.config_hash,
@@ -125,13 +126,15 @@ pub fn run(args: &CellArgs) -> i32 {
         cell_dir: spec.cell_dir.clone(),
         assets_dir: crate::paths::assets_dir(),
         cache_dir: spec.baseline_cache_dir.clone(),
-        sensor_env: SensorEnv::from_process(crate::commands::execute::user_cpu_tdp()),
+        sensor_env: SensorEnv::from_process(user.measurement.cpu_tdp_w),
         sampling_interval: Duration::from_secs_f64(
             (spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0),
         ),
         llem_version: env!("CARGO_PKG_VERSION"),
         git_commit: Some(env!("LLEM_GIT_COMMIT")),
         cancel,
+        python: user.python.clone(),
+        model_cache_dir: crate::commands::execute::model_cache_dir(&user),
     };
     match llem_harness::run_experiment(&request, &mut JsonLines) {
         Ok(_) => {

@@ -98,14 +98,24 @@ pub fn cancel_on_signals() -> Arc<AtomicBool> {
     cancel
 }
 
-/// `measurement.cpu_tdp_w` from the user config file, for the estimate sensor.
-pub fn user_cpu_tdp() -> Option<f64> {
+/// The user config file with `LLEM_*` variables applied (defaults when it cannot be read;
+/// planning has already reported a broken file).
+pub fn user_config() -> llem_config::user_config::UserConfig {
     llem_config::UserSettings::load(
         &llem_config::Env::from_process(),
         &mut llem_config::source::SourceMap::new(),
     )
-    .ok()
-    .and_then(|u| u.config.measurement.cpu_tdp_w)
+    .map(|u| u.config)
+    .unwrap_or_default()
+}
+
+/// `output.model_cache_dir` of the user config, `~` expanded.
+pub fn model_cache_dir(u: &llem_config::user_config::UserConfig) -> Option<PathBuf> {
+    let d = u.output.model_cache_dir.as_deref()?;
+    match d.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
+        None => Some(PathBuf::from(d)),
+    }
 }
 
 /// Removes directories this run created but left empty (a failed or cancelled run).
@@ -159,7 +169,8 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     );
 
     let cancel = cancel_on_signals();
-    let cpu_tdp = user_cpu_tdp();
+    let user = user_config();
+    let cpu_tdp = user.measurement.cpu_tdp_w;
     let request = ExperimentRequest {
         config: cfg,
         config_hash: &hash,
@@ -172,6 +183,8 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         llem_version: env!("CARGO_PKG_VERSION"),
         git_commit: Some(env!("LLEM_GIT_COMMIT")),
         cancel: cancel.clone(),
+        python: user.python.clone(),
+        model_cache_dir: model_cache_dir(&user),
     };
     for w in &pc.warnings {
         eprintln!("llem: warning: {w}");

@@ -113,9 +113,12 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
     };
     // A typo in a model path would otherwise fail every cell, one by one, overnight.
     let assets = crate::paths::assets_dir();
+    let python = crate::commands::execute::user_config().python;
     let mut problems: Vec<String> = Vec::new();
     for pc in &plan.configs {
-        if let Err(e) = llem_harness::lifecycle::check_runnable(&pc.config, &assets) {
+        if let Err(e) =
+            llem_harness::lifecycle::check_runnable(&pc.config, &assets, python.as_deref())
+        {
             let line = e.to_string();
             if !problems.contains(&line) {
                 problems.push(line);

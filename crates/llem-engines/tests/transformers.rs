@@ -1,0 +1,475 @@
+//! The transformers engine: the real worker script under the Python of
+//! `scripts/transformers-env.sh` (CPU torch, transformers, gguf from PyPI) on the real
+//! SmolLM2 GGUF from `scripts/fetch-assets.sh`. `make test` prepares both; `LLEM_PYTHON`
+//! points elsewhere.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use llem_config::model::engines::LlamaCppConfig;
+use llem_config::{BatchingStrategy, ExperimentConfig};
+use llem_engines::llamacpp::LlamaCppEngine;
+use llem_engines::sampling::SamplingParams;
+use llem_engines::transformers::{TransformersEngine, WorkerOptions};
+use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
+use llem_engines::{ContextPlan, Engine, RequestSink, assets};
+use llem_results::{FinishReason, RequestRecord};
+
+const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn assets_dir() -> PathBuf {
+    assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())
+}
+
+fn model_path() -> PathBuf {
+    assets::resolve_model(MODEL, &assets_dir()).unwrap_or_else(|| {
+        panic!(
+            "SmolLM2 is not in the asset cache {}: run scripts/fetch-assets.sh",
+            assets_dir().display()
+        )
+    })
+}
+
+/// `LLEM_PYTHON`, else the venv `scripts/transformers-env.sh` makes.
+fn python() -> String {
+    if let Ok(p) = std::env::var("LLEM_PYTHON")
+        && !p.is_empty()
+    {
+        return p;
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/pyenv-transformers/bin/python");
+    assert!(
+        venv.exists(),
+        "no Python with torch and transformers: run scripts/transformers-env.sh (or set \
+         LLEM_PYTHON)"
+    );
+    venv.display().to_string()
+}
+
+/// Model loads take seconds of both cores: one test at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn config(extra: serde_json::Value) -> ExperimentConfig {
+    let mut v = serde_json::json!({
+        "model": MODEL,
+        "engine": "transformers",
+        "dtype": "float32",
+        "decoder": {"do_sample": false, "temperature": 0.0},
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    serde_json::from_value(v).unwrap()
+}
+
+fn options(dir: &tempfile::TempDir) -> WorkerOptions {
+    WorkerOptions::new(python(), dir.path().join("worker.log"), assets_dir())
+}
+
+fn start(cfg: &ExperimentConfig, opts: &WorkerOptions) -> TransformersEngine {
+    TransformersEngine::start(cfg, opts, &mut |_| {}).unwrap()
+}
+
+/// One greedy float32 engine shared by the tests that only read from it.
+fn shared() -> MutexGuard<'static, TransformersEngine> {
+    static ENGINE: OnceLock<(tempfile::TempDir, Mutex<TransformersEngine>)> = OnceLock::new();
+    let (_, e) = ENGINE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let e = start(&config(serde_json::json!({})), &options(&dir));
+        (dir, Mutex::new(e))
+    });
+    e.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn chat(texts: &[&str]) -> Vec<Prompt> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Prompt {
+            dataset_index: i as u32,
+            input: PromptInput::Text {
+                text: (*t).to_string(),
+                chat: true,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: None,
+            ignore_eos: false,
+        })
+        .collect()
+}
+
+fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
+    Workload {
+        prompts,
+        batching: BatchingSpec {
+            strategy: BatchingStrategy::Static,
+            batch_size: batch,
+            max_tokens_per_batch: None,
+        },
+        sampling: SamplingParams::greedy(),
+        max_input_tokens: Some(128),
+        max_output_tokens: Some(max_out),
+        traffic: None,
+    }
+}
+
+type Hook = Box<dyn FnMut(&TransformersEngineRef)>;
+
+/// The worker's pid, for hooks that signal it.
+struct TransformersEngineRef {
+    pid: u32,
+}
+
+struct Records {
+    epoch: Instant,
+    done: Vec<RequestRecord>,
+    tokens: u64,
+    on_first_token: Option<(u32, Hook)>,
+}
+
+impl Records {
+    fn new() -> Records {
+        Records {
+            epoch: Instant::now(),
+            done: Vec::new(),
+            tokens: 0,
+            on_first_token: None,
+        }
+    }
+}
+
+impl RequestSink for Records {
+    fn now_s(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+    fn on_tokens(&mut self, _: u32, _: f64, n: u32) {
+        self.tokens += u64::from(n);
+        if let Some((pid, mut hook)) = self.on_first_token.take() {
+            hook(&TransformersEngineRef { pid });
+        }
+    }
+    fn on_done(&mut self, r: RequestRecord) {
+        self.done.push(r);
+    }
+}
+
+#[test]
+fn greedy_answer_matches_the_llamacpp_engine() {
+    let _g = serial();
+    let wl = workload(chat(&["What is the capital of France?"]), 1, 24);
+    let reference = {
+        let e = LlamaCppEngine::load(&model_path(), &LlamaCppConfig::default()).unwrap();
+        let mut s = e
+            .session(ContextPlan {
+                slots: 1,
+                tokens_per_slot: 256,
+                n_threads: 2,
+            })
+            .unwrap();
+        s.generate_ids(&wl).unwrap()
+    };
+    let mut e = shared();
+    let ours = e.generate_ids(&wl, &mut Records::new()).unwrap();
+    let (a, b) = (&reference[0], &ours[0]);
+    // Same GGUF, same vocabulary: the prompts tokenize alike, and greedy decoding agrees
+    // until the two backends' arithmetic (llama.cpp's Q4_1 x Q8 dot products, torch's
+    // dequantised float32) first picks a different token, if it ever does.
+    let same = a
+        .iter()
+        .zip(b.iter())
+        .take_while(|(x, y)| i64::from(**x) == **y)
+        .count();
+    assert!(
+        same >= 6,
+        "llama.cpp {a:?} vs transformers {b:?}: only {same} tokens agree"
+    );
+    let model = e.model_info().clone();
+    assert_eq!(model.architecture.as_deref(), Some("llama"));
+    assert_eq!(model.layers, Some(30));
+    assert_eq!(model.kv_heads, Some(3));
+    assert_eq!(model.dtype.as_deref(), Some("float32"));
+    assert!(e.has_chat_template());
+    assert_eq!(e.info().name, "transformers");
+}
+
+#[test]
+fn a_batch_of_four_generates_the_tokens_of_batch_one() {
+    let _g = serial();
+    let prompts = chat(&[
+        "What is the capital of France?",
+        "Write one sentence about the sea.",
+        "List three colours.",
+        "Say hello.",
+        "What is 2 + 2?",
+        "Name a famous scientist.",
+    ]);
+    let mut e = shared();
+    let one = e
+        .generate_ids(&workload(prompts.clone(), 1, 32), &mut Records::new())
+        .unwrap();
+    let mut sink = Records::new();
+    let four = e
+        .generate_ids(&workload(prompts, 4, 32), &mut sink)
+        .unwrap();
+    assert_eq!(one.len(), 6);
+    assert!(one.iter().all(|t| !t.is_empty()));
+    for (i, (a, b)) in one.iter().zip(&four).enumerate() {
+        assert_eq!(a, b, "request {i}: batch 4 diverged from batch 1");
+    }
+    // Per-batch timing: every request of a batch starts and ends with its generate() call.
+    assert_eq!(sink.done.len(), 6);
+    for r in &sink.done {
+        assert!(r.first_token_s.is_none() && r.token_times_s.is_empty());
+        assert!(r.end_s > r.submit_s);
+        assert_eq!(
+            r.output_tokens as usize,
+            four[r.request_id as usize].len(),
+            "request {}",
+            r.request_id
+        );
+    }
+    let batch0: Vec<&RequestRecord> = sink
+        .done
+        .iter()
+        .filter(|r| r.batch_index == Some(0))
+        .collect();
+    assert_eq!(batch0.len(), 4);
+    assert!(batch0.iter().all(|r| r.end_s == batch0[0].end_s));
+    assert_eq!(
+        sink.tokens,
+        sink.done
+            .iter()
+            .map(|r| u64::from(r.output_tokens))
+            .sum::<u64>()
+    );
+}
+
+#[test]
+fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
+    let _g = serial();
+    let prompts: Vec<Prompt> = [(16, 12), (24, 5), (8, 9)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, out))| Prompt {
+            dataset_index: i as u32,
+            input: PromptInput::Tokens {
+                n_tokens: n,
+                seed: i as u64,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: Some(out),
+            ignore_eos: true,
+        })
+        .collect();
+    let mut e = shared();
+    let mut sink = Records::new();
+    let wl = workload(prompts, 3, 64);
+    let ids = e.generate_ids(&wl, &mut sink).unwrap();
+    assert_eq!(ids.iter().map(Vec::len).collect::<Vec<_>>(), vec![12, 5, 9]);
+    let mut done = sink.done.clone();
+    done.sort_by_key(|r| r.request_id);
+    assert_eq!(
+        done.iter().map(|r| r.input_tokens).collect::<Vec<_>>(),
+        vec![16, 24, 8]
+    );
+    assert!(done.iter().all(|r| r.finish_reason == FinishReason::Length));
+    // Same seeds, same prompts: a second run draws the same tokens.
+    let again = e.generate_ids(&wl, &mut Records::new()).unwrap();
+    assert_eq!(ids, again);
+}
+
+#[test]
+fn profiling_streams_every_token_on_the_experiment_clock() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(serde_json::json!({
+        "transformers": {"batch_size": 4},
+        "measurement": {"latency_profiling": true},
+    }));
+    let e = start(&cfg, &options(&dir));
+    assert!(e.streams());
+    let mut s = e
+        .open(ContextPlan {
+            slots: 1,
+            tokens_per_slot: 256,
+            n_threads: 2,
+        })
+        .unwrap();
+    let mut sink = Records::new();
+    let t_before = sink.now_s();
+    let summary = s
+        .run(
+            &workload(
+                chat(&["Write a long story about a dragon.", "Say hello."]),
+                4,
+                20,
+            ),
+            &mut sink,
+        )
+        .unwrap();
+    let t_after = sink.now_s();
+    assert_eq!(summary.latency_mode, Some("true_streaming"));
+    assert_eq!(
+        summary.num_batches, 2,
+        "profiling runs one request per batch"
+    );
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("batch_size 4 ran as 1")),
+        "{:?}",
+        summary.warnings
+    );
+    assert_eq!(sink.done.len(), 2);
+    for r in &sink.done {
+        assert_eq!(r.token_times_s.len(), r.output_tokens as usize);
+        assert!(r.output_tokens > 0);
+        let first = r.first_token_s.unwrap();
+        // Worker times land inside the run on llem's clock.
+        assert!(t_before <= r.submit_s && r.submit_s <= first, "{r:?}");
+        assert!(r.token_times_s.windows(2).all(|w| w[0] <= w[1]));
+        assert!(r.end_s >= *r.token_times_s.last().unwrap() && r.end_s <= t_after);
+    }
+    let story = sink.done.iter().find(|r| r.request_id == 0).unwrap();
+    assert_eq!(story.output_tokens, 20);
+    assert_eq!(story.finish_reason, FinishReason::Length);
+    let m = summary.memory.unwrap();
+    assert_eq!(m.source, "worker_rss");
+    assert!(m.peak_mib > 100.0, "{m:?}");
+}
+
+fn long_workload() -> Workload {
+    let prompts = vec![Prompt {
+        dataset_index: 0,
+        input: PromptInput::Tokens {
+            n_tokens: 8,
+            seed: 1,
+        },
+        group: None,
+        reference_output: None,
+        output_tokens: Some(4000),
+        ignore_eos: true,
+    }];
+    let mut wl = workload(prompts, 1, 4000);
+    wl.max_input_tokens = None;
+    wl
+}
+
+fn streaming_engine(dir: &tempfile::TempDir, silence: Duration) -> TransformersEngine {
+    let cfg = config(serde_json::json!({"measurement": {"latency_profiling": true}}));
+    let mut opts = options(dir);
+    opts.silence_timeout = silence;
+    start(&cfg, &opts)
+}
+
+fn signal(pid: u32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
+}
+
+#[test]
+fn a_killed_worker_fails_the_run_with_its_log_tail() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let e = streaming_engine(&dir, Duration::from_secs(300));
+    let pid = e.worker_pid().unwrap();
+    let mut s = e
+        .open(ContextPlan {
+            slots: 1,
+            tokens_per_slot: 4096,
+            n_threads: 2,
+        })
+        .unwrap();
+    let mut sink = Records::new();
+    sink.on_first_token = Some((
+        pid,
+        Box::new(|w| signal(w.pid, nix::sys::signal::Signal::SIGKILL)),
+    ));
+    let t = Instant::now();
+    let err = s.run(&long_workload(), &mut sink).unwrap_err().to_string();
+    assert!(err.contains("killed by SIGKILL"), "{err}");
+    assert!(err.contains("worker.log"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn a_hung_worker_is_killed_after_the_silence_timeout() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let e = streaming_engine(&dir, Duration::from_secs(3));
+    let pid = e.worker_pid().unwrap();
+    let mut s = e
+        .open(ContextPlan {
+            slots: 1,
+            tokens_per_slot: 4096,
+            n_threads: 2,
+        })
+        .unwrap();
+    let mut sink = Records::new();
+    // SIGSTOP freezes it mid-generation: alive, silent.
+    sink.on_first_token = Some((
+        pid,
+        Box::new(|w| signal(w.pid, nix::sys::signal::Signal::SIGSTOP)),
+    ));
+    let t = Instant::now();
+    let err = s.run(&long_workload(), &mut sink).unwrap_err().to_string();
+    assert!(err.contains("sent nothing for 3 s (hung)"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(30));
+    // It was killed and reaped, not left stopped.
+    let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None);
+    assert!(gone.is_err(), "worker {pid} still exists");
+}
+
+#[test]
+fn a_keyword_transformers_rejects_is_named_before_the_run() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(serde_json::json!({"passthrough_kwargs": {"frobnicate_level": 3}}));
+    let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_| {})
+        .err()
+        .expect("an unknown generate() keyword must fail the load")
+        .to_string();
+    assert!(
+        err.contains("rejected `passthrough_kwargs.frobnicate_level`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_python_without_torch_gets_the_pip_command() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let venv = dir.path().join("bare");
+    let ok = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let py = venv.join("bin/python").display().to_string();
+    let opts = WorkerOptions::new(py.clone(), dir.path().join("worker.log"), assets_dir());
+    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_| {})
+        .err()
+        .expect("no torch, no engine")
+        .to_string();
+    assert!(err.contains("cannot import torch"), "{err}");
+    assert!(
+        err.contains(&format!("{py} -m pip install torch transformers")),
+        "{err}"
+    );
+}
