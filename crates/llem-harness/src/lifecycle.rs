@@ -464,6 +464,8 @@ pub fn run_experiment(
     let engine: Box<dyn Engine> = if cfg.is_served() {
         let mut opts = ServeOptions::new(req.cell_dir.clone());
         opts.cancel = Some(req.cancel.clone());
+        // SGLang launches through Python too: the same interpreter setting applies.
+        opts.python = transformers::python_for(req.python.as_deref());
         let log = req.cell_dir.join(artefacts::SERVER_LOG);
         let server = ServerEngine::start_reporting(
             cfg,

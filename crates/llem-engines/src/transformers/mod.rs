@@ -183,8 +183,18 @@ impl TransformersEngine {
         if let Some(d) = &opts.model_cache_dir {
             env.push(("HF_HOME".into(), d.display().to_string()));
         }
-        let mut worker =
-            WorkerProcess::spawn(&opts.python, &opts.log_path, &env, opts.cancel.clone())?;
+        let tp = cfg.transformers.as_deref().filter(|t| t.tp_plan.is_some());
+        let ranks = tp.map(|t| {
+            t.tp_size
+                .map_or_else(|| "auto".to_string(), |n| n.to_string())
+        });
+        let mut worker = WorkerProcess::spawn(
+            &opts.python,
+            ranks.as_deref(),
+            &opts.log_path,
+            &env,
+            opts.cancel.clone(),
+        )?;
         on_spawn(worker.pid());
         let model_name = src.model.clone();
         let python = opts.python.clone();

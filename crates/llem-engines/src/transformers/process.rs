@@ -88,9 +88,11 @@ fn write_script() -> Result<PathBuf, EngineError> {
 }
 
 impl WorkerProcess {
-    /// Starts `python` on the worker script, stderr appended to `log_path`, with `env` added.
+    /// Starts `python` on the worker script, stderr appended to `log_path`, with `env` added;
+    /// with `ranks`, under torchrun with that many processes (`auto`: one per GPU).
     pub fn spawn(
         python: &str,
+        ranks: Option<&str>,
         log_path: &Path,
         env: &[(String, String)],
         cancel: Option<Arc<AtomicBool>>,
@@ -106,10 +108,23 @@ impl WorkerProcess {
                     log_path.display()
                 ))
             })?;
-        let command = format!("{python} {}", script.display());
+        let mut args: Vec<String> = vec!["-u".into()];
+        if let Some(n) = ranks {
+            args.extend(
+                [
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc-per-node",
+                    n,
+                ]
+                .map(String::from),
+            );
+        }
+        args.push(script.display().to_string());
+        let command = format!("{python} {}", args.join(" "));
         let spawned = Command::new(python)
-            .arg("-u")
-            .arg(&script)
+            .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             // Progress bars and Python warnings are for the log, not for a terminal.
             .env("PYTHONUNBUFFERED", "1")

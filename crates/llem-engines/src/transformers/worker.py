@@ -22,6 +22,11 @@ import traceback
 
 PROTOCOL = 1
 
+# Under torchrun (transformers.tp_plan) every rank runs this script: rank 0 reads the ops and
+# hands each to the others, and only rank 0 speaks the protocol.
+RANK = int(os.environ.get("RANK", "0"))
+WORLD = int(os.environ.get("WORLD_SIZE", "1"))
+
 # The protocol owns the original stdout; anything else that writes to fd 1 (C libraries,
 # print) lands on stderr instead of corrupting the event stream.
 _events = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
@@ -29,7 +34,15 @@ os.dup2(2, 1)
 sys.stdout = sys.stderr
 
 
+def log(message):
+    """A line for the worker log (the cell directory's worker.log)."""
+    sys.stderr.write("llem-worker%s: %s\n" % (" rank %d" % RANK if WORLD > 1 else "", message))
+    sys.stderr.flush()
+
+
 def emit(event, **fields):
+    if RANK != 0:
+        return
     fields["event"] = event
     fields.setdefault("t", time.monotonic())
     _events.write(json.dumps(fields, separators=(",", ":"), allow_nan=False) + "\n")
@@ -116,8 +129,15 @@ class Worker:
                 q["bnb_4bit_compute_dtype"] = getattr(torch, s["bnb_4bit_compute_dtype"])
             put("quantization_config", tf.BitsAndBytesConfig(**q), "transformers.load_in_4bit")
         if s.get("tp_plan"):
-            put("tp_plan", s["tp_plan"], "transformers.tp_plan")
-            put("tp_size", s.get("tp_size"), "transformers.tp_size")
+            if hasattr(tf, "DistributedConfig"):
+                # transformers 5.x takes the plan through a DistributedConfig.
+                dc = {"tp_plan": s["tp_plan"]}
+                if s.get("tp_size"):
+                    dc["tp_size"] = s["tp_size"]
+                put("distributed_config", tf.DistributedConfig(**dc), "transformers.tp_plan")
+            else:
+                put("tp_plan", s["tp_plan"], "transformers.tp_plan")
+                put("tp_size", s.get("tp_size"), "transformers.tp_size")
         elif s.get("device_map"):
             put("device_map", s["device_map"], "transformers.device_map")
         elif quantized and torch.cuda.is_available():
@@ -126,6 +146,9 @@ class Worker:
             put(k, v, "passthrough_kwargs.from_pretrained.%s" % k)
 
         tok_kwargs = {k: v for k, v in kwargs.items() if k in ("gguf_file", "revision", "trust_remote_code", "token")}
+        started = time.monotonic()
+        log("loading %s%s with %s" % (op["model"], " (%s)" % op["gguf_file"] if op.get("gguf_file") else "",
+                                      ", ".join("%s=%r" % kv for kv in sorted(kwargs.items())) or "defaults"))
         try:
             self.tok = tf.AutoTokenizer.from_pretrained(op["model"], **tok_kwargs)
             self.model = tf.AutoModelForCausalLM.from_pretrained(op["model"], **kwargs)
@@ -135,7 +158,7 @@ class Worker:
                 raise Rejected(field, "%s: %s" % (type(e).__name__, e)) from e
             raise
         model = self.model
-        placed = "device_map" in kwargs or "tp_plan" in kwargs
+        placed = "device_map" in kwargs or "tp_plan" in kwargs or "distributed_config" in kwargs
         if not placed:
             self.device = "cuda" if torch.cuda.is_available() else "cpu"
             model.to(self.device)
@@ -166,10 +189,18 @@ class Worker:
         self.eos = [e for e in (eos if isinstance(eos, list) else [eos]) if e is not None]
 
         self.gen, self.gen_fields = self.generation_kwargs(s, op.get("sampling") or {}, gen_extra)
+        cache = str(self.gen.get("cache_implementation") or "")
+        if cache.startswith("offloaded") and not self.device.startswith("cuda"):
+            raise Rejected("transformers.cache_implementation",
+                           "cache_implementation %r offloads the KV cache from a GPU; the model is on %s"
+                           % (cache, self.device))
         # Two tokens through generate() now, so a keyword the installed transformers refuses
         # fails the load (naming its field) instead of the measurement.
         probe = tok("Hello", return_tensors="pt").to(self.device)
         self.generate_raw(probe["input_ids"], probe["attention_mask"], 2, None, None, None)
+        log("loaded on %s in %.1f s; generate() gets %s" % (
+            self.device, time.monotonic() - started,
+            ", ".join("%s=%r" % kv for kv in sorted(self.gen.items()) if kv[1] is not None) or "defaults"))
 
         c = model.config
         text_cfg = getattr(c, "text_config", None) or c
@@ -398,6 +429,8 @@ class Worker:
         if streamer is not None and len(reqs) != 1:
             raise ValueError("a streamed batch holds exactly one request")
         torch.manual_seed(int(op.get("seed", 0)))
+        log("generate batch %s: %d requests, prompts of %d tokens (padded), up to %d new tokens%s" % (
+            op.get("batch"), len(reqs), width, max(limits), ", streamed" if streamer else ""))
         self.sync()
         t0 = time.monotonic()
         out, steps = self.generate_raw(ids, mask, max(limits), limits, ignore, streamer)
@@ -472,6 +505,38 @@ def is_oom(torch, e):
     return isinstance(e, MemoryError) or (oom is not None and isinstance(e, oom))
 
 
+def ops(torch):
+    """The ops from stdin; under torchrun, rank 0 reads them and every rank gets each one."""
+    if WORLD > 1:
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            if torch.cuda.is_available():
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    while True:
+        op = None
+        if RANK == 0:
+            line = sys.stdin.readline()
+            if not line:
+                op = {"op": "shutdown"}
+            elif line.strip():
+                try:
+                    op = json.loads(line)
+                except ValueError as e:
+                    emit("error", kind="exception", message="not an op: %s" % e)
+                    continue
+            else:
+                continue
+        if WORLD > 1:
+            box = [op]
+            dist.broadcast_object_list(box, src=0)
+            op = box[0]
+        yield op
+        if op.get("op") == "shutdown":
+            return
+
+
 def main():
     emit("hello", protocol=PROTOCOL, python=platform.python_version(), executable=sys.executable, pid=os.getpid())
     try:
@@ -485,15 +550,13 @@ def main():
         emit("error", kind="missing_package", package="transformers", message="%s: %s" % (type(e).__name__, e))
         return 3
     devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    log("python %s, torch %s, transformers %s, CUDA devices: %s" % (
+        platform.python_version(), torch.__version__, transformers.__version__, devices or "none"))
     emit("ready", torch=torch.__version__, transformers=transformers.__version__, cuda=torch.version.cuda, devices=devices)
     worker = Worker(torch, transformers)
     handlers = {"load": worker.load, "prepare": worker.prepare, "mark": worker.mark, "generate": worker.generate}
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
+    for op in ops(torch):
         try:
-            op = json.loads(line)
             name = op.get("op")
             if name == "shutdown":
                 return 0
