@@ -117,6 +117,13 @@ pub fn prefix_hit_rate(samples: &[MetricSample], start: f64, end: f64) -> Option
     (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)
 }
 
+/// True when requests produced tokens but none carries their times (an engine that times
+/// whole batches): no window can count tokens inside it.
+fn untimed(records: &[RequestRecord]) -> bool {
+    let producing = || records.iter().filter(|r| r.success && r.output_tokens > 0);
+    producing().next().is_some() && producing().all(|r| r.token_times_s.is_empty())
+}
+
 /// The window for `cfg`'s methodology over a run whose workload ran in `[t0, t1]`.
 /// `target` is the concurrency B of the steady-state rule.
 pub fn select(
@@ -145,6 +152,14 @@ pub fn select(
             None,
         ),
         Methodology::SteadyState => steady_state(records, metrics, target, (t0, t1)),
+        Methodology::Windowed if untimed(records) => total(
+            vec![
+                "methodology windowed needs per-token times, and this engine timed whole \
+                 batches (set measurement.latency_profiling): measured the whole run"
+                    .into(),
+            ],
+            None,
+        ),
         Methodology::Windowed => {
             let Some([a, b]) = cfg.measurement.window else {
                 return total(
@@ -320,6 +335,27 @@ mod tests {
             finish_reason: FinishReason::Stop,
             token_times_s: vec![first, end],
         }
+    }
+
+    #[test]
+    fn a_window_over_batch_timed_requests_falls_back_to_the_whole_run() {
+        let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+            "model": "m", "measurement": {"methodology": "windowed", "window": [1.0, 2.0]}
+        }))
+        .unwrap();
+        let mut untimed = rec(0.5, 3.0);
+        untimed.first_token_s = None;
+        untimed.token_times_s.clear();
+        let w = select(&cfg, false, &[untimed], &[], Some(1), (0.0, 3.0));
+        assert_eq!((w.methodology, w.start_s, w.end_s), ("total", 0.0, 3.0));
+        assert!(
+            w.warnings[0].contains("latency_profiling"),
+            "{:?}",
+            w.warnings
+        );
+        // Timed requests get their window.
+        let w = select(&cfg, false, &[rec(0.5, 3.0)], &[], Some(1), (0.0, 3.0));
+        assert_eq!(w.methodology, "windowed");
     }
 
     #[test]
