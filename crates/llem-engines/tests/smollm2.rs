@@ -8,16 +8,19 @@
     clippy::panic
 )]
 
+#[path = "support/prompts.rs"]
+mod prompts;
+
 use std::path::PathBuf;
 
-use llem_config::BatchingStrategy;
 use llem_config::model::engines::LlamaCppConfig;
 use llem_engines::ContextPlan;
 use llem_engines::llamacpp::LlamaCppEngine;
 use llem_engines::sampling::SamplingParams;
-use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
+use llem_engines::workload::{Prompt, PromptInput};
 use llem_engines::{RequestSink, assets};
 use llem_results::{FinishReason, RequestRecord};
+use prompts::{chat, workload};
 
 fn model_path() -> PathBuf {
     let dir = assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
@@ -32,39 +35,6 @@ fn model_path() -> PathBuf {
 fn engine() -> LlamaCppEngine {
     let p = model_path();
     LlamaCppEngine::load(&p, &LlamaCppConfig::default()).unwrap()
-}
-
-fn chat(texts: &[&str]) -> Vec<Prompt> {
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| Prompt {
-            dataset_index: i as u32,
-            input: PromptInput::Text {
-                text: (*t).to_string(),
-                chat: true,
-            },
-            group: None,
-            reference_output: None,
-            output_tokens: None,
-            ignore_eos: false,
-        })
-        .collect()
-}
-
-fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
-    Workload {
-        prompts,
-        batching: BatchingSpec {
-            strategy: BatchingStrategy::Static,
-            batch_size: batch,
-            max_tokens_per_batch: None,
-        },
-        sampling: SamplingParams::greedy(),
-        max_input_tokens: Some(128),
-        max_output_tokens: Some(max_out),
-        traffic: None,
-    }
 }
 
 fn plan(slots: u32) -> ContextPlan {

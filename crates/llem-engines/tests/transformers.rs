@@ -10,18 +10,21 @@
     clippy::panic
 )]
 
+#[path = "support/prompts.rs"]
+mod prompts;
+
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use llem_config::ExperimentConfig;
 use llem_config::model::engines::LlamaCppConfig;
-use llem_config::{BatchingStrategy, ExperimentConfig};
 use llem_engines::llamacpp::LlamaCppEngine;
-use llem_engines::sampling::SamplingParams;
 use llem_engines::transformers::{TransformersEngine, WorkerOptions};
-use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
+use llem_engines::workload::{Prompt, PromptInput, Workload};
 use llem_engines::{ContextPlan, Engine, RequestSink, assets};
 use llem_results::{FinishReason, RequestRecord};
+use prompts::{chat, workload};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -92,39 +95,6 @@ fn shared() -> MutexGuard<'static, TransformersEngine> {
         (dir, Mutex::new(e))
     });
     e.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn chat(texts: &[&str]) -> Vec<Prompt> {
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| Prompt {
-            dataset_index: i as u32,
-            input: PromptInput::Text {
-                text: (*t).to_string(),
-                chat: true,
-            },
-            group: None,
-            reference_output: None,
-            output_tokens: None,
-            ignore_eos: false,
-        })
-        .collect()
-}
-
-fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
-    Workload {
-        prompts,
-        batching: BatchingSpec {
-            strategy: BatchingStrategy::Static,
-            batch_size: batch,
-            max_tokens_per_batch: None,
-        },
-        sampling: SamplingParams::greedy(),
-        max_input_tokens: Some(128),
-        max_output_tokens: Some(max_out),
-        traffic: None,
-    }
 }
 
 type Hook = Box<dyn FnMut(&TransformersEngineRef)>;
@@ -382,11 +352,11 @@ fn signal(pid: u32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig).unwrap();
 }
 
-#[test]
-fn a_killed_worker_fails_the_run_with_its_log_tail() {
-    let _g = serial();
+/// Runs a long streamed request and sends the worker `sig` at its first token; returns the
+/// run's error, how long the run took, and the worker's pid.
+fn signalled_run(silence: Duration, sig: nix::sys::signal::Signal) -> (String, Duration, u32) {
     let dir = tempfile::tempdir().unwrap();
-    let e = streaming_engine(&dir, Duration::from_secs(300));
+    let e = streaming_engine(&dir, silence);
     let pid = e.worker_pid().unwrap();
     let mut s = e
         .open(ContextPlan {
@@ -396,40 +366,29 @@ fn a_killed_worker_fails_the_run_with_its_log_tail() {
         })
         .unwrap();
     let mut sink = Records::new();
-    sink.on_first_token = Some((
-        pid,
-        Box::new(|w| signal(w.pid, nix::sys::signal::Signal::SIGKILL)),
-    ));
+    sink.on_first_token = Some((pid, Box::new(move |w| signal(w.pid, sig))));
     let t = Instant::now();
     let err = s.run(&long_workload(), &mut sink).unwrap_err().to_string();
+    (err, t.elapsed(), pid)
+}
+
+#[test]
+fn a_killed_worker_fails_the_run_with_its_log_tail() {
+    let _g = serial();
+    let (err, took, _) = signalled_run(Duration::from_secs(300), nix::sys::signal::Signal::SIGKILL);
     assert!(err.contains("killed by SIGKILL"), "{err}");
     assert!(err.contains("worker.log"), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(60));
+    assert!(err.contains("llem-worker: generate batch 0"), "{err}");
+    assert!(took < Duration::from_secs(60));
 }
 
 #[test]
 fn a_hung_worker_is_killed_after_the_silence_timeout() {
     let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let e = streaming_engine(&dir, Duration::from_secs(3));
-    let pid = e.worker_pid().unwrap();
-    let mut s = e
-        .open(ContextPlan {
-            slots: 1,
-            tokens_per_slot: 4096,
-            n_threads: 2,
-        })
-        .unwrap();
-    let mut sink = Records::new();
     // SIGSTOP freezes it mid-generation: alive, silent.
-    sink.on_first_token = Some((
-        pid,
-        Box::new(|w| signal(w.pid, nix::sys::signal::Signal::SIGSTOP)),
-    ));
-    let t = Instant::now();
-    let err = s.run(&long_workload(), &mut sink).unwrap_err().to_string();
+    let (err, took, pid) = signalled_run(Duration::from_secs(3), nix::sys::signal::Signal::SIGSTOP);
     assert!(err.contains("sent nothing for 3 s (hung)"), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(30));
+    assert!(took < Duration::from_secs(30));
     // It was killed and reaped, not left stopped.
     let gone = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None);
     assert!(gone.is_err(), "worker {pid} still exists");
@@ -564,5 +523,38 @@ fn a_setting_that_cannot_work_here_is_refused_naming_its_field() {
     assert!(
         err.contains("rejected `transformers.cache_implementation`"),
         "{err}"
+    );
+}
+
+#[test]
+fn an_empty_prompt_fails_alone_and_its_batch_goes_on() {
+    let _g = serial();
+    let mut prompts = chat(&["Say hello."]);
+    prompts.push(Prompt {
+        dataset_index: 1,
+        input: PromptInput::Text {
+            text: String::new(),
+            chat: false,
+        },
+        group: None,
+        reference_output: None,
+        output_tokens: None,
+        ignore_eos: false,
+    });
+    let mut sink = Records::new();
+    let ids = shared()
+        .generate_ids(&workload(prompts, 2, 8), &mut sink)
+        .unwrap();
+    assert!(!ids[0].is_empty());
+    let failed = sink.done.iter().find(|r| r.request_id == 1).unwrap();
+    assert!(!failed.success);
+    assert_eq!(failed.finish_reason, FinishReason::Error);
+    assert!(failed.error.as_deref().unwrap().contains("empty prompt"));
+    assert!(
+        sink.done
+            .iter()
+            .find(|r| r.request_id == 0)
+            .unwrap()
+            .success
     );
 }

@@ -40,6 +40,15 @@ pub fn log_tail(path: &Path, max_lines: usize) -> String {
         .join("\n")
 }
 
+/// Opens (appending) the log a child process writes to.
+pub fn open_log(path: &Path) -> Result<File, EngineError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| EngineError::Config(format!("cannot open the log {}: {e}", path.display())))
+}
+
 /// How a launched server is stopped.
 #[derive(Debug)]
 enum Stopper {
@@ -89,16 +98,7 @@ impl ServerProcess {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| EngineError::Config("empty server command".into()))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path)
-            .map_err(|e| {
-                EngineError::Config(format!(
-                    "cannot open server log {}: {e}",
-                    log_path.display()
-                ))
-            })?;
+        let log = open_log(log_path)?;
         let err_log = log
             .try_clone()
             .map_err(|e| EngineError::Config(format!("server log: {e}")))?;

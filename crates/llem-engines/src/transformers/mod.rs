@@ -225,7 +225,7 @@ impl TransformersEngine {
                 ),
             }
         };
-        let (py_version, executable) = match worker.recv(Wait::Total(Duration::from_secs(60)))? {
+        let (py_version, executable) = match worker.reply(Wait::Total(Duration::from_secs(60)))? {
             Event::Hello {
                 protocol,
                 python,
@@ -245,7 +245,7 @@ impl TransformersEngine {
             other => return Err(expect_error(other, "hello")),
         };
         let (torch, transformers, cuda, devices) =
-            match worker.recv(Wait::Total(opts.load_timeout))? {
+            match worker.reply(Wait::Total(opts.load_timeout))? {
                 Event::Ready {
                     torch,
                     transformers,
@@ -273,7 +273,7 @@ impl TransformersEngine {
             passthrough_kwargs: serde_json::to_value(&cfg.passthrough_kwargs).unwrap_or_default(),
         };
         worker.send(&load)?;
-        let loaded = match worker.recv(Wait::Total(opts.load_timeout))? {
+        let loaded = match worker.reply(Wait::Total(opts.load_timeout))? {
             Event::Loaded(l) => *l,
             other => return Err(expect_error(other, "loaded")),
         };
@@ -297,28 +297,15 @@ impl TransformersEngine {
                 }
             )),
         };
-        let model = ModelInfo {
-            architecture: loaded.architecture.clone(),
-            parameters: loaded.parameters,
-            layers: loaded.layers,
-            hidden_size: loaded.hidden_size,
-            attention_heads: loaded.attention_heads,
-            kv_heads: loaded.kv_heads,
-            head_dim: loaded.head_dim,
-            ffn_size: loaded.ffn_size,
-            vocab_size: loaded.vocab_size,
-            context_length: loaded.context_length,
-            dtype: loaded.dtype.clone(),
-            file_size_bytes: loaded.file_size_bytes.or(src.file_size_bytes),
-            weights_bytes: loaded.weights_bytes,
-            tied_embeddings: loaded.tied_embeddings,
-            load_time_s: None,
-        };
+        let mut model: ModelInfo = loaded.model.clone();
+        model.file_size_bytes = model.file_size_bytes.or(src.file_size_bytes);
+        model.load_time_s = None;
+        let context_length = model.context_length.unwrap_or(2048);
         Ok(TransformersEngine {
             worker: Mutex::new(worker),
             info,
             model,
-            context_length: loaded.context_length.unwrap_or(2048),
+            context_length,
             chat_template: loaded.chat_template,
             stream,
             configured_batch,
@@ -436,16 +423,13 @@ impl TransformersSession<'_> {
                 other => EngineError::Inference(format!("unexpected worker event {other:?}")),
             }
         };
-        let (lengths, truncated, references) = loop {
-            match worker.recv(Wait::Silence(e.load_timeout))? {
-                Event::Prepared {
-                    input_tokens,
-                    truncated,
-                    reference_tokens,
-                } => break (input_tokens, truncated, reference_tokens),
-                Event::Progress { .. } | Event::Unknown => {}
-                other => return Err(err(other)),
-            }
+        let (lengths, truncated, references) = match worker.reply(Wait::Silence(e.load_timeout))? {
+            Event::Prepared {
+                input_tokens,
+                truncated,
+                reference_tokens,
+            } => (input_tokens, truncated, reference_tokens),
+            other => return Err(err(other)),
         };
         if lengths.len() != wl.prompts.len() {
             return Err(EngineError::Inference(format!(
@@ -455,12 +439,9 @@ impl TransformersSession<'_> {
             )));
         }
         worker.send(&Op::Mark)?;
-        loop {
-            match worker.recv(Wait::Silence(e.silence))? {
-                Event::Marked => break,
-                Event::Unknown => {}
-                other => return Err(err(other)),
-            }
+        match worker.reply(Wait::Silence(e.silence))? {
+            Event::Marked => {}
+            other => return Err(err(other)),
         }
 
         let mut spec = wl.batching;
@@ -504,8 +485,33 @@ impl TransformersSession<'_> {
                 return Err(EngineError::Cancelled);
             }
             let bi = u32::try_from(bi).unwrap_or(u32::MAX);
+            // An empty prompt has nothing to condition on: it fails alone, as in llama.cpp.
+            let (empty, members): (Vec<usize>, Vec<usize>) = members
+                .iter()
+                .partition(|&&i| lengths.get(i).copied().unwrap_or(0) == 0);
+            for i in empty {
+                let now = sink.now_s();
+                sink.on_done(RequestRecord {
+                    request_id: u32::try_from(i).unwrap_or(u32::MAX),
+                    batch_index: Some(bi),
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    reference_output_tokens: references.get(i).copied().flatten(),
+                    scheduled_s: None,
+                    submit_s: now,
+                    first_token_s: None,
+                    end_s: now,
+                    success: false,
+                    error: Some("empty prompt: nothing to decode".into()),
+                    finish_reason: FinishReason::Error,
+                    token_times_s: Vec::new(),
+                });
+            }
+            if members.is_empty() {
+                continue;
+            }
             let mut requests = Vec::with_capacity(members.len());
-            for &i in members {
+            for &i in &members {
                 let prompt = wl.prompts.get(i);
                 let input = lengths.get(i).copied().unwrap_or(0);
                 let room = e.context_length.saturating_sub(input).max(1);

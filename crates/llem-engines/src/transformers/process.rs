@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 
 use super::protocol::{Event, Op};
 use crate::engine::EngineError;
-use crate::serving::launch::log_tail;
+use crate::serving::launch::{log_tail, open_log};
 
 /// The worker script, shipped inside the binary.
 pub const SCRIPT: &str = include_str!("worker.py");
@@ -98,16 +98,7 @@ impl WorkerProcess {
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<WorkerProcess, EngineError> {
         let script = write_script()?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log_path)
-            .map_err(|e| {
-                EngineError::Config(format!(
-                    "cannot open the worker log {}: {e}",
-                    log_path.display()
-                ))
-            })?;
+        let log = open_log(log_path)?;
         let mut args: Vec<String> = vec!["-u".into()];
         if let Some(n) = ranks {
             args.extend(
@@ -171,6 +162,9 @@ impl WorkerProcess {
                     let _ = tx.send(Line::Closed);
                 });
             if let Err(e) = spawn {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = std::fs::remove_file(&script);
                 return Err(EngineError::Config(format!(
                     "cannot start the worker reader: {e}"
                 )));
@@ -250,6 +244,17 @@ impl WorkerProcess {
                     return Err(self.died("while llem waited for it"));
                 }
                 Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// The next reply to an op: like [`WorkerProcess::recv`], passing over heartbeats
+    /// (`progress`, which a slow probe generation at load sends too) and unknown events.
+    pub fn reply(&mut self, wait: Wait) -> Result<Event, EngineError> {
+        loop {
+            match self.recv(wait)? {
+                Event::Progress { .. } | Event::Unknown => {}
+                e => return Ok(e),
             }
         }
     }

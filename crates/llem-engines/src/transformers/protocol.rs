@@ -186,38 +186,14 @@ pub enum Event {
     Unknown,
 }
 
-/// The model as the worker loaded it.
+/// The model as the worker loaded it: the result's model description (its config's names
+/// mapped by the worker) plus where it runs.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Loaded {
-    /// `model_type` of the config.
-    pub architecture: Option<String>,
-    /// Parameters.
-    pub parameters: Option<u64>,
-    /// Layers.
-    pub layers: Option<u32>,
-    /// Hidden size.
-    pub hidden_size: Option<u32>,
-    /// Attention heads.
-    pub attention_heads: Option<u32>,
-    /// Key/value heads.
-    pub kv_heads: Option<u32>,
-    /// Head dimension.
-    pub head_dim: Option<u32>,
-    /// Feed-forward size.
-    pub ffn_size: Option<u32>,
-    /// Vocabulary.
-    pub vocab_size: Option<u32>,
-    /// `max_position_embeddings`.
-    pub context_length: Option<u32>,
-    /// Tied input/output embeddings.
-    pub tied_embeddings: Option<bool>,
-    /// Weight dtype or quantisation.
-    pub dtype: Option<String>,
-    /// `get_memory_footprint()`, bytes.
-    pub weights_bytes: Option<u64>,
-    /// GGUF file size, bytes.
-    pub file_size_bytes: Option<u64>,
+    /// Architecture, sizes, dtype, parameters, weights and file size.
+    #[serde(flatten)]
+    pub model: llem_results::result::ModelDescription,
     /// torch device of the weights.
     pub device: String,
     /// Device name.

@@ -1,0 +1,40 @@
+//! Prompts and workloads the model tests of both engines share.
+
+use llem_config::BatchingStrategy;
+use llem_engines::sampling::SamplingParams;
+use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
+
+/// Chat prompts, one per text, in order.
+pub fn chat(texts: &[&str]) -> Vec<Prompt> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| Prompt {
+            dataset_index: i as u32,
+            input: PromptInput::Text {
+                text: (*t).to_string(),
+                chat: true,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: None,
+            ignore_eos: false,
+        })
+        .collect()
+}
+
+/// Greedy, static batches of `batch`, prompts cut to 128 tokens, `max_out` new tokens.
+pub fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
+    Workload {
+        prompts,
+        batching: BatchingSpec {
+            strategy: BatchingStrategy::Static,
+            batch_size: batch,
+            max_tokens_per_batch: None,
+        },
+        sampling: SamplingParams::greedy(),
+        max_input_tokens: Some(128),
+        max_output_tokens: Some(max_out),
+        traffic: None,
+    }
+}
