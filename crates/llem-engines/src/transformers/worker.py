@@ -83,6 +83,7 @@ class Worker:
         self.autocast = None
         self.eos = []
         self.text_pool = None
+        self.gpus = []
 
     # -- load -------------------------------------------------------------------------
 
@@ -165,6 +166,8 @@ class Worker:
         else:
             self.device = str(next(model.parameters()).device)
         model.eval()
+        # Every GPU holding weights (device_map may spread them): synced, and their peaks summed.
+        self.gpus = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
         if s.get("allow_tf32") is not None:
             torch.backends.cuda.matmul.allow_tf32 = bool(s["allow_tf32"])
             torch.backends.cudnn.allow_tf32 = bool(s["allow_tf32"])
@@ -235,8 +238,8 @@ class Worker:
             weights_bytes=int(model.get_memory_footprint()),
             file_size_bytes=size,
             device=self.device,
-            device_name=torch.cuda.get_device_name(0) if self.device.startswith("cuda") else platform.processor() or "cpu",
-            device_total_bytes=torch.cuda.get_device_properties(0).total_memory if self.device.startswith("cuda") else None,
+            device_name=", ".join(torch.cuda.get_device_name(i) for i in self.gpus) if self.gpus else platform.processor() or "cpu",
+            device_total_bytes=sum(torch.cuda.get_device_properties(i).total_memory for i in self.gpus) if self.gpus else None,
             chat_template=bool(getattr(tok, "chat_template", None)),
             generate_kwargs=sorted(self.gen),
         )
@@ -335,13 +338,13 @@ class Worker:
     # -- generation -------------------------------------------------------------------
 
     def sync(self):
-        if self.device.startswith("cuda"):
-            self.torch.cuda.synchronize()
+        for i in self.gpus:
+            self.torch.cuda.synchronize(i)
 
     def mark(self, _op):
-        if self.device.startswith("cuda"):
-            self.sync()
-            self.torch.cuda.reset_peak_memory_stats()
+        self.sync()
+        for i in self.gpus:
+            self.torch.cuda.reset_peak_memory_stats(i)
         emit("marked")
 
     def generate_raw(self, input_ids, attention_mask, max_new, limits, ignore_eos, streamer):
@@ -455,8 +458,8 @@ class Worker:
                 end_t=t1 if streamer is None else (streamer.end_t or t1),
             )
         peak = None
-        if self.device.startswith("cuda"):
-            peak = int(torch.cuda.max_memory_allocated())
+        if self.gpus:
+            peak = int(sum(torch.cuda.max_memory_allocated(i) for i in self.gpus))
         emit("batch_done", batch=op.get("batch"), t0=t0, t1=t1, steps=steps,
              device_peak_bytes=peak, rss_peak_bytes=rss_peak_bytes())
 
