@@ -558,3 +558,52 @@ fn an_empty_prompt_fails_alone_and_its_batch_goes_on() {
             .success
     );
 }
+
+#[test]
+fn dynamic_batches_follow_the_prompt_token_budget() {
+    let _g = serial();
+    // Synthetic prompts of 40, 10, 30 and 20 tokens under a 50-token budget, sorted first:
+    // [10, 20] (30 would make 60), [30], [40].
+    let prompts: Vec<Prompt> = [40u32, 10, 30, 20]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| Prompt {
+            dataset_index: i as u32,
+            input: PromptInput::Tokens {
+                n_tokens: n,
+                seed: i as u64,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: Some(3),
+            ignore_eos: true,
+        })
+        .collect();
+    let mut wl = workload(prompts, 4, 3);
+    wl.batching.strategy = llem_config::BatchingStrategy::SortedDynamic;
+    wl.batching.max_tokens_per_batch = Some(50);
+    let e = shared();
+    let mut s = e
+        .open(ContextPlan {
+            slots: 4,
+            tokens_per_slot: 256,
+            n_threads: 2,
+        })
+        .unwrap();
+    let mut sink = Records::new();
+    let summary = s.run(&wl, &mut sink).unwrap();
+    assert_eq!(summary.num_batches, 3);
+    let batch_of = |id: u32| {
+        sink.done
+            .iter()
+            .find(|r| r.request_id == id)
+            .unwrap()
+            .batch_index
+    };
+    assert_eq!(batch_of(1), batch_of(3));
+    assert_eq!(batch_of(1), Some(0));
+    assert_eq!(batch_of(2), Some(1));
+    assert_eq!(batch_of(0), Some(2));
+    assert_eq!(summary.latency_mode, Some("per_request_batch"));
+    assert!((summary.effective_batch_size - 4.0 / 3.0).abs() < 1e-9);
+}
