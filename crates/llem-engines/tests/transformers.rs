@@ -607,3 +607,46 @@ fn dynamic_batches_follow_the_prompt_token_budget() {
     assert_eq!(summary.latency_mode, Some("per_request_batch"));
     assert!((summary.effective_batch_size - 4.0 / 3.0).abs() < 1e-9);
 }
+
+/// A stand-in interpreter: a shell script that ignores the worker script and runs `body`.
+fn fake_python(dir: &tempfile::TempDir, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.path().join("python");
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn a_worker_of_another_protocol_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = fake_python(
+        &dir,
+        r#"echo '{"event":"hello","protocol":99,"python":"3.0","t":1.0}'; sleep 30"#,
+    );
+    let opts = WorkerOptions::new(py, dir.path().join("worker.log"), assets_dir());
+    let t = Instant::now();
+    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_| {})
+        .err()
+        .expect("protocol 99 is not this llem's")
+        .to_string();
+    assert!(err.contains("speaks protocol 99"), "{err}");
+    // The worker was killed rather than waited for.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_worker_that_exits_at_start_reports_its_status_and_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = fake_python(
+        &dir,
+        "echo 'not an event'; echo 'Fatal Python error: init' >&2; exit 7",
+    );
+    let opts = WorkerOptions::new(py, dir.path().join("worker.log"), assets_dir());
+    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_| {})
+        .err()
+        .expect("it exited")
+        .to_string();
+    assert!(err.contains("exited with status 7"), "{err}");
+    assert!(err.contains("Fatal Python error: init"), "{err}");
+}

@@ -232,6 +232,8 @@ impl TransformersEngine {
                 executable,
             } => {
                 if protocol != protocol::PROTOCOL {
+                    // It cannot be asked to shut down in a language it may not speak.
+                    worker.kill();
                     return Err(fail_load(
                         &src.model,
                         format!(
