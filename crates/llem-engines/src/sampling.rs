@@ -2,8 +2,8 @@
 
 use llem_config::ExperimentConfig;
 
-/// How the next token is chosen.
-#[derive(Clone, Debug, PartialEq)]
+/// How the next token is chosen (serialised as is for the transformers worker).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct SamplingParams {
     /// Greedy (argmax) decoding.
     pub greedy: bool,

@@ -267,12 +267,27 @@ fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
 fn profiling_streams_every_token_on_the_experiment_clock() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
+    // Sampled decoding, so the decoder's settings are seen to reach generate() too.
     let cfg = config(serde_json::json!({
         "transformers": {"batch_size": 4},
         "measurement": {"latency_profiling": true},
+        "decoder": {"do_sample": true, "temperature": 0.7, "top_k": 20, "top_p": 0.9,
+                    "min_p": 0.05, "repetition_penalty": 1.1},
     }));
     let e = start(&cfg, &options(&dir));
     assert!(e.streams());
+    let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap();
+    let generate = log.lines().find(|l| l.contains("generate() gets")).unwrap();
+    for kw in [
+        "do_sample=True",
+        "temperature=0.7",
+        "top_k=20",
+        "top_p=0.9",
+        "min_p=0.05",
+        "repetition_penalty=1.1",
+    ] {
+        assert!(generate.contains(kw), "{kw} missing from: {generate}");
+    }
     let mut s = e
         .open(ContextPlan {
             slots: 1,

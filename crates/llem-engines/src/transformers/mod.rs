@@ -109,6 +109,8 @@ pub struct TransformersEngine {
     load_timeout: Duration,
     /// Ask the worker for generated ids (tests).
     return_ids: bool,
+    /// The interpreter, for error messages.
+    python: String,
 }
 
 fn fail_load(model: &str, reason: String) -> EngineError {
@@ -156,6 +158,30 @@ fn worker_error(python: &str, kind: &str, message: &str, extra: ErrorExtra<'_>) 
     }
 }
 
+/// Words an event that is not the reply an op expects: an `error` event by its kind,
+/// anything else as out of order.
+fn unexpected(python: &str, ev: Event, expected: &str) -> String {
+    match ev {
+        Event::Error {
+            kind,
+            message,
+            package,
+            field,
+            traceback,
+        } => worker_error(
+            python,
+            &kind,
+            &message,
+            ErrorExtra {
+                package: package.as_deref(),
+                field: field.as_deref(),
+                traceback: traceback.as_deref(),
+            },
+        ),
+        other => format!("the worker sent {other:?} where {expected} was expected"),
+    }
+}
+
 /// The optional parts of an `error` event.
 #[derive(Clone, Copy, Default)]
 struct ErrorExtra<'a> {
@@ -196,35 +222,6 @@ impl TransformersEngine {
             opts.cancel.clone(),
         )?;
         on_spawn(worker.pid());
-        let model_name = src.model.clone();
-        let python = opts.python.clone();
-        let expect_error = |e: Event, what: &str| -> EngineError {
-            match e {
-                Event::Error {
-                    kind,
-                    message,
-                    package,
-                    field,
-                    traceback,
-                } => fail_load(
-                    &model_name,
-                    worker_error(
-                        &python,
-                        &kind,
-                        &message,
-                        ErrorExtra {
-                            package: package.as_deref(),
-                            field: field.as_deref(),
-                            traceback: traceback.as_deref(),
-                        },
-                    ),
-                ),
-                other => fail_load(
-                    &model_name,
-                    format!("the worker sent {other:?} where {what} was expected"),
-                ),
-            }
-        };
         let (py_version, executable) = match worker.reply(Wait::Total(Duration::from_secs(60)))? {
             Event::Hello {
                 protocol,
@@ -244,7 +241,12 @@ impl TransformersEngine {
                 }
                 (python, executable.unwrap_or_else(|| opts.python.clone()))
             }
-            other => return Err(expect_error(other, "hello")),
+            other => {
+                return Err(fail_load(
+                    &src.model,
+                    unexpected(&opts.python, other, "hello"),
+                ));
+            }
         };
         let (torch, transformers, cuda, devices) =
             match worker.reply(Wait::Total(opts.load_timeout))? {
@@ -254,7 +256,12 @@ impl TransformersEngine {
                     cuda,
                     devices,
                 } => (torch, transformers, cuda, devices),
-                other => return Err(expect_error(other, "ready")),
+                other => {
+                    return Err(fail_load(
+                        &src.model,
+                        unexpected(&opts.python, other, "ready"),
+                    ));
+                }
             };
         let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
         let sampling = crate::sampling::SamplingParams::from_config(cfg);
@@ -263,21 +270,18 @@ impl TransformersEngine {
             gguf_file: src.gguf_file.clone(),
             dtype: cfg.dtype.map(|d| d.as_str().to_string()),
             transformers: serde_json::to_value(&t).unwrap_or_default(),
-            sampling: serde_json::json!({
-                "greedy": sampling.greedy,
-                "temperature": sampling.temperature,
-                "top_k": sampling.top_k,
-                "top_p": sampling.top_p,
-                "min_p": sampling.min_p,
-                "repetition_penalty": sampling.repetition_penalty,
-                "min_new_tokens": sampling.min_new_tokens,
-            }),
+            sampling: serde_json::to_value(&sampling).unwrap_or_default(),
             passthrough_kwargs: serde_json::to_value(&cfg.passthrough_kwargs).unwrap_or_default(),
         };
         worker.send(&load)?;
         let loaded = match worker.reply(Wait::Total(opts.load_timeout))? {
             Event::Loaded(l) => *l,
-            other => return Err(expect_error(other, "loaded")),
+            other => {
+                return Err(fail_load(
+                    &src.model,
+                    unexpected(&opts.python, other, "loaded"),
+                ));
+            }
         };
         let (stream, _) = batch_plan(cfg);
         let configured_batch = t.batch_size.unwrap_or(1).max(1);
@@ -316,6 +320,7 @@ impl TransformersEngine {
             silence: opts.silence_timeout,
             load_timeout: opts.load_timeout,
             return_ids: false,
+            python: opts.python.clone(),
         })
     }
 
@@ -403,35 +408,15 @@ impl TransformersSession<'_> {
             prompts,
             max_input_tokens: wl.max_input_tokens,
         })?;
-        let python = self.engine.info.system_info.clone().unwrap_or_default();
-        let err = |ev: Event| -> EngineError {
-            match ev {
-                Event::Error {
-                    kind,
-                    message,
-                    package,
-                    field,
-                    traceback,
-                } => EngineError::Inference(worker_error(
-                    &python,
-                    &kind,
-                    &message,
-                    ErrorExtra {
-                        package: package.as_deref(),
-                        field: field.as_deref(),
-                        traceback: traceback.as_deref(),
-                    },
-                )),
-                other => EngineError::Inference(format!("unexpected worker event {other:?}")),
-            }
-        };
+        let err =
+            |ev: Event, expected: &str| EngineError::Inference(unexpected(&e.python, ev, expected));
         let (lengths, truncated, references) = match worker.reply(Wait::Silence(e.load_timeout))? {
             Event::Prepared {
                 input_tokens,
                 truncated,
                 reference_tokens,
             } => (input_tokens, truncated, reference_tokens),
-            other => return Err(err(other)),
+            other => return Err(err(other, "prepared")),
         };
         if lengths.len() != wl.prompts.len() {
             return Err(EngineError::Inference(format!(
@@ -443,7 +428,7 @@ impl TransformersSession<'_> {
         worker.send(&Op::Mark)?;
         match worker.reply(Wait::Silence(e.silence))? {
             Event::Marked => {}
-            other => return Err(err(other)),
+            other => return Err(err(other, "marked")),
         }
 
         let mut spec = wl.batching;
@@ -457,8 +442,6 @@ impl TransformersSession<'_> {
                 ));
             }
             spec.batch_size = 1;
-        }
-        if e.stream {
             warnings.push(
                 "latency profiling timed every token (streamer): energy and throughput are not \
                  comparable with non-profiled runs"
@@ -579,7 +562,7 @@ impl TransformersSession<'_> {
                         break (to_llem(t0), to_llem(t1), steps);
                     }
                     Event::Progress { .. } | Event::Unknown => {}
-                    other => return Err(err(other)),
+                    other => return Err(err(other, "a token or batch_done")),
                 }
             };
             summary.effective_batch_size += members.len() as f64;

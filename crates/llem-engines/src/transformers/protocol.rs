@@ -51,8 +51,7 @@ pub enum Op {
         dtype: Option<String>,
         /// The `transformers:` section as configured.
         transformers: serde_json::Value,
-        /// Decoding: `greedy`, `temperature`, `top_k`, `top_p`, `min_p`,
-        /// `repetition_penalty`, `min_new_tokens`.
+        /// Decoding ([`crate::sampling::SamplingParams`]).
         sampling: serde_json::Value,
         /// `passthrough_kwargs` as configured.
         passthrough_kwargs: serde_json::Value,
