@@ -83,7 +83,7 @@ fn options(dir: &tempfile::TempDir) -> WorkerOptions {
 }
 
 fn start(cfg: &ExperimentConfig, opts: &WorkerOptions) -> TransformersEngine {
-    TransformersEngine::start(cfg, opts, &mut |_| {}).unwrap()
+    TransformersEngine::start(cfg, opts, &mut |_, _| {}).unwrap()
 }
 
 /// One greedy float32 engine shared by the tests that only read from it.
@@ -414,7 +414,7 @@ fn a_keyword_transformers_rejects_is_named_before_the_run() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(serde_json::json!({"passthrough_kwargs": {"frobnicate_level": 3}}));
-    let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_| {})
+    let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_, _| {})
         .err()
         .expect("an unknown generate() keyword must fail the load")
         .to_string();
@@ -437,7 +437,7 @@ fn a_python_without_torch_gets_the_pip_command() {
     assert!(ok.success());
     let py = venv.join("bin/python").display().to_string();
     let opts = WorkerOptions::new(py.clone(), dir.path().join("worker.log"), assets_dir());
-    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_| {})
+    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_, _| {})
         .err()
         .expect("no torch, no engine")
         .to_string();
@@ -531,7 +531,7 @@ fn a_setting_that_cannot_work_here_is_refused_naming_its_field() {
     let dir = tempfile::tempdir().unwrap();
     let cfg =
         config(serde_json::json!({"transformers": {"cache_implementation": "offloaded_static"}}));
-    let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_| {})
+    let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_, _| {})
         .err()
         .expect("an offloaded cache needs a GPU")
         .to_string();
@@ -641,7 +641,7 @@ fn a_worker_of_another_protocol_version_is_refused() {
     );
     let opts = WorkerOptions::new(py, dir.path().join("worker.log"), assets_dir());
     let t = Instant::now();
-    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_| {})
+    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_, _| {})
         .err()
         .expect("protocol 99 is not this llem's")
         .to_string();
@@ -658,10 +658,69 @@ fn a_worker_that_exits_at_start_reports_its_status_and_stderr() {
         "echo 'not an event'; echo 'Fatal Python error: init' >&2; exit 7",
     );
     let opts = WorkerOptions::new(py, dir.path().join("worker.log"), assets_dir());
-    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_| {})
+    let err = TransformersEngine::start(&config(serde_json::json!({})), &opts, &mut |_, _| {})
         .err()
         .expect("it exited")
         .to_string();
     assert!(err.contains("exited with status 7"), "{err}");
     assert!(err.contains("Fatal Python error: init"), "{err}");
+}
+
+#[test]
+fn the_docker_runner_mounts_the_script_and_model_and_removes_its_container() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let calls = dir.path().join("docker-calls");
+    // A stand-in docker CLI: records its arguments, runs `run`'s command (after the image)
+    // with the test's Python in place of the image's `python3`, and accepts `rm`.
+    let docker = dir.path().join("docker");
+    std::fs::write(
+        &docker,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> {calls}\ncase \"$1\" in\n  run) shift\n    \
+             while [ $# -gt 0 ]; do case \"$1\" in --rm|-i) shift;; \
+             --name|--label|--ipc|--gpus|-v|-e) shift 2;; *) break;; esac; done\n    \
+             shift; [ \"$1\" = python3 ] && shift\n    exec {py} \"$@\";;\n  rm) exit 0;;\n\
+             esac\nexit 9\n",
+            calls = calls.display(),
+            py = python()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&docker, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = config(serde_json::json!({
+        "runners": {"transformers": "docker:example/transformers:1"},
+    }));
+    let mut opts = options(&dir);
+    opts.docker = docker.display().to_string();
+    let mut container = None;
+    let mut e = TransformersEngine::start(&cfg, &opts, &mut |_, c| container = c).unwrap();
+    let name = container.expect("a container name");
+    assert!(name.starts_with("llem-transformers-"), "{name}");
+    let ids = e
+        .generate_ids(
+            &workload(chat(&["What is the capital of France?"]), 1, 8),
+            &mut Records::new(),
+        )
+        .unwrap();
+    assert!(!ids[0].is_empty());
+    drop(e);
+    let log = std::fs::read_to_string(&calls).unwrap();
+    let run = log.lines().find(|l| l.starts_with("run ")).unwrap();
+    assert!(run.contains(&format!("--rm -i --name {name}")), "{run}");
+    let model_dir = model_path().parent().unwrap().display().to_string();
+    assert!(
+        run.contains(&format!("-v {model_dir}:{model_dir}:ro")),
+        "{run}"
+    );
+    assert!(run.contains("llem-transformers-worker-"), "{run}");
+    assert!(
+        run.contains("example/transformers:1 python3 -u /"),
+        "the image, then its python3 on the mounted script: {run}"
+    );
+    assert!(
+        log.lines().any(|l| l == format!("rm -f {name}")),
+        "the container is removed: {log}"
+    );
 }

@@ -161,19 +161,19 @@ pub fn check_runnable(
 ) -> Result<Option<PathBuf>, HarnessError> {
     let runner = cfg.runner().map(|r| r.kind());
     if cfg.engine == EngineName::Transformers {
-        if runner.is_some_and(|k| k != RunnerKind::Local) {
-            return Err(HarnessError::Config(format!(
-                "engine `transformers` with runner `{}` cannot run in this llem build: the \
-                 worker runs locally (`runners: {{transformers: local}}`) with the Python of \
-                 `python:` in the user config or LLEM_PYTHON",
-                cfg.runner()
-                    .map_or_else(|| "none".to_string(), ToString::to_string)
-            )));
-        }
         let src = transformers::resolve_source(cfg, assets_dir).map_err(HarnessError::Config)?;
-        let python = transformers::python_for(python);
-        transformers::check_python(&python, src.gguf_file.is_some())
-            .map_err(HarnessError::Config)?;
+        if runner == Some(RunnerKind::Docker) {
+            // The image brings its own Python; what this host needs is the docker CLI.
+            if llem_engines::serving::launch::which("docker").is_none() {
+                return Err(HarnessError::Config(
+                    "`runners: {transformers: docker}` needs the docker CLI on PATH".into(),
+                ));
+            }
+        } else {
+            let python = transformers::python_for(python);
+            transformers::check_python(&python, src.gguf_file.is_some())
+                .map_err(HarnessError::Config)?;
+        }
         return Ok(src.local.filter(|p| p.is_file()));
     }
     if cfg.is_served() {
@@ -487,10 +487,10 @@ pub fn run_experiment(
         );
         opts.cancel = Some(req.cancel.clone());
         opts.model_cache_dir = req.model_cache_dir.clone();
-        let worker = transformers::TransformersEngine::start(cfg, &opts, &mut |pid| {
+        let worker = transformers::TransformersEngine::start(cfg, &opts, &mut |pid, container| {
             progress.event(Event::ServerStarted {
                 pgid: Some(pid),
-                container: None,
+                container,
             })
         })
         .map_err(|e| match e {

@@ -92,7 +92,27 @@ pub fn default_image(engine: EngineName) -> Option<&'static str> {
         EngineName::Tgi => "ghcr.io/huggingface/text-generation-inference:3.3.6",
         EngineName::TensorRt => "nvcr.io/nvidia/tensorrt-llm/release:1.0.0",
         EngineName::LlamaCpp => "ghcr.io/ggml-org/llama.cpp:server",
+        // The image Hugging Face builds for its own GPU CI: torch, transformers, accelerate.
+        EngineName::Transformers => "huggingface/transformers-pytorch-gpu:latest",
         _ => return None,
+    })
+}
+
+/// `docker run --gpus` value: the devices `CUDA_VISIBLE_DEVICES` names, else all.
+pub fn docker_gpus() -> String {
+    match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(v) if !v.trim().is_empty() => format!("\"device={}\"", v.trim()),
+        _ => "all".into(),
+    }
+}
+
+/// Hugging Face cache mounted into containers: the option, `HF_HOME`, else
+/// `~/.cache/huggingface`.
+pub fn hf_cache(option: Option<&PathBuf>) -> Option<PathBuf> {
+    option.cloned().or_else(|| {
+        std::env::var_os("HF_HOME").map(PathBuf::from).or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface"))
+        })
     })
 }
 
@@ -612,10 +632,7 @@ fn docker_argv(
     let cl = flags::command_line(cfg, &model, "0.0.0.0", inner, "python3")
         .map_err(EngineError::Config)?;
     let name = format!("llem-{}-{}-{}", cfg.engine, std::process::id(), port);
-    let gpus = match std::env::var("CUDA_VISIBLE_DEVICES") {
-        Ok(v) if !v.trim().is_empty() => format!("\"device={}\"", v.trim()),
-        _ => "all".into(),
-    };
+    let gpus = docker_gpus();
     let mut argv: Vec<String> = vec!["docker".into(), "run".into(), "--rm".into()];
     argv.extend(["--name".into(), name.clone()]);
     argv.extend(["--label".into(), "llem=1".into()]);
@@ -631,11 +648,7 @@ fn docker_argv(
     }
     argv.extend(["--ipc".into(), "host".into()]);
     argv.extend(["-p".into(), format!("127.0.0.1:{port}:{inner}")]);
-    let cache = opts.model_cache_dir.clone().or_else(|| {
-        std::env::var_os("HF_HOME").map(PathBuf::from).or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/huggingface"))
-        })
-    });
+    let cache = hf_cache(opts.model_cache_dir.as_ref());
     if let Some(c) = cache {
         argv.extend([
             "-v".into(),

@@ -20,7 +20,7 @@ use llem_config::{Engine as EngineName, ExperimentConfig};
 use llem_results::{FinishReason, RequestRecord};
 
 use process::Wait;
-pub use process::{SCRIPT, WorkerProcess};
+pub use process::{Launch, SCRIPT, WorkerProcess};
 use protocol::{Event, Op, PromptOp, RequestOp};
 pub use source::{ModelSource, check_python, resolve_source};
 
@@ -58,6 +58,8 @@ pub struct WorkerOptions {
     pub model_cache_dir: Option<PathBuf>,
     /// Set to stop at once (Ctrl-C): the worker is killed.
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The docker CLI, for `runners: {transformers: docker}`.
+    pub docker: String,
 }
 
 /// Environment variable that shortens or lengthens the silence timeout, seconds.
@@ -79,6 +81,7 @@ impl WorkerOptions {
             silence_timeout: silence,
             model_cache_dir: None,
             cancel: None,
+            docker: "docker".into(),
         }
     }
 }
@@ -158,6 +161,58 @@ fn worker_error(python: &str, kind: &str, message: &str, extra: ErrorExtra<'_>) 
     }
 }
 
+/// Temporary container names are unique per process and call.
+static CONTAINER_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How `cfg`'s runner starts the worker: the local Python, or `python3` in a container
+/// (`runners: {transformers: docker}` or `docker:<image>`, else `images:`, else the default
+/// image) with the script, the model directory and the Hugging Face cache mounted.
+pub fn launch_for(
+    cfg: &ExperimentConfig,
+    opts: &WorkerOptions,
+    src: &ModelSource,
+    ranks: Option<String>,
+) -> Launch {
+    let Some(llem_config::RunnerSpec::Docker { image }) = cfg.runner() else {
+        return Launch::Local {
+            python: opts.python.clone(),
+            ranks,
+        };
+    };
+    let image = image
+        .clone()
+        .or_else(|| cfg.images.get(&EngineName::Transformers).cloned())
+        .or_else(|| crate::serving::default_image(EngineName::Transformers).map(String::from))
+        .unwrap_or_default();
+    let mounts = src
+        .local
+        .as_ref()
+        .map(|p| {
+            if p.is_file() {
+                p.parent().map(PathBuf::from)
+            } else {
+                Some(p.clone())
+            }
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    let n = CONTAINER_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Launch::Docker {
+        docker: opts.docker.clone(),
+        image,
+        name: format!("llem-transformers-{}-{n}", std::process::id()),
+        mounts,
+        hf_cache: crate::serving::hf_cache(opts.model_cache_dir.as_ref()),
+        // A host without NVIDIA's device nodes has no GPUs to hand over (and docker refuses
+        // --gpus there).
+        gpus: std::path::Path::new("/dev/nvidiactl")
+            .exists()
+            .then(crate::serving::docker_gpus),
+        ranks,
+    }
+}
+
 /// Words an event that is not the reply an op expects: an `error` event by its kind,
 /// anything else as out of order.
 fn unexpected(python: &str, ev: Event, expected: &str) -> String {
@@ -191,12 +246,12 @@ struct ErrorExtra<'a> {
 }
 
 impl TransformersEngine {
-    /// Starts a worker for `cfg`, tells `on_spawn` its process id (so a supervisor can stop
-    /// it if this process dies), and loads the model.
+    /// Starts a worker for `cfg`, tells `on_spawn` its process id and container (so a
+    /// supervisor can stop it if this process dies), and loads the model.
     pub fn start(
         cfg: &ExperimentConfig,
         opts: &WorkerOptions,
-        on_spawn: &mut dyn FnMut(u32),
+        on_spawn: &mut dyn FnMut(u32, Option<String>),
     ) -> Result<TransformersEngine, EngineError> {
         if cfg.engine != EngineName::Transformers {
             return Err(EngineError::Config(format!(
@@ -214,14 +269,9 @@ impl TransformersEngine {
             t.tp_size
                 .map_or_else(|| "auto".to_string(), |n| n.to_string())
         });
-        let mut worker = WorkerProcess::spawn(
-            &opts.python,
-            ranks.as_deref(),
-            &opts.log_path,
-            &env,
-            opts.cancel.clone(),
-        )?;
-        on_spawn(worker.pid());
+        let launch = launch_for(cfg, opts, &src, ranks);
+        let mut worker = WorkerProcess::spawn(&launch, &opts.log_path, &env, opts.cancel.clone())?;
+        on_spawn(worker.pid(), worker.container().map(String::from));
         let (py_version, executable) = match worker.reply(Wait::Total(Duration::from_secs(60)))? {
             Event::Hello {
                 protocol,

@@ -37,6 +37,8 @@ enum Line {
 /// A running worker.
 pub struct WorkerProcess {
     child: Child,
+    /// The docker CLI and the container's name, for a containerised worker.
+    container: Option<(String, String)>,
     stdin: Option<ChildStdin>,
     events: Receiver<Line>,
     script: PathBuf,
@@ -87,35 +89,138 @@ fn write_script() -> Result<PathBuf, EngineError> {
     Ok(path)
 }
 
+/// How the worker is started.
+#[derive(Clone, Debug)]
+pub enum Launch {
+    /// `python` on this host, under torchrun with `ranks` processes when given.
+    Local {
+        /// The interpreter.
+        python: String,
+        /// torchrun's `--nproc-per-node` (`auto`: one per GPU).
+        ranks: Option<String>,
+    },
+    /// `python3` in a container, attached through `docker run -i`; the script and the model
+    /// directory are mounted at their host paths, so messages name real files.
+    Docker {
+        /// The docker CLI.
+        docker: String,
+        /// The image.
+        image: String,
+        /// Container name (removed with `docker rm -f` on every way out).
+        name: String,
+        /// Host directories mounted read-only at the same path.
+        mounts: Vec<PathBuf>,
+        /// Hugging Face cache mounted as the container's.
+        hf_cache: Option<PathBuf>,
+        /// `--gpus` value, when the host has NVIDIA GPUs.
+        gpus: Option<String>,
+        /// torchrun's `--nproc-per-node`.
+        ranks: Option<String>,
+    },
+}
+
+impl Launch {
+    /// The command line for the worker script at `script`.
+    pub fn argv(&self, script: &Path) -> Vec<String> {
+        let torchrun = |ranks: &Option<String>| -> Vec<String> {
+            match ranks {
+                Some(n) => [
+                    "-m",
+                    "torch.distributed.run",
+                    "--standalone",
+                    "--nproc-per-node",
+                ]
+                .iter()
+                .map(|s| (*s).to_string())
+                .chain([n.clone()])
+                .collect(),
+                None => Vec::new(),
+            }
+        };
+        let script = script.display().to_string();
+        match self {
+            Launch::Local { python, ranks } => {
+                let mut v = vec![python.clone(), "-u".into()];
+                v.extend(torchrun(ranks));
+                v.push(script);
+                v
+            }
+            Launch::Docker {
+                docker,
+                image,
+                name,
+                mounts,
+                hf_cache,
+                gpus,
+                ranks,
+            } => {
+                let mut v: Vec<String> = [docker.as_str(), "run", "--rm", "-i", "--name", name]
+                    .map(String::from)
+                    .to_vec();
+                v.extend(["--label".into(), "llem=1".into()]);
+                v.extend(["--label".into(), "llem.engine=transformers".into()]);
+                v.extend([
+                    "--label".into(),
+                    format!("llem.runner_pid={}", std::process::id()),
+                ]);
+                if let Some(g) = gpus {
+                    v.extend(["--gpus".into(), g.clone()]);
+                }
+                v.extend(["--ipc".into(), "host".into()]);
+                v.extend(["-v".into(), format!("{script}:{script}:ro")]);
+                for m in mounts {
+                    let m = m.display();
+                    v.extend(["-v".into(), format!("{m}:{m}:ro")]);
+                }
+                if let Some(c) = hf_cache {
+                    v.extend([
+                        "-v".into(),
+                        format!("{}:/root/.cache/huggingface", c.display()),
+                    ]);
+                }
+                for k in ["PYTHONUNBUFFERED=1", "TQDM_DISABLE=1"] {
+                    v.extend(["-e".into(), k.into()]);
+                }
+                for k in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
+                    if std::env::var_os(k).is_some() {
+                        // By name: the value never appears on a command line or in a log.
+                        v.extend(["-e".into(), k.into()]);
+                    }
+                }
+                v.push(image.clone());
+                v.extend(["python3".into(), "-u".into()]);
+                v.extend(torchrun(ranks));
+                v.push(script);
+                v
+            }
+        }
+    }
+
+    fn container(&self) -> Option<(String, String)> {
+        match self {
+            Launch::Docker { docker, name, .. } => Some((docker.clone(), name.clone())),
+            Launch::Local { .. } => None,
+        }
+    }
+}
+
 impl WorkerProcess {
-    /// Starts `python` on the worker script, stderr appended to `log_path`, with `env` added;
-    /// with `ranks`, under torchrun with that many processes (`auto`: one per GPU).
+    /// Starts the worker as `launch` says, stderr appended to `log_path`, with `env` added.
     pub fn spawn(
-        python: &str,
-        ranks: Option<&str>,
+        launch: &Launch,
         log_path: &Path,
         env: &[(String, String)],
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<WorkerProcess, EngineError> {
         let script = write_script()?;
         let log = open_log(log_path)?;
-        let mut args: Vec<String> = vec!["-u".into()];
-        if let Some(n) = ranks {
-            args.extend(
-                [
-                    "-m",
-                    "torch.distributed.run",
-                    "--standalone",
-                    "--nproc-per-node",
-                    n,
-                ]
-                .map(String::from),
-            );
-        }
-        args.push(script.display().to_string());
-        let command = format!("{python} {}", args.join(" "));
-        let spawned = Command::new(python)
-            .args(&args)
+        let argv = launch.argv(&script);
+        let Some((program, args)) = argv.split_first() else {
+            return Err(EngineError::Config("empty worker command".into()));
+        };
+        let command = argv.join(" ");
+        let spawned = Command::new(program)
+            .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             // Progress bars and Python warnings are for the log, not for a terminal.
             .env("PYTHONUNBUFFERED", "1")
@@ -132,7 +237,7 @@ impl WorkerProcess {
                 return Err(EngineError::Load {
                     model: String::new(),
                     reason: format!(
-                        "cannot start the transformers worker with `{python}`: {e} (set \
+                        "cannot start the transformers worker with `{program}`: {e} (set \
                          `python:` in the user config or LLEM_PYTHON to a Python 3 that has \
                          torch and transformers)"
                     ),
@@ -172,6 +277,7 @@ impl WorkerProcess {
         }
         Ok(WorkerProcess {
             child,
+            container: launch.container(),
             stdin,
             events: rx,
             script,
@@ -291,13 +397,27 @@ impl WorkerProcess {
         ))
     }
 
-    /// Kills the whole group and reaps the worker.
+    /// The container's name, for a containerised worker.
+    pub fn container(&self) -> Option<&str> {
+        self.container.as_ref().map(|(_, n)| n.as_str())
+    }
+
+    /// Kills the whole group and reaps the worker; a container goes too (killing `docker
+    /// run` does not stop it).
     pub fn kill(&mut self) {
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some((docker, name)) = self.container.take() {
+            let _ = Command::new(docker)
+                .args(["rm", "-f", &name])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 
     /// Asks the worker to exit, then makes sure it did.
