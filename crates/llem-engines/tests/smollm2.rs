@@ -17,10 +17,9 @@ use llem_config::model::engines::LlamaCppConfig;
 use llem_engines::ContextPlan;
 use llem_engines::llamacpp::LlamaCppEngine;
 use llem_engines::sampling::SamplingParams;
-use llem_engines::workload::{Prompt, PromptInput};
 use llem_engines::{RequestSink, assets};
 use llem_results::{FinishReason, RequestRecord};
-use prompts::{chat, workload};
+use prompts::{chat, plain, synthetic, workload};
 
 fn model_path() -> PathBuf {
     let dir = assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
@@ -212,17 +211,7 @@ fn sampling_is_seeded_per_request() {
 #[test]
 fn synthetic_prompts_are_token_exact_and_ignore_eos() {
     let e = engine();
-    let prompts = vec![Prompt {
-        dataset_index: 0,
-        input: PromptInput::Tokens {
-            n_tokens: 40,
-            seed: 3,
-        },
-        group: None,
-        reference_output: None,
-        output_tokens: Some(30),
-        ignore_eos: true,
-    }];
+    let prompts = vec![synthetic(0, 40, 3, 30)];
     let mut s = e.session(plan(1)).unwrap();
     let mut sink = Records {
         epoch: Some(std::time::Instant::now()),
@@ -271,17 +260,7 @@ fn bad_model_files_are_clear_errors() {
 fn an_empty_or_oversized_prompt_fails_alone() {
     let e = engine();
     let mut prompts = chat(&["Say hello."]);
-    prompts.push(Prompt {
-        dataset_index: 1,
-        input: PromptInput::Text {
-            text: String::new(),
-            chat: false,
-        },
-        group: None,
-        reference_output: None,
-        output_tokens: None,
-        ignore_eos: false,
-    });
+    prompts.push(plain(1, ""));
     prompts.extend(chat(&[&"many words ".repeat(200)]));
     let mut wl = workload(prompts, 4, 8);
     wl.max_input_tokens = None;

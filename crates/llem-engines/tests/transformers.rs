@@ -21,10 +21,10 @@ use llem_config::ExperimentConfig;
 use llem_config::model::engines::LlamaCppConfig;
 use llem_engines::llamacpp::LlamaCppEngine;
 use llem_engines::transformers::{TransformersEngine, WorkerOptions};
-use llem_engines::workload::{Prompt, PromptInput, Workload};
+use llem_engines::workload::{Prompt, Workload};
 use llem_engines::{ContextPlan, Engine, RequestSink, assets};
 use llem_results::{FinishReason, RequestRecord};
-use prompts::{chat, workload};
+use prompts::{chat, plain, synthetic, workload};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -234,17 +234,7 @@ fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
     let prompts: Vec<Prompt> = [(16, 12), (24, 5), (8, 9)]
         .iter()
         .enumerate()
-        .map(|(i, &(n, out))| Prompt {
-            dataset_index: i as u32,
-            input: PromptInput::Tokens {
-                n_tokens: n,
-                seed: i as u64,
-            },
-            group: None,
-            reference_output: None,
-            output_tokens: Some(out),
-            ignore_eos: true,
-        })
+        .map(|(i, &(n, out))| synthetic(i as u32, n, i as u64, out))
         .collect();
     let mut e = shared();
     let mut sink = Records::new();
@@ -340,18 +330,7 @@ fn profiling_streams_every_token_on_the_experiment_clock() {
 }
 
 fn long_workload() -> Workload {
-    let prompts = vec![Prompt {
-        dataset_index: 0,
-        input: PromptInput::Tokens {
-            n_tokens: 8,
-            seed: 1,
-        },
-        group: None,
-        reference_output: None,
-        output_tokens: Some(4000),
-        ignore_eos: true,
-    }];
-    let mut wl = workload(prompts, 1, 4000);
+    let mut wl = workload(vec![synthetic(0, 8, 1, 4000)], 1, 4000);
     wl.max_input_tokens = None;
     wl
 }
@@ -545,17 +524,7 @@ fn a_setting_that_cannot_work_here_is_refused_naming_its_field() {
 fn an_empty_prompt_fails_alone_and_its_batch_goes_on() {
     let _g = serial();
     let mut prompts = chat(&["Say hello."]);
-    prompts.push(Prompt {
-        dataset_index: 1,
-        input: PromptInput::Text {
-            text: String::new(),
-            chat: false,
-        },
-        group: None,
-        reference_output: None,
-        output_tokens: None,
-        ignore_eos: false,
-    });
+    prompts.push(plain(1, ""));
     let mut sink = Records::new();
     let ids = shared()
         .generate_ids(&workload(prompts, 2, 8), &mut sink)
@@ -582,17 +551,7 @@ fn dynamic_batches_follow_the_prompt_token_budget() {
     let prompts: Vec<Prompt> = [40u32, 10, 30, 20]
         .iter()
         .enumerate()
-        .map(|(i, &n)| Prompt {
-            dataset_index: i as u32,
-            input: PromptInput::Tokens {
-                n_tokens: n,
-                seed: i as u64,
-            },
-            group: None,
-            reference_output: None,
-            output_tokens: Some(3),
-            ignore_eos: true,
-        })
+        .map(|(i, &n)| synthetic(i as u32, n, i as u64, 3))
         .collect();
     let mut wl = workload(prompts, 4, 3);
     wl.batching.strategy = llem_config::BatchingStrategy::SortedDynamic;

@@ -53,6 +53,10 @@ pub struct ExperimentRequest<'a> {
     pub python: Option<String>,
     /// Hugging Face cache from the user config (`output.model_cache_dir`).
     pub model_cache_dir: Option<PathBuf>,
+    /// The study runner already checked this configuration (a cell process): preflight skips
+    /// the transformers Python probe, which imports torch (seconds) only for the worker to
+    /// import it again.
+    pub runnable_checked: bool,
 }
 
 /// An experiment failed.
@@ -159,6 +163,16 @@ pub fn check_runnable(
     assets_dir: &std::path::Path,
     python: Option<&str>,
 ) -> Result<Option<PathBuf>, HarnessError> {
+    check(cfg, assets_dir, python, true)
+}
+
+/// [`check_runnable`], with the transformers Python probe only when `probe_python`.
+fn check(
+    cfg: &llem_config::ExperimentConfig,
+    assets_dir: &std::path::Path,
+    python: Option<&str>,
+    probe_python: bool,
+) -> Result<Option<PathBuf>, HarnessError> {
     let runner = cfg.runner().map(|r| r.kind());
     if cfg.engine == EngineName::Transformers {
         let src = transformers::resolve_source(cfg, assets_dir).map_err(HarnessError::Config)?;
@@ -169,7 +183,7 @@ pub fn check_runnable(
                     "`runners: {transformers: docker}` needs the docker CLI on PATH".into(),
                 ));
             }
-        } else {
+        } else if probe_python {
             let python = transformers::python_for(python);
             transformers::check_python(&python, src.gguf_file.is_some())
                 .map_err(HarnessError::Config)?;
@@ -210,7 +224,12 @@ fn preflight(
     req: &ExperimentRequest<'_>,
 ) -> Result<(Option<PathBuf>, LoadedDataset), HarnessError> {
     let cfg = req.config;
-    let model = check_runnable(cfg, &req.assets_dir, req.python.as_deref())?;
+    let model = check(
+        cfg,
+        &req.assets_dir,
+        req.python.as_deref(),
+        !req.runnable_checked,
+    )?;
     let data = dataset::load(
         &cfg.dataset,
         cfg.dataset.n_prompts as usize,

@@ -38,3 +38,30 @@ pub fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
         traffic: None,
     }
 }
+
+/// Plain text (no chat template) at position `index`.
+pub fn plain(index: u32, text: &str) -> Prompt {
+    Prompt {
+        dataset_index: index,
+        input: PromptInput::Text {
+            text: text.to_string(),
+            chat: false,
+        },
+        group: None,
+        reference_output: None,
+        output_tokens: None,
+        ignore_eos: false,
+    }
+}
+
+/// A synthetic prompt of `n_tokens` drawn with `seed`, generating exactly `output_tokens`.
+pub fn synthetic(index: u32, n_tokens: u32, seed: u64, output_tokens: u32) -> Prompt {
+    Prompt {
+        dataset_index: index,
+        input: PromptInput::Tokens { n_tokens, seed },
+        group: None,
+        reference_output: None,
+        output_tokens: Some(output_tokens),
+        ignore_eos: true,
+    }
+}

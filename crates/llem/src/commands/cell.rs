@@ -135,6 +135,8 @@ pub fn run(args: &CellArgs) -> i32 {
         cancel,
         python: user.python.clone(),
         model_cache_dir: crate::commands::execute::model_cache_dir(&user),
+        // `run_study` checked every configuration before its first cell.
+        runnable_checked: true,
     };
     match llem_harness::run_experiment(&request, &mut JsonLines) {
         Ok(_) => {

@@ -185,6 +185,7 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         cancel: cancel.clone(),
         python: user.python.clone(),
         model_cache_dir: model_cache_dir(&user),
+        runnable_checked: false,
     };
     for w in &pc.warnings {
         eprintln!("llem: warning: {w}");
