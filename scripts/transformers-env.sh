@@ -2,12 +2,14 @@
 # The Python the transformers-engine tests run their worker with: torch, transformers,
 # accelerate and gguf from PyPI, in target/pyenv-transformers (ignored by git). PyPI's Linux
 # x86-64 torch is the CUDA build, which runs on a CPU-only machine as well; it pulls the
-# NVIDIA runtime wheels (a few GB), so it lives apart from the small pandas/polars venv.
+# NVIDIA runtime wheels (about 3.5 GB to download, 5.6 GB installed), so it lives apart from
+# the small pandas/polars venv.
 # Idempotent: an environment that already imports everything is kept. Prints nothing but
 # errors and one line when it had to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/pyenv-transformers
+wheels=target/wheels-transformers
 want='import torch, transformers, gguf, accelerate'
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$want" 2>/dev/null; then
   exit 0
@@ -17,12 +19,32 @@ if ! command -v "$python" >/dev/null; then
   echo "scripts/transformers-env.sh: $python not found; the transformers tests need Python 3.10+" >&2
   exit 1
 fi
-mkdir -p target
-rm -rf "$venv"
-"$python" -m venv "$venv"
 # Pinned so a test failure means llem changed, not the library; the worker itself accepts
 # transformers 4.40+ and 5.x.
-"$venv/bin/pip" install --quiet --disable-pip-version-check \
-  'torch==2.15.0' 'transformers==5.23.0' 'accelerate==1.15.0' 'gguf==0.19.0'
+pins=('torch==2.15.0' 'transformers==5.23.0' 'accelerate==1.15.0' 'gguf==0.19.0')
+mkdir -p "$wheels"
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/pip" --disable-pip-version-check --no-input)
+
+# A connection PyPI drops in the middle of a gigabyte wheel is not retried by pip (its
+# retries cover connecting only), so the wheels are fetched into a folder first, a few times
+# over if need be: each attempt keeps the wheels that finished and fetches only the rest.
+attempt=1
+until "${pip[@]}" download --quiet --progress-bar off --no-cache-dir --timeout 60 --retries 5 \
+  --dest "$wheels" "${pins[@]}" 2>"$wheels.log"; do
+  if [ "$attempt" -ge 3 ]; then
+    tail -n 20 "$wheels.log" >&2
+    echo "scripts/transformers-env.sh: could not fetch the wheels from PyPI after $attempt attempts" \
+      "(free space under target/: $(df -h --output=avail target | tail -n 1 | tr -d ' '))" >&2
+    exit 1
+  fi
+  echo "scripts/transformers-env.sh: fetching wheels failed (attempt $attempt): $(tail -n 1 "$wheels.log")" >&2
+  attempt=$((attempt + 1))
+  sleep $((attempt * 5))
+done
+"${pip[@]}" install --quiet --no-index --no-cache-dir --find-links "$wheels" "${pins[@]}"
 "$venv/bin/python" -c "$want"
+# The installed environment is what is kept; the wheels would only double the disk it takes.
+rm -rf "$wheels" "$wheels.log"
 echo "scripts/transformers-env.sh: torch, transformers, accelerate and gguf ready in $venv"
