@@ -1,5 +1,5 @@
 //! RAPL against a powercap tree the test writes, with counters advanced by a thread at known
-//! rates: energy within 0.5 % of the truth, across counter wraparounds, for two zones.
+//! rates: energy close to the truth across counter wraparounds, for two zones.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -53,28 +53,43 @@ fn make_zone(
     }
 }
 
-/// Advances every zone's counter to `watts x elapsed` (mod its range) every 200 µs.
+/// Advances every zone's counter to `watts x elapsed` (mod its range) every 200 µs; returns
+/// the longest time between two of its writes, s.
 fn start_writer(
     zones: Vec<Zone>,
     epoch: Instant,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
+) -> std::thread::JoinHandle<f64> {
     std::thread::spawn(move || {
+        let mut last = epoch.elapsed().as_secs_f64();
+        let mut max_gap_s = 0.0_f64;
         while !stop.load(Ordering::Relaxed) {
             let s = epoch.elapsed().as_secs_f64();
+            max_gap_s = max_gap_s.max(s - last);
+            last = s;
             for z in &zones {
                 let uj = (z.watts * s * 1e6) as u64 % z.range_uj;
                 write_atomically(&z.dir.join("energy_uj"), &format!("{uj}\n"));
             }
             std::thread::sleep(Duration::from_micros(200));
         }
+        max_gap_s
     })
 }
 
-#[test]
-fn energy_matches_the_truth_across_wraparounds_in_two_zones() {
+/// What one recording measured: (domain, joules, average watts) over the window
+/// `window_s`, the longest stall of the writer or the meter (s), and the recording's length.
+struct Recording {
+    domains: Vec<(String, f64, f64, EnergySource)>,
+    window_s: f64,
+    longest_stall_s: f64,
+    length_s: f64,
+    source: Option<EnergySource>,
+}
+
+/// Package: 25 W with a 3 J range wraps every 0.12 s; DRAM: 5 W, no wrap in the test.
+fn record_two_zones() -> Recording {
     let root = tempfile::tempdir().unwrap();
-    // Package: 25 W with a 3 J range wraps every 0.12 s; DRAM: 5 W, no wrap in the test.
     let pkg = make_zone(
         root.path(),
         "intel-rapl:0",
@@ -110,34 +125,68 @@ fn energy_matches_the_truth_across_wraparounds_in_two_zones() {
     std::thread::sleep(Duration::from_millis(2500));
     let t = meter.stop();
     stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    let writer_stall_s = writer.join().unwrap();
 
     // A window inside the recording, edges between samples.
     let (a, b) = (t.start_s + 0.123, t.end_s - 0.077);
     let w = t.energy(a, b);
-    let truth = |watts: f64| watts * (b - a);
-    // The writer stamps values with its own clock; when it is descheduled near a window
-    // edge (seen: ~45 ms on a loaded 2-core VM) the edge value lags, about 2 % here. One
-    // missed wraparound would cost 3 J of ~57 J (5 %), so 2.5 % still catches wrap errors.
+    Recording {
+        domains: w
+            .domains
+            .iter()
+            .map(|d| (d.name.clone(), d.energy_j, d.avg_power_w, d.energy_source))
+            .collect(),
+        window_s: b - a,
+        longest_stall_s: writer_stall_s.max(t.stats.max_gap_s),
+        length_s: t.end_s - t.start_s,
+        source: w.energy_source,
+    }
+}
+
+#[test]
+fn energy_matches_the_truth_across_wraparounds_in_two_zones() {
+    // The writer stamps values with its own clock, so a stall of either thread shows up as
+    // error that is the machine's, not llem's: a writer descheduled near a window edge leaves
+    // the edge value behind (seen: 45 ms, ~2 %), and one descheduled for longer than a wrap
+    // period (0.12 s) jumps a whole range, which no reader can tell from a small step (seen
+    // once in CI: 3 J short). Recordings with a stall above 30 ms are taken again.
+    const STALL_LIMIT_S: f64 = 0.030;
+    let mut stalls = Vec::new();
+    let r = loop {
+        let r = record_two_zones();
+        if r.longest_stall_s <= STALL_LIMIT_S {
+            break r;
+        }
+        stalls.push(format!("{:.0} ms", r.longest_stall_s * 1000.0));
+        assert!(
+            stalls.len() < 5,
+            "every recording had a thread stalled past {} ms ({}): the machine is too loaded \
+             for this check",
+            STALL_LIMIT_S * 1000.0,
+            stalls.join(", ")
+        );
+    };
+    // With no stall the edges lag by at most 30 ms of a 2.3 s window (1.3 %); one missed
+    // wraparound would cost 3 J of ~57 J (5 %), so 2.5 % still catches wrap errors.
     let tolerance = 0.025;
     for (name, watts) in [("package-0", 25.0), ("dram-0", 5.0)] {
-        let d = w.domains.iter().find(|d| d.name == name).unwrap();
-        let err = (d.energy_j - truth(watts)).abs() / truth(watts);
+        let (_, energy_j, avg_power_w, source) =
+            r.domains.iter().find(|d| d.0 == name).unwrap().clone();
+        let truth = watts * r.window_s;
+        let err = (energy_j - truth).abs() / truth;
         assert!(
             err < tolerance,
-            "{name}: {:.4} J vs {:.4} J ({:.3} %)",
-            d.energy_j,
-            truth(watts),
+            "{name}: {energy_j:.4} J vs {truth:.4} J ({:.3} %), retried after stalls: {stalls:?}",
             err * 100.0
         );
-        assert_eq!(d.energy_source, EnergySource::Counter);
-        assert!((d.avg_power_w - watts).abs() / watts < tolerance);
+        assert_eq!(source, EnergySource::Counter);
+        assert!((avg_power_w - watts).abs() / watts < tolerance);
     }
     assert!(
-        (t.end_s - t.start_s) / 0.12 > 15.0,
+        r.length_s / 0.12 > 15.0,
         "the package counter wrapped many times during the window"
     );
-    assert_eq!(w.energy_source, Some(EnergySource::Counter));
+    assert_eq!(r.source, Some(EnergySource::Counter));
 }
 
 #[test]
