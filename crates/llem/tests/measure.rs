@@ -214,25 +214,34 @@ fn output_dir_holds_measurement_json_and_a_readable_timeseries() {
 
 #[test]
 fn rapl_tree_energy_matches_the_written_rate() {
-    let s = Sandbox::new();
-    let root = s.path().join("powercap");
-    let (stop, writer) = rapl_zone(&root, 20.0);
-    let o = s.run(
-        &[
-            "measure",
-            "--sampler",
-            "rapl",
-            "--interval",
-            "10ms",
-            "--json",
-            "--",
-            "sleep",
-            "1",
-        ],
-        &[],
-    );
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    // The writer stamps the counter with its own clock: a writer descheduled at a window edge
+    // lags the truth by its stall (10 ms is 1 % of this window), which is the machine's error,
+    // not llem's; such runs are taken again.
+    let mut stalls = Vec::new();
+    let (o, writer_stall_s) = loop {
+        let s = Sandbox::new();
+        let (stop, writer) = rapl_zone(&s.path().join("powercap"), 20.0);
+        let o = s.run(
+            &[
+                "measure",
+                "--sampler",
+                "rapl",
+                "--interval",
+                "10ms",
+                "--json",
+                "--",
+                "sleep",
+                "1",
+            ],
+            &[],
+        );
+        stop.store(true, Ordering::Relaxed);
+        let stall_s = writer.join().unwrap();
+        if stall_s <= 0.005 || stalls.len() == 4 {
+            break (o, stall_s);
+        }
+        stalls.push(stall_s);
+    };
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v = json(&o);
     let d = &v["domains"][0];
@@ -240,7 +249,12 @@ fn rapl_tree_energy_matches_the_written_rate() {
     assert_eq!(d["energy_source"], "counter");
     let truth = 20.0 * v["duration_s"].as_f64().unwrap();
     let got = d["energy_j"].as_f64().unwrap();
-    assert!((got - truth).abs() / truth < 0.01, "{got} J vs {truth} J");
+    // Under a stall that every attempt had, the bound widens by what the stall explains.
+    let tolerance = 0.01 + writer_stall_s / v["duration_s"].as_f64().unwrap();
+    assert!(
+        (got - truth).abs() / truth < tolerance,
+        "{got} J vs {truth} J (writer stalls: {stalls:?}, last {writer_stall_s} s)"
+    );
     assert_eq!(v["energy_source"], "counter");
 }
 

@@ -13,8 +13,9 @@ pub fn write_atomically(path: &Path, text: &str) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// A package zone (`intel-rapl:0`) whose counter a thread advances at `watts`.
-pub fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+/// A package zone (`intel-rapl:0`) whose counter a thread advances at `watts`; the thread
+/// returns the longest time between two of its writes, s (a stalled writer lags the truth).
+pub fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::JoinHandle<f64>) {
     let z = root.join("intel-rapl:0");
     std::fs::create_dir_all(&z).unwrap();
     std::fs::write(z.join("name"), "package-0\n").unwrap();
@@ -24,11 +25,16 @@ pub fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::Join
     let flag = stop.clone();
     let epoch = Instant::now();
     let writer = std::thread::spawn(move || {
+        let (mut last, mut max_gap_s) = (0.0_f64, 0.0_f64);
         while !flag.load(Ordering::Relaxed) {
-            let uj = 1000 + (watts * epoch.elapsed().as_secs_f64() * 1e6) as u64;
+            let s = epoch.elapsed().as_secs_f64();
+            max_gap_s = max_gap_s.max(s - last);
+            last = s;
+            let uj = 1000 + (watts * s * 1e6) as u64;
             write_atomically(&z.join("energy_uj"), &format!("{uj}\n"));
             std::thread::sleep(Duration::from_micros(200));
         }
+        max_gap_s
     });
     (stop, writer)
 }
