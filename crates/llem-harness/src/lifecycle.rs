@@ -70,7 +70,7 @@ pub enum HarnessError {
     Dataset(#[from] DatasetError),
     /// The engine failed.
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Engine(EngineError),
     /// The energy meter failed.
     #[error("energy meter: {0}")]
     Energy(String),
@@ -80,6 +80,16 @@ pub enum HarnessError {
     /// Stopped by the user.
     #[error("cancelled")]
     Cancelled,
+}
+
+impl From<EngineError> for HarnessError {
+    /// An engine stopped by the user is a cancelled experiment, not a failed one.
+    fn from(e: EngineError) -> HarnessError {
+        match e {
+            EngineError::Cancelled => HarnessError::Cancelled,
+            e => HarnessError::Engine(e),
+        }
+    }
 }
 
 /// What a finished experiment left behind.
@@ -299,10 +309,7 @@ fn warmup(
             cancel,
         };
         let t0 = Instant::now();
-        session.run(&iteration, &mut sink).map_err(|e| match e {
-            EngineError::Cancelled => HarnessError::Cancelled,
-            e => HarnessError::Engine(e),
-        })?;
+        session.run(&iteration, &mut sink)?;
         let ms = t0.elapsed().as_secs_f64() * 1000.0;
         latencies_ms.push(ms);
         // Per output token, so sampled runs with varying lengths still converge.
@@ -492,11 +499,7 @@ pub fn run_experiment(
             log,
             opts,
             &mut |pgid, container| progress.event(Event::ServerStarted { pgid, container }),
-        )
-        .map_err(|e| match e {
-            EngineError::Cancelled => HarnessError::Cancelled,
-            e => HarnessError::Engine(e),
-        })?;
+        )?;
         Box::new(server)
     } else if cfg.engine == EngineName::Transformers {
         let mut opts = transformers::WorkerOptions::new(
@@ -511,10 +514,6 @@ pub fn run_experiment(
                 pgid: Some(pid),
                 container,
             })
-        })
-        .map_err(|e| match e {
-            EngineError::Cancelled => HarnessError::Cancelled,
-            e => HarnessError::Engine(e),
         })?;
         Box::new(worker)
     } else {
@@ -594,10 +593,7 @@ pub fn run_experiment(
         cancel,
     };
     let t0 = sink.now_s();
-    let summary: RunSummary = session.run(&workload, &mut sink).map_err(|e| match e {
-        EngineError::Cancelled => HarnessError::Cancelled,
-        e => HarnessError::Engine(e),
-    })?;
+    let summary: RunSummary = session.run(&workload, &mut sink)?;
     let t1 = sink.now_s();
     sink.report(true);
     let mut records = std::mem::take(&mut sink.records);
