@@ -9,6 +9,7 @@
 
 mod process;
 pub mod protocol;
+mod session;
 mod source;
 
 use std::path::PathBuf;
@@ -17,18 +18,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use llem_config::{Engine as EngineName, ExperimentConfig};
-use llem_results::{FinishReason, RequestRecord};
 
 use process::Wait;
 pub use process::{Launch, SCRIPT, WorkerProcess};
-use protocol::{Event, Op, PromptOp, RequestOp};
+use protocol::{Event, Op, WorkerFailure};
+pub use session::TransformersSession;
 pub use source::{ModelSource, check_python, resolve_source};
 
 use crate::engine::{
-    ContextPlan, Engine, EngineError, EngineInfo, EngineMemory, ModelInfo, RequestSink, RunSummary,
-    Session,
+    ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, Session,
 };
-use crate::workload::{PromptInput, Workload, batching};
+use crate::workload::Workload;
 
 /// The Python interpreter: the user config's `python:` (which `LLEM_PYTHON` overrides when
 /// the settings were loaded), else `LLEM_PYTHON`, else `python3`.
@@ -124,40 +124,44 @@ fn fail_load(model: &str, reason: String) -> EngineError {
 }
 
 /// Words an `error` event.
-fn worker_error(python: &str, kind: &str, message: &str, extra: ErrorExtra<'_>) -> String {
-    let tail = |tb: Option<&str>| {
-        tb.map(|t| {
-            let lines: Vec<&str> = t.lines().collect();
-            format!(
-                "\nworker traceback (last lines):\n{}",
-                lines
-                    .get(lines.len().saturating_sub(12)..)
-                    .unwrap_or_default()
-                    .join("\n")
-            )
-        })
-        .unwrap_or_default()
+fn worker_error(python: &str, f: &WorkerFailure) -> String {
+    let message = &f.message;
+    let tail = || {
+        f.traceback
+            .as_deref()
+            .map(|t| {
+                let lines: Vec<&str> = t.lines().collect();
+                format!(
+                    "\nworker traceback (last lines):\n{}",
+                    lines
+                        .get(lines.len().saturating_sub(12)..)
+                        .unwrap_or_default()
+                        .join("\n")
+                )
+            })
+            .unwrap_or_default()
     };
-    match kind {
+    match f.kind.as_str() {
         "missing_package" => {
-            let pkg = extra.package.unwrap_or("a package");
+            let package = f.package.as_deref();
+            let extra = package.filter(|p| !["torch", "transformers", "accelerate"].contains(p));
             format!(
-                "the transformers engine's Python ({python}) cannot import {pkg}: {message}. \
-                 Install what it needs: `{python} -m pip install torch transformers accelerate` \
-                 (add `gguf` for GGUF models, `bitsandbytes` for 4/8-bit), or point `python:` \
-                 in the user config or LLEM_PYTHON at a Python that has them"
+                "the transformers engine's Python ({python}) cannot import {}: {message}. \
+                 Install what it needs: {}",
+                package.unwrap_or("a package"),
+                source::install_advice(python, extra)
             )
         }
         "rejected" => format!(
             "the installed transformers rejected `{}`: {message}",
-            extra.field.unwrap_or("a setting")
+            f.field.as_deref().unwrap_or("a setting")
         ),
         "oom" => format!(
             "out of memory in the transformers worker ({message}); lower \
              transformers.batch_size or max_output_tokens, or load a smaller dtype{}",
-            tail(extra.traceback)
+            tail()
         ),
-        _ => format!("{message}{}", tail(extra.traceback)),
+        _ => format!("{message}{}", tail()),
     }
 }
 
@@ -217,32 +221,9 @@ pub fn launch_for(
 /// anything else as out of order.
 fn unexpected(python: &str, ev: Event, expected: &str) -> String {
     match ev {
-        Event::Error {
-            kind,
-            message,
-            package,
-            field,
-            traceback,
-        } => worker_error(
-            python,
-            &kind,
-            &message,
-            ErrorExtra {
-                package: package.as_deref(),
-                field: field.as_deref(),
-                traceback: traceback.as_deref(),
-            },
-        ),
+        Event::Error(f) => worker_error(python, &f),
         other => format!("the worker sent {other:?} where {expected} was expected"),
     }
-}
-
-/// The optional parts of an `error` event.
-#[derive(Clone, Copy, Default)]
-struct ErrorExtra<'a> {
-    package: Option<&'a str>,
-    field: Option<&'a str>,
-    traceback: Option<&'a str>,
 }
 
 impl TransformersEngine {
@@ -398,283 +379,6 @@ impl TransformersEngine {
     }
 }
 
-/// Seconds between CLOCK_MONOTONIC and the sink's clock: worker time minus this is
-/// experiment time.
-fn clock_offset(sink: &dyn RequestSink) -> f64 {
-    let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
-        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
-        .unwrap_or(0.0);
-    mono - sink.now_s()
-}
-
-/// A request finished by the worker, waiting for its batch's timing.
-struct Finished {
-    request: u32,
-    output_tokens: u32,
-    finish: FinishReason,
-    end_t: f64,
-    ids: Option<Vec<i64>>,
-}
-
-/// Runs workloads on a loaded worker.
-pub struct TransformersSession<'e> {
-    engine: &'e TransformersEngine,
-}
-
-impl TransformersSession<'_> {
-    fn run_inner(
-        &mut self,
-        wl: &Workload,
-        sink: &mut dyn RequestSink,
-    ) -> Result<(RunSummary, Vec<Vec<i64>>), EngineError> {
-        let e = self.engine;
-        let mut worker = e
-            .worker
-            .lock()
-            .map_err(|_| EngineError::Inference("the worker handle was poisoned".into()))?;
-        let offset = clock_offset(sink);
-        let to_llem = |t: f64| t - offset;
-        let prompts: Vec<PromptOp> = wl
-            .prompts
-            .iter()
-            .map(|p| match &p.input {
-                PromptInput::Text { text, chat } => PromptOp {
-                    text: Some(text.clone()),
-                    chat: *chat,
-                    tokens: None,
-                    seed: None,
-                    reference: p.reference_output.clone(),
-                },
-                PromptInput::Tokens { n_tokens, seed } => PromptOp {
-                    text: None,
-                    chat: false,
-                    tokens: Some(*n_tokens),
-                    seed: Some(*seed),
-                    reference: p.reference_output.clone(),
-                },
-            })
-            .collect();
-        worker.send(&Op::Prepare {
-            prompts,
-            max_input_tokens: wl.max_input_tokens,
-        })?;
-        let err =
-            |ev: Event, expected: &str| EngineError::Inference(unexpected(&e.python, ev, expected));
-        let (lengths, truncated, references) = match worker.reply(Wait::Silence(e.load_timeout))? {
-            Event::Prepared {
-                input_tokens,
-                truncated,
-                reference_tokens,
-            } => (input_tokens, truncated, reference_tokens),
-            other => return Err(err(other, "prepared")),
-        };
-        if lengths.len() != wl.prompts.len() {
-            return Err(EngineError::Inference(format!(
-                "the worker tokenized {} prompts of {}",
-                lengths.len(),
-                wl.prompts.len()
-            )));
-        }
-        worker.send(&Op::Mark)?;
-        match worker.reply(Wait::Silence(e.silence))? {
-            Event::Marked => {}
-            other => return Err(err(other, "marked")),
-        }
-
-        let mut spec = wl.batching;
-        let mut warnings = Vec::new();
-        if e.stream {
-            if e.configured_batch > 1 {
-                warnings.push(format!(
-                    "measurement.latency_profiling streams every token, one request at a \
-                     time: transformers.batch_size {} ran as 1",
-                    e.configured_batch
-                ));
-            }
-            spec.batch_size = 1;
-            warnings.push(
-                "latency profiling timed every token (streamer): energy and throughput are not \
-                 comparable with non-profiled runs"
-                    .into(),
-            );
-        }
-        let batches = batching::plan(&spec, &lengths);
-        let mut summary = RunSummary {
-            num_batches: u32::try_from(batches.len()).unwrap_or(u32::MAX),
-            configured_batch_size: spec.batch_size,
-            truncated_prompts: u32::try_from(truncated.iter().filter(|t| **t).count())
-                .unwrap_or(u32::MAX),
-            latency_mode: Some(if e.stream {
-                "true_streaming"
-            } else {
-                "per_request_batch"
-            }),
-            ..RunSummary::default()
-        };
-        let mut ids_out: Vec<Vec<i64>> = vec![Vec::new(); wl.prompts.len()];
-        let (mut slot_steps, mut busy_steps) = (0u64, 0u64);
-        let mut device_peak: Option<u64> = None;
-        let mut rss_peak: Option<u64> = None;
-        for (bi, members) in batches.iter().enumerate() {
-            if sink.cancelled() {
-                return Err(EngineError::Cancelled);
-            }
-            let bi = u32::try_from(bi).unwrap_or(u32::MAX);
-            // An empty prompt has nothing to condition on: it fails alone, as in llama.cpp.
-            let (empty, members): (Vec<usize>, Vec<usize>) = members
-                .iter()
-                .partition(|&&i| lengths.get(i).copied().unwrap_or(0) == 0);
-            for i in empty {
-                let now = sink.now_s();
-                sink.on_done(RequestRecord {
-                    request_id: u32::try_from(i).unwrap_or(u32::MAX),
-                    batch_index: Some(bi),
-                    input_tokens: 0,
-                    output_tokens: 0,
-                    reference_output_tokens: references.get(i).copied().flatten(),
-                    scheduled_s: None,
-                    submit_s: now,
-                    first_token_s: None,
-                    end_s: now,
-                    success: false,
-                    error: Some("empty prompt: nothing to decode".into()),
-                    finish_reason: FinishReason::Error,
-                    token_times_s: Vec::new(),
-                });
-            }
-            if members.is_empty() {
-                continue;
-            }
-            let mut requests = Vec::with_capacity(members.len());
-            for &i in &members {
-                let prompt = wl.prompts.get(i);
-                let input = lengths.get(i).copied().unwrap_or(0);
-                let room = e.context_length.saturating_sub(input).max(1);
-                let limit = prompt
-                    .and_then(|p| p.output_tokens)
-                    .or(wl.max_output_tokens)
-                    .unwrap_or(room)
-                    .min(room)
-                    .max(1);
-                requests.push(RequestOp {
-                    index: u32::try_from(i).unwrap_or(u32::MAX),
-                    max_new_tokens: limit,
-                    ignore_eos: prompt.is_some_and(|p| p.ignore_eos),
-                });
-            }
-            let first = members.first().copied().unwrap_or(0) as u64;
-            worker.send(&Op::Generate {
-                batch: bi,
-                requests,
-                stream: e.stream,
-                seed: wl.sampling.seed.wrapping_add(first),
-                return_ids: e.return_ids,
-            })?;
-            let mut times: Vec<Vec<f64>> = vec![Vec::new(); members.len()];
-            let mut finished: Vec<Finished> = Vec::new();
-            let (t0, t1, steps) = loop {
-                match worker.recv(Wait::Silence(e.silence))? {
-                    Event::Token { request, t } => {
-                        let t = to_llem(t);
-                        if let Some(k) = members.iter().position(|&m| m as u32 == request)
-                            && let Some(v) = times.get_mut(k)
-                        {
-                            v.push(t);
-                        }
-                        sink.on_tokens(request, t, 1);
-                    }
-                    Event::RequestDone {
-                        request,
-                        output_tokens,
-                        finish_reason,
-                        token_ids,
-                        end_t,
-                    } => finished.push(Finished {
-                        request,
-                        output_tokens,
-                        finish: if finish_reason == "stop" {
-                            FinishReason::Stop
-                        } else {
-                            FinishReason::Length
-                        },
-                        end_t: to_llem(end_t),
-                        ids: token_ids,
-                    }),
-                    Event::BatchDone {
-                        t0,
-                        t1,
-                        steps,
-                        device_peak_bytes,
-                        rss_peak_bytes,
-                    } => {
-                        device_peak = device_peak.max(device_peak_bytes);
-                        rss_peak = rss_peak.max(rss_peak_bytes);
-                        break (to_llem(t0), to_llem(t1), steps);
-                    }
-                    Event::Progress { .. } | Event::Unknown => {}
-                    other => return Err(err(other, "a token or batch_done")),
-                }
-            };
-            summary.effective_batch_size += members.len() as f64;
-            slot_steps += u64::from(steps) * members.len() as u64;
-            for f in finished {
-                let k = members.iter().position(|&m| m as u32 == f.request);
-                let mut token_times = k
-                    .and_then(|k| times.get_mut(k))
-                    .map(std::mem::take)
-                    .unwrap_or_default();
-                busy_steps += u64::from(f.output_tokens);
-                if !e.stream {
-                    // One generate() call: every request of the batch waited for all of it.
-                    sink.on_tokens(f.request, t1, f.output_tokens);
-                }
-                token_times.truncate(f.output_tokens as usize);
-                let idx = f.request as usize;
-                if let (Some(ids), Some(slot)) = (f.ids, ids_out.get_mut(idx)) {
-                    *slot = ids;
-                }
-                sink.on_done(RequestRecord {
-                    request_id: f.request,
-                    batch_index: Some(bi),
-                    input_tokens: lengths.get(idx).copied().unwrap_or(0),
-                    output_tokens: f.output_tokens,
-                    reference_output_tokens: references.get(idx).copied().flatten(),
-                    scheduled_s: None,
-                    submit_s: t0,
-                    first_token_s: token_times.first().copied(),
-                    end_s: if e.stream { f.end_t } else { t1 },
-                    success: true,
-                    error: None,
-                    finish_reason: f.finish,
-                    token_times_s: token_times,
-                });
-            }
-        }
-        if !batches.is_empty() {
-            summary.effective_batch_size /= batches.len() as f64;
-        }
-        summary.padding_overhead = if slot_steps > 0 {
-            (1.0 - busy_steps as f64 / slot_steps as f64).max(0.0)
-        } else {
-            0.0
-        };
-        summary.memory = match device_peak {
-            Some(p) if e.on_gpu => Some(EngineMemory {
-                peak_mib: p as f64 / 1_048_576.0,
-                total_mib: e.device_total_bytes.map(|b| b as f64 / 1_048_576.0),
-                source: "torch_cuda_max_memory_allocated",
-            }),
-            _ => rss_peak.map(|p| EngineMemory {
-                peak_mib: p as f64 / 1_048_576.0,
-                total_mib: None,
-                source: "worker_rss",
-            }),
-        };
-        summary.warnings = warnings;
-        Ok((summary, ids_out))
-    }
-}
-
 impl Engine for TransformersEngine {
     fn info(&self) -> EngineInfo {
         self.info.clone()
@@ -690,19 +394,6 @@ impl Engine for TransformersEngine {
     }
     fn open(&self, _plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
         Ok(Box::new(TransformersSession { engine: self }))
-    }
-}
-
-impl Session for TransformersSession<'_> {
-    fn run(
-        &mut self,
-        workload: &Workload,
-        sink: &mut dyn RequestSink,
-    ) -> Result<RunSummary, EngineError> {
-        self.run_inner(workload, sink).map(|(s, _)| s)
-    }
-    fn kv_cache_bytes(&self) -> Option<u64> {
-        None
     }
 }
 
@@ -741,21 +432,21 @@ mod tests {
     fn errors_name_the_fix() {
         let m = worker_error(
             "py",
-            "missing_package",
-            "No module named 'torch'",
-            ErrorExtra {
-                package: Some("torch"),
-                ..ErrorExtra::default()
+            &WorkerFailure {
+                kind: "missing_package".into(),
+                message: "No module named 'torch'".into(),
+                package: Some("torch".into()),
+                ..WorkerFailure::default()
             },
         );
         assert!(m.contains("py -m pip install torch transformers"), "{m}");
         let m = worker_error(
             "py",
-            "rejected",
-            "ValueError: bad",
-            ErrorExtra {
-                field: Some("transformers.cache_implementation"),
-                ..ErrorExtra::default()
+            &WorkerFailure {
+                kind: "rejected".into(),
+                message: "ValueError: bad".into(),
+                field: Some("transformers.cache_implementation".into()),
+                ..WorkerFailure::default()
             },
         );
         assert!(m.contains("`transformers.cache_implementation`"), "{m}");

@@ -165,21 +165,7 @@ pub enum Event {
         rss_peak_bytes: Option<u64>,
     },
     /// An op failed.
-    Error {
-        /// `missing_package`, `rejected`, `oom` or `exception`.
-        kind: String,
-        /// What went wrong.
-        message: String,
-        /// The missing package.
-        #[serde(default)]
-        package: Option<String>,
-        /// The config field the installed libraries rejected.
-        #[serde(default)]
-        field: Option<String>,
-        /// Python traceback.
-        #[serde(default)]
-        traceback: Option<String>,
-    },
+    Error(WorkerFailure),
     /// An event this build does not know (a newer worker); ignored.
     #[serde(other)]
     Unknown,
@@ -201,6 +187,22 @@ pub struct Loaded {
     pub device_total_bytes: Option<u64>,
     /// The tokenizer has a chat template.
     pub chat_template: bool,
-    /// The keyword arguments every generate() call gets.
-    pub generate_kwargs: Vec<String>,
+}
+
+/// What the worker reports when an op fails.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct WorkerFailure {
+    /// `missing_package`, `rejected`, `oom` or `exception`.
+    pub kind: String,
+    /// What went wrong.
+    pub message: String,
+    /// The missing package.
+    #[serde(default)]
+    pub package: Option<String>,
+    /// The config field the installed libraries rejected.
+    #[serde(default)]
+    pub field: Option<String>,
+    /// Python traceback.
+    #[serde(default)]
+    pub traceback: Option<String>,
 }

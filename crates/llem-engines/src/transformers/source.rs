@@ -106,6 +106,16 @@ pub fn resolve_source(cfg: &ExperimentConfig, assets_dir: &Path) -> Result<Model
     })
 }
 
+/// The pip command that gives `python` what the worker imports, plus `extra` packages (`gguf`
+/// for GGUF models), or where else to point llem.
+pub(super) fn install_advice(python: &str, extra: Option<&str>) -> String {
+    let extra = extra.map(|p| format!(" {p}")).unwrap_or_default();
+    format!(
+        "`{python} -m pip install torch transformers accelerate{extra}`, or point `python:` in \
+         the user config or LLEM_PYTHON at a Python that has them"
+    )
+}
+
 /// Results of import probes, per interpreter and module list: a study checks every
 /// configuration, and importing torch takes seconds.
 static PROBES: Mutex<BTreeMap<String, Result<(), String>>> = Mutex::new(BTreeMap::new());
@@ -145,15 +155,10 @@ pub fn check_python(python: &str, gguf: bool) -> Result<(), String> {
             if missing.is_empty() {
                 Ok(())
             } else {
-                let pkgs = if gguf {
-                    "torch transformers accelerate gguf"
-                } else {
-                    "torch transformers accelerate"
-                };
                 Err(format!(
                     "the transformers engine's Python `{python}` cannot import {missing}. \
-                     Install them: `{python} -m pip install {pkgs}`, or point `python:` in \
-                     the user config or LLEM_PYTHON at a Python that has them"
+                     Install them: {}",
+                    install_advice(python, gguf.then_some("gguf"))
                 ))
             }
         }

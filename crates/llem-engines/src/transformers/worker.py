@@ -241,7 +241,6 @@ class Worker:
             device_name=", ".join(torch.cuda.get_device_name(i) for i in self.gpus) if self.gpus else platform.processor() or "cpu",
             device_total_bytes=sum(torch.cuda.get_device_properties(i).total_memory for i in self.gpus) if self.gpus else None,
             chat_template=bool(getattr(tok, "chat_template", None)),
-            generate_kwargs=sorted(self.gen),
         )
 
     def generation_kwargs(self, s, sampling, extra):
