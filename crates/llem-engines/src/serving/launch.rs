@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
@@ -169,13 +169,7 @@ impl ServerProcess {
                     .status();
             }
         }
-        let deadline = Instant::now() + self.grace;
-        while Instant::now() < deadline {
-            if self.exited().is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_exit(&mut self.child, self.grace);
         // Whatever the server forked (engine workers) goes with it.
         self.kill_group(Signal::SIGKILL);
         let _ = self.child.kill();
@@ -191,11 +185,7 @@ impl ServerProcess {
 
     fn remove_container(&self) {
         if let Stopper::Container(name) = &self.stopper {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", name])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            remove_container("docker", name);
         }
     }
 }
@@ -204,6 +194,30 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Waits up to `within` for `child` to exit; its status, or `None` while it still runs.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `docker rm -f name`, quietly: a container that is already gone is fine.
+pub fn remove_container(docker: &str, name: &str) {
+    let _ = Command::new(docker)
+        .args(["rm", "-f", name])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
 }
 
 /// Finds `program` on `PATH` (or as given, when it holds a `/`).

@@ -106,6 +106,48 @@ pub fn docker_gpus() -> String {
     }
 }
 
+/// The start of every `docker run` llem makes: removed on exit, `-i` when llem talks to it on
+/// stdin, named, labelled (`docker ps --filter label=llem` finds them all), `--gpus` when
+/// given, host IPC (NCCL and torch's shared-memory tensors need it), the Hugging Face cache,
+/// and the hub token passed by name.
+pub fn docker_run(
+    docker: &str,
+    name: &str,
+    engine: EngineName,
+    attach_stdin: bool,
+    gpus: Option<String>,
+    hf_cache: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut argv: Vec<String> = vec![docker.into(), "run".into(), "--rm".into()];
+    if attach_stdin {
+        argv.push("-i".into());
+    }
+    argv.extend(["--name".into(), name.into()]);
+    argv.extend(["--label".into(), "llem=1".into()]);
+    argv.extend(["--label".into(), format!("llem.engine={engine}")]);
+    argv.extend([
+        "--label".into(),
+        format!("llem.runner_pid={}", std::process::id()),
+    ]);
+    if let Some(g) = gpus {
+        argv.extend(["--gpus".into(), g]);
+    }
+    argv.extend(["--ipc".into(), "host".into()]);
+    if let Some(c) = hf_cache {
+        argv.extend([
+            "-v".into(),
+            format!("{}:/root/.cache/huggingface", c.display()),
+        ]);
+    }
+    for k in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
+        if std::env::var_os(k).is_some() {
+            // Passed by name: the value never appears on a command line or in a log.
+            argv.extend(["-e".into(), k.into()]);
+        }
+    }
+    argv
+}
+
 /// Hugging Face cache mounted into containers: the option, `HF_HOME`, else
 /// `~/.cache/huggingface`.
 pub fn hf_cache(option: Option<&PathBuf>) -> Option<PathBuf> {
@@ -632,36 +674,19 @@ fn docker_argv(
     let cl = flags::command_line(cfg, &model, "0.0.0.0", inner, "python3")
         .map_err(EngineError::Config)?;
     let name = format!("llem-{}-{}-{}", cfg.engine, std::process::id(), port);
-    let gpus = docker_gpus();
-    let mut argv: Vec<String> = vec!["docker".into(), "run".into(), "--rm".into()];
-    argv.extend(["--name".into(), name.clone()]);
-    argv.extend(["--label".into(), "llem=1".into()]);
-    argv.extend(["--label".into(), format!("llem.engine={}", cfg.engine)]);
-    argv.extend([
-        "--label".into(),
-        format!("llem.runner_pid={}", std::process::id()),
-    ]);
-    if cfg.engine != EngineName::LlamaCpp
-        || cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0)
-    {
-        argv.extend(["--gpus".into(), gpus]);
-    }
-    argv.extend(["--ipc".into(), "host".into()]);
-    argv.extend(["-p".into(), format!("127.0.0.1:{port}:{inner}")]);
+    let wants_gpus = cfg.engine != EngineName::LlamaCpp
+        || cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0);
     let cache = hf_cache(opts.model_cache_dir.as_ref());
-    if let Some(c) = cache {
-        argv.extend([
-            "-v".into(),
-            format!("{}:/root/.cache/huggingface", c.display()),
-        ]);
-    }
+    let mut argv = docker_run(
+        "docker",
+        &name,
+        cfg.engine,
+        false,
+        wants_gpus.then(docker_gpus),
+        cache.as_deref(),
+    );
+    argv.extend(["-p".into(), format!("127.0.0.1:{port}:{inner}")]);
     argv.extend(mounts);
-    for k in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
-        if std::env::var_os(k).is_some() {
-            // Passed by name: the value never appears on a command line or in a log.
-            argv.extend(["-e".into(), k.into()]);
-        }
-    }
     if let Some((flag, value)) = &cl.extra_options {
         let host_path = opts.work_dir.join("engine_extra_options.yaml");
         write_extra(&host_path, value)?;

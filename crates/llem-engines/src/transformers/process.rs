@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 
 use super::protocol::{Event, Op};
 use crate::engine::EngineError;
-use crate::serving::launch::{log_tail, open_log};
+use crate::serving::launch::{log_tail, open_log, remove_container, wait_exit};
 
 /// The worker script, shipped inside the binary.
 pub const SCRIPT: &str = include_str!("worker.py");
@@ -154,38 +154,21 @@ impl Launch {
                 gpus,
                 ranks,
             } => {
-                let mut v: Vec<String> = [docker.as_str(), "run", "--rm", "-i", "--name", name]
-                    .map(String::from)
-                    .to_vec();
-                v.extend(["--label".into(), "llem=1".into()]);
-                v.extend(["--label".into(), "llem.engine=transformers".into()]);
-                v.extend([
-                    "--label".into(),
-                    format!("llem.runner_pid={}", std::process::id()),
-                ]);
-                if let Some(g) = gpus {
-                    v.extend(["--gpus".into(), g.clone()]);
-                }
-                v.extend(["--ipc".into(), "host".into()]);
+                let mut v = crate::serving::docker_run(
+                    docker,
+                    name,
+                    llem_config::Engine::Transformers,
+                    true,
+                    gpus.clone(),
+                    hf_cache.as_deref(),
+                );
                 v.extend(["-v".into(), format!("{script}:{script}:ro")]);
                 for m in mounts {
                     let m = m.display();
                     v.extend(["-v".into(), format!("{m}:{m}:ro")]);
                 }
-                if let Some(c) = hf_cache {
-                    v.extend([
-                        "-v".into(),
-                        format!("{}:/root/.cache/huggingface", c.display()),
-                    ]);
-                }
                 for k in ["PYTHONUNBUFFERED=1", "TQDM_DISABLE=1"] {
                     v.extend(["-e".into(), k.into()]);
-                }
-                for k in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
-                    if std::env::var_os(k).is_some() {
-                        // By name: the value never appears on a command line or in a log.
-                        v.extend(["-e".into(), k.into()]);
-                    }
                 }
                 v.push(image.clone());
                 v.extend(["python3".into(), "-u".into()]);
@@ -368,16 +351,7 @@ impl WorkerProcess {
     /// The error for a worker that is gone: how it ended and its log's tail.
     fn died(&mut self, when: &str) -> EngineError {
         // It closed stdout; give it a moment to finish exiting so the status is known.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let mut status = None;
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                status = Some(s);
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let how = match status {
+        let how = match wait_exit(&mut self.child, Duration::from_secs(5)) {
             Some(s) => match s.signal() {
                 Some(9) => "was killed by SIGKILL (the kernel's OOM killer does this when \
                             memory runs out)"
@@ -411,12 +385,7 @@ impl WorkerProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
         if let Some((docker, name)) = self.container.take() {
-            let _ = Command::new(docker)
-                .args(["rm", "-f", &name])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
+            remove_container(&docker, &name);
         }
     }
 
@@ -425,13 +394,7 @@ impl WorkerProcess {
         if self.child.try_wait().ok().flatten().is_none() {
             let _ = self.send(&Op::Shutdown);
             self.stdin = None;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if self.child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            wait_exit(&mut self.child, Duration::from_secs(10));
         }
         // Anything it forked (compile workers) goes with it.
         self.kill();
