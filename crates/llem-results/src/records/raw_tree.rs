@@ -63,6 +63,19 @@ impl RunPath {
     pub fn model_id(&self) -> String {
         format!("{}/{}", self.org, self.model)
     }
+
+    /// `<configs>/<task>/<org>/<model>`: the model's directory in a config tree, holding
+    /// `model_info.json` and a directory per GPU SKU.
+    pub fn model_config_dir(&self, configs: &Path) -> PathBuf {
+        configs.join(&self.task).join(&self.org).join(&self.model)
+    }
+
+    /// The facts of `model_info.json` in the model's config directory.
+    pub(super) fn model_facts(&self, configs: &Path) -> Result<ModelFacts, String> {
+        let f = self.model_config_dir(configs).join("model_info.json");
+        let v: serde_json::Value = read_json(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        raw_names::model_facts(&v, &self.model_id(), &self.model)
+    }
 }
 
 /// The components after `<domain>/` of a path below a benchmark root, when the path is in
@@ -276,16 +289,7 @@ impl ConfigCache {
         let key = (p.task.clone(), p.model_id());
         self.models
             .entry(key)
-            .or_insert_with(|| {
-                let f = dir
-                    .join(&p.task)
-                    .join(&p.org)
-                    .join(&p.model)
-                    .join("model_info.json");
-                let v: serde_json::Value =
-                    read_json(&f).map_err(|e| format!("{}: {e}", f.display()))?;
-                raw_names::model_facts(&v, &p.model_id(), &p.model)
-            })
+            .or_insert_with(|| p.model_facts(&dir))
             .clone()
     }
 
@@ -296,10 +300,8 @@ impl ConfigCache {
             .servers
             .entry(key)
             .or_insert_with(|| {
-                let f = dir
-                    .join(&p.task)
-                    .join(&p.org)
-                    .join(&p.model)
+                let f = p
+                    .model_config_dir(&dir)
                     .join(&p.gpu_sku)
                     .join("monolithic.config.yaml");
                 std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))
