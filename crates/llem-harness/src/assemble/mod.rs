@@ -1,0 +1,280 @@
+//! The `ExperimentResult` from what the lifecycle measured, and the artefacts on disk.
+//!
+//! [`result`] is a pure function of [`Measured`]: tokens of the window, its energy (through
+//! the one window pipeline, [`llem_energy::window`]), FLOPs, latency, and the extended
+//! metrics, each built by its own module.
+
+mod energy;
+mod metrics;
+mod notes;
+#[cfg(test)]
+mod tests;
+
+use llem_energy::Telemetry;
+use llem_energy::baseline::BaselineOutcome;
+use llem_engines::{EngineInfo, ModelInfo, RunSummary};
+use llem_results::result::{Environment, ModelDescription, SCHEMA_VERSION, WarmupResult};
+use llem_results::{ExperimentResult, RequestRecord, ResultsError};
+
+use crate::lifecycle::ExperimentRequest;
+use crate::{artefacts, flops, latency};
+
+/// Host memory of the llem process around the load, MiB.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostMemory {
+    /// Before the model was loaded.
+    pub rss_before_load_mib: Option<f64>,
+    /// After model and context were loaded.
+    pub rss_after_load_mib: Option<f64>,
+    /// Peak over the whole process.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// Everything the lifecycle gathered.
+pub struct Measured<'a> {
+    /// The request.
+    pub request: &'a ExperimentRequest<'a>,
+    /// Engine identity.
+    pub engine: &'a EngineInfo,
+    /// Model facts.
+    pub model: &'a ModelInfo,
+    /// Requests of the window, by id.
+    pub records: &'a [RequestRecord],
+    /// The engine's run summary.
+    pub summary: &'a RunSummary,
+    /// Telemetry of the experiment.
+    pub telemetry: &'a Telemetry,
+    /// The measured window, s since the experiment start (the whole workload for
+    /// methodology total).
+    pub window: (f64, f64),
+    /// When the workload ran, s since the experiment start.
+    pub workload_span: (f64, f64),
+    /// What the window is: `total`, `steady_state` or `windowed`.
+    pub methodology: &'static str,
+    /// Window details and stability.
+    pub steady_state: Option<llem_results::result::SteadyStateInfo>,
+    /// A serving engine ran the workload.
+    pub served: bool,
+    /// The batch the cell was configured to run under (the registry's one resolution).
+    pub configured_batch_size: Option<u32>,
+    /// Experiment start, Unix s.
+    pub start_unix: f64,
+    /// Experiment end, Unix s.
+    pub end_unix: f64,
+    /// Baseline.
+    pub baseline: Option<&'a BaselineOutcome>,
+    /// Warmup.
+    pub warmup: Option<WarmupResult>,
+    /// Warnings so far.
+    pub warnings: Vec<String>,
+    /// Sensors (`name: device`).
+    pub sensors: Vec<String>,
+    /// GPU names.
+    pub gpus: Vec<String>,
+    /// NVIDIA driver version.
+    pub gpu_driver: Option<String>,
+    /// Model load time, s.
+    pub load_s: f64,
+    /// Host memory.
+    pub memory: HostMemory,
+    /// CPU time of the llem process during the window, s.
+    pub process_cpu_s: Option<f64>,
+}
+
+/// Input and output tokens of the window. A sub-window counts the tokens that arrived inside
+/// it; the whole run counts them all (the same number, without relying on every engine
+/// stamping every token).
+fn tokens(m: &Measured<'_>) -> (u64, u64) {
+    let (t0, t1) = m.window;
+    if m.window == m.workload_span {
+        let ok = m.records.iter().filter(|r| r.success);
+        (
+            ok.clone().map(|r| u64::from(r.input_tokens)).sum(),
+            ok.map(|r| u64::from(r.output_tokens)).sum(),
+        )
+    } else {
+        crate::window::tokens_in(m.records, t0, t1)
+    }
+}
+
+/// `x / d` when both are positive.
+fn per(x: f64, d: u64) -> Option<f64> {
+    (x > 0.0 && d > 0).then(|| x / d as f64)
+}
+
+/// `x / d`, or 0 when `d` is not positive (the seed's schema has these as plain numbers).
+fn ratio_or_zero(x: f64, d: f64) -> f64 {
+    if d > 0.0 { x / d } else { 0.0 }
+}
+
+/// The machine, software and model of the result.
+fn environment(m: &Measured<'_>, sampler: String, interval_ms: f64) -> Environment {
+    let req = m.request;
+    Environment {
+        llem_version: req.llem_version.to_string(),
+        llem_git_commit: req.git_commit.map(String::from),
+        hostname: crate::environment::hostname(),
+        os: crate::environment::os(),
+        cpu_model: crate::environment::cpu_model(),
+        cpu_count: crate::environment::cpu_count(),
+        memory_total_mib: crate::environment::memory_total_mib(),
+        gpus: m.gpus.clone(),
+        gpu_driver: m.gpu_driver.clone(),
+        energy_sampler: sampler,
+        sensors: m.sensors.clone(),
+        sampling_interval_ms: interval_ms,
+        engine_system_info: m.engine.system_info.clone(),
+        model: Some(ModelDescription {
+            load_time_s: Some(m.load_s),
+            ..m.model.clone()
+        }),
+    }
+}
+
+/// The sampling interval the telemetry achieved, else the one asked for, ms.
+fn interval_ms(m: &Measured<'_>) -> f64 {
+    let achieved = m.telemetry.stats.interval_s * 1000.0;
+    if achieved > 0.0 {
+        achieved
+    } else {
+        m.request.sampling_interval.as_secs_f64() * 1000.0
+    }
+}
+
+/// Builds the result.
+pub fn result(m: &Measured<'_>) -> ExperimentResult {
+    let req = m.request;
+    let cfg = req.config;
+    let (t0, t1) = m.window;
+    let duration = (t1 - t0).max(0.0);
+    let (input, output) = tokens(m);
+    let baseline_w = m.baseline.map(|b| b.record.total_power_w);
+    let summary = llem_energy::window(m.telemetry, t0, t1, baseline_w);
+    let window = &summary.energy;
+    let have_energy = !window.domains.is_empty();
+    let total_j = window.total_j;
+    let adjusted = summary.energy_adjusted_j;
+    let mut warnings = m.warnings.clone();
+    warnings.extend(summary.warnings.iter().cloned());
+    let per_tok = |j: f64| (output > 0 && have_energy).then(|| j / output as f64 * 1000.0);
+    let fl = flops::estimate(m.model, m.records);
+    let total_flops = fl.as_ref().map_or(0.0, |f| f.value);
+    let lat = latency::statistics(m.records, m.summary.latency_mode);
+    let rates = metrics::Rates {
+        output,
+        tokens_per_s: ratio_or_zero(output as f64, duration),
+        tokens_per_joule: ratio_or_zero(output as f64, total_j),
+        total_j,
+    };
+    let extended = metrics::extended(m, &rates, lat.as_ref());
+    let sampler = cfg
+        .energy_sampler
+        .map_or_else(|| "none".to_string(), |s| s.to_string());
+    let interval_ms = interval_ms(m);
+    ExperimentResult {
+        schema_version: SCHEMA_VERSION.into(),
+        experiment_id: req.experiment_id.clone(),
+        measurement_config_hash: req.config_hash.to_string(),
+        llenergymeasure_version: Some(format!("llem {}", req.llem_version)),
+        engine: m.engine.name.to_string(),
+        engine_version: m.engine.version.clone(),
+        model_name: cfg.model.clone(),
+        measurement_methodology: m.methodology.into(),
+        steady_state_window: (m.methodology != "total").then_some([t0, t1]),
+        measurement_window_s: Some([t0, t1]),
+        total_tokens: output,
+        total_input_tokens: input,
+        total_output_tokens: output,
+        total_energy_j: total_j,
+        energy_adjusted_j: adjusted,
+        total_inference_time_sec: duration,
+        avg_tokens_per_second: rates.tokens_per_s,
+        avg_total_tokens_per_second: ratio_or_zero((input + output) as f64, duration),
+        avg_energy_per_token_j: ratio_or_zero(total_j, output as f64),
+        mj_per_tok_total: per_tok(total_j),
+        mj_per_tok_adjusted: adjusted.and_then(per_tok),
+        tokens_per_joule: rates.tokens_per_joule,
+        energy_source: window.energy_source.map(|s| s.as_str().to_string()),
+        total_flops,
+        flops_per_output_token: per(total_flops, output),
+        flops_per_input_token: per(total_flops, input),
+        flops_per_second: (total_flops > 0.0 && duration > 0.0).then(|| total_flops / duration),
+        flops: fl,
+        baseline_power_w: baseline_w,
+        energy_per_device_j: energy::per_gpu_j(window),
+        energy_breakdown: Some(energy::breakdown(m, window, adjusted)),
+        multi_gpu: None,
+        process_results: vec![energy::process_result(m, window, (input, output), duration)],
+        aggregation: None,
+        measurement_warnings: warnings,
+        warmup_excluded_samples: m.warmup.as_ref().map(|w| w.iterations_completed),
+        reproducibility_notes: notes::reproducibility_notes(m, &sampler, interval_ms),
+        thermal_throttle: Some(energy::throttle_info(m.telemetry, t0, t1, &summary.throttle)),
+        warmup_result: m.warmup.clone(),
+        start_time: llem_results::time::iso8601_utc(m.start_unix),
+        end_time: llem_results::time::iso8601_utc(m.end_unix),
+        duration_sec: m.end_unix - m.start_unix,
+        timeseries: cfg.gpu_telemetry.then(|| artefacts::TIMESERIES.to_string()),
+        requests: Some(artefacts::REQUESTS.to_string()),
+        latency_stats: lat,
+        extended_metrics: extended,
+        steady_state: m.steady_state.clone(),
+        goodput: cfg
+            .traffic
+            .as_deref()
+            .and_then(|t| t.slo.as_ref())
+            .filter(|_| m.served)
+            .map(|slo| {
+                crate::goodput::goodput(m.records, slo, (t0, t1), have_energy.then_some(total_j))
+            }),
+        traffic: m.summary.traffic.clone(),
+        server_metrics: (!m.summary.server_metrics.is_empty())
+            .then(|| artefacts::SERVER_METRICS.to_string()),
+        environment: environment(m, sampler, interval_ms),
+    }
+}
+
+/// Writes `result.json`, `effective_config.json`, `timeseries.parquet` (when
+/// `gpu_telemetry`) and `requests.parquet`; the result last, so a directory with a
+/// `result.json` is complete.
+pub fn write(
+    req: &ExperimentRequest<'_>,
+    result: &ExperimentResult,
+    records: &[RequestRecord],
+    telemetry: &Telemetry,
+    server_metrics: &[llem_results::MetricSample],
+) -> Result<(), ResultsError> {
+    let dir = &req.cell_dir;
+    llem_results::write_json_atomic(&dir.join(artefacts::EFFECTIVE_CONFIG), req.config)?;
+    let meta = vec![
+        ("llem.version", req.llem_version.to_string()),
+        ("llem.experiment_id", result.experiment_id.clone()),
+        (
+            "llem.measurement_config_hash",
+            result.measurement_config_hash.clone(),
+        ),
+        ("llem.start_time", result.start_time.clone()),
+    ];
+    if req.config.gpu_telemetry {
+        let mut m = meta.clone();
+        m.push(("llem.sampler", result.environment.energy_sampler.clone()));
+        m.push((
+            "llem.interval_ms",
+            result.environment.sampling_interval_ms.to_string(),
+        ));
+        llem_results::write_timeseries(
+            &dir.join(artefacts::TIMESERIES),
+            &telemetry.to_columns(),
+            &m,
+        )?;
+    }
+    llem_results::write_requests(&dir.join(artefacts::REQUESTS), records, &meta)?;
+    if !server_metrics.is_empty() {
+        llem_results::write_server_metrics(
+            &dir.join(artefacts::SERVER_METRICS),
+            server_metrics,
+            &meta,
+        )?;
+    }
+    llem_results::write_json_atomic(&dir.join(artefacts::RESULT), result)
+}
