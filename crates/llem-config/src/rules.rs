@@ -60,8 +60,7 @@ pub fn resolve(cfg: &mut ExperimentConfig, warnings: &mut Vec<String>) {
         let trt = cfg.tensorrt.as_ref().and_then(|t| t.dtype);
         cfg.dtype = match cfg.engine {
             Engine::TensorRt if trt.is_some() => trt,
-            e if e.uses_dtype() => Some(Dtype::Bfloat16),
-            _ => None,
+            e => e.uses_dtype().then_some(Dtype::Bfloat16),
         };
     }
     if let Some(t) = cfg.traffic.as_mut()
@@ -144,7 +143,9 @@ fn runner_choices(engine: Engine) -> &'static str {
         Engine::LlamaCpp => "embedded, local, docker, docker:<image> or external:<url>",
         Engine::Transformers => "local, docker or docker:<image>",
         Engine::OpenAi => "external:<url>",
-        _ => "local, docker, docker:<image> or external:<url>",
+        Engine::Vllm | Engine::TensorRt | Engine::Sglang | Engine::Tgi => {
+            "local, docker, docker:<image> or external:<url>"
+        }
     }
 }
 
@@ -315,7 +316,12 @@ fn check_dtype(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut 
     {
         let why = match cfg.engine {
             Engine::LlamaCpp => "weights keep the GGUF file's types",
-            _ => "the server decides",
+            Engine::OpenAi
+            | Engine::Transformers
+            | Engine::Vllm
+            | Engine::TensorRt
+            | Engine::Sglang
+            | Engine::Tgi => "the server decides",
         };
         warnings.push(format!("dtype {d} has no effect on {}: {why}", cfg.engine));
     }
@@ -372,7 +378,12 @@ fn check_dtype(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut 
                 ));
             }
         }
-        _ => {}
+        Engine::Tgi
+        | Engine::Vllm
+        | Engine::Transformers
+        | Engine::LlamaCpp
+        | Engine::Sglang
+        | Engine::OpenAi => {}
     }
 }
 

@@ -18,7 +18,7 @@ pub mod throttle;
 pub mod value_file;
 
 pub use meter::{Meter, MeterConfig};
-pub use report::{CarbonFactors, EnergyReport, report};
+pub use report::{CarbonFactors, EnergyReport, WindowSummary, report, window};
 pub use select::{SensorEnv, select};
 pub use sensor::{Domain, DomainKind, EnergySource, Reading, Sensor, SensorKind};
 pub use telemetry::{Telemetry, WindowEnergy};

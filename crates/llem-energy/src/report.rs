@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::baseline::{BaselineOutcome, adjusted_energy_j};
-use crate::telemetry::{DomainEnergy, Telemetry};
+use crate::telemetry::{DomainEnergy, Telemetry, WindowEnergy};
 use crate::throttle::{Throttle, throttling};
 
 /// Grid carbon intensity and data-centre overhead.
@@ -54,6 +54,47 @@ pub struct EnergyReport {
     pub warnings: Vec<String>,
 }
 
+/// The energy of one window, with everything that qualifies it: the one pipeline from a
+/// recording to joules, used by `llem measure` and by every experiment.
+#[derive(Clone, Debug)]
+pub struct WindowSummary {
+    /// Per-domain energy and its source.
+    pub energy: WindowEnergy,
+    /// Throttling per GPU inside the window.
+    pub throttle: Vec<Throttle>,
+    /// `max(0, total - baseline x duration)`, J; null without a baseline or without energy.
+    pub energy_adjusted_j: Option<f64>,
+    /// What weakens the figure: coverage and counter/power disagreement, then (when any
+    /// energy was measured) short windows, few samples, thermal drift, throttling.
+    pub warnings: Vec<String>,
+}
+
+/// Summarises the energy of `[start_s, end_s]` of a recording, adjusted by
+/// `baseline_power_w` when given.
+pub fn window(
+    t: &Telemetry,
+    start_s: f64,
+    end_s: f64,
+    baseline_power_w: Option<f64>,
+) -> WindowSummary {
+    let energy = t.energy(start_s, end_s);
+    let have_energy = !energy.domains.is_empty();
+    let throttle = throttling(t, start_s, end_s);
+    let mut warnings = energy.warnings.clone();
+    if have_energy {
+        warnings.extend(crate::quality::warnings(t, &energy, &throttle));
+    }
+    let duration = energy.duration_s().max(0.0);
+    WindowSummary {
+        energy_adjusted_j: baseline_power_w
+            .filter(|_| have_energy)
+            .map(|b| adjusted_energy_j(energy.total_j, b, duration)),
+        energy,
+        throttle,
+        warnings,
+    }
+}
+
 /// Summarises `[start_s, end_s]` of a recording.
 pub fn report(
     t: &Telemetry,
@@ -63,25 +104,23 @@ pub fn report(
     baseline: Option<BaselineOutcome>,
     carbon: Option<CarbonFactors>,
 ) -> EnergyReport {
-    let w = t.energy(start_s, end_s);
-    let throttle = throttling(t, start_s, end_s);
-    let warnings = crate::quality::warnings(t, &w, &throttle);
     let baseline_power_w = baseline.as_ref().map(|b| b.record.total_power_w);
+    let w = window(t, start_s, end_s, baseline_power_w);
+    let e = w.energy;
     EnergyReport {
-        duration_s: w.duration_s(),
-        total_energy_j: w.total_j,
-        energy_source: w.energy_source.map(|s| s.as_str()),
+        duration_s: e.duration_s(),
+        total_energy_j: e.total_j,
+        energy_source: e.energy_source.map(|s| s.as_str()),
         sampler: sampler.to_string(),
         interval_ms: t.stats.interval_s * 1000.0,
-        n_samples: w.domains.iter().map(|d| d.n_samples).min().unwrap_or(0),
-        energy_adjusted_j: baseline_power_w
-            .map(|b| adjusted_energy_j(w.total_j, b, w.duration_s())),
+        n_samples: e.domains.iter().map(|d| d.n_samples).min().unwrap_or(0),
+        energy_adjusted_j: w.energy_adjusted_j,
         baseline_power_w,
         baseline,
-        throttle,
-        co2_g: carbon.map(|c| co2_g(w.total_j, c)),
+        throttle: w.throttle,
+        co2_g: carbon.map(|c| co2_g(e.total_j, c)),
         carbon,
-        domains: w.domains,
-        warnings,
+        domains: e.domains,
+        warnings: w.warnings,
     }
 }

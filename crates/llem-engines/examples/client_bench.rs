@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use llem_config::ExperimentConfig;
 use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::{Prompt, PromptInput};
-use llem_engines::{ContextPlan, Engine, RequestSink, Workload};
+use llem_engines::{ContextPlan, Engine, RequestSink};
 use llem_results::{RequestRecord, stats};
 
 struct Sink {
@@ -79,7 +79,7 @@ fn main() {
         output_tokens: None,
         ignore_eos: false,
     };
-    let wl = Workload::new(&cfg, vec![prompt]);
+    let wl = llem_engines::registry::workload(&cfg, vec![prompt]);
     let plan = ContextPlan {
         slots: 1,
         tokens_per_slot: 1,

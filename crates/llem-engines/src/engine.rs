@@ -42,8 +42,6 @@ pub struct RunSummary {
     pub num_batches: u32,
     /// Mean sequences per batch.
     pub effective_batch_size: f64,
-    /// Configured sequences per batch.
-    pub configured_batch_size: u32,
     /// Idle decode slots / all decode slots (finished sequences waiting for their batch).
     pub padding_overhead: f64,
     /// Prompt tokens cut by `max_input_tokens`.

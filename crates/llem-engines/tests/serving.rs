@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use llem_config::ExperimentConfig;
 use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::{Prompt, PromptInput};
-use llem_engines::{ContextPlan, Engine, RequestSink, RunSummary, Workload};
+use llem_engines::{ContextPlan, Engine, RequestSink, RunSummary};
 use llem_results::RequestRecord;
 use support::fake_openai::{self, FakeConfig};
 
@@ -82,7 +82,7 @@ fn run(
         n_threads: 1,
     };
     let mut session = engine.open(plan).unwrap();
-    let wl = Workload::new(cfg, prompts);
+    let wl = llem_engines::registry::workload(cfg, prompts);
     let mut sink = Sink {
         epoch: Instant::now(),
         records: Vec::new(),
@@ -437,7 +437,7 @@ fn an_api_key_is_sent_and_a_wrong_one_fails_every_request() {
         ..FakeConfig::default()
     });
     let cfg = config(&url, serde_json::json!({}), 3);
-    let wl = Workload::new(&cfg, vec![prompt("k", false)]);
+    let wl = llem_engines::registry::workload(&cfg, vec![prompt("k", false)]);
     let plan = ContextPlan {
         slots: 1,
         tokens_per_slot: 1,
@@ -507,7 +507,8 @@ fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
     let log = dir.path().join("server.log");
     let engine = ServerEngine::start(&cfg, Some(dir.path().join("m.gguf")), log, opts).unwrap();
     let pid = engine.server_pid().unwrap();
-    let wl = Workload::new(&cfg, vec![prompt("boom", false), prompt("boom", false)]);
+    let wl =
+        llem_engines::registry::workload(&cfg, vec![prompt("boom", false), prompt("boom", false)]);
     let plan = ContextPlan {
         slots: 1,
         tokens_per_slot: 1,

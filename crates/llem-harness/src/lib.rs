@@ -18,4 +18,12 @@ pub use llem_results::stats;
 pub mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};
+
+/// What the CLI needs to know of engines, reached through the harness (the binary does not
+/// depend on `llem-engines`).
+pub mod engines {
+    pub use llem_engines::assets::{assets_dir, cache_dir, resolve_model};
+    pub use llem_engines::registry::availability;
+    pub use llem_engines::serving::find_llama_server;
+}
 pub use progress::{Event, Phase, Progress, Silent};

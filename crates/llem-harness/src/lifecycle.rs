@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use llem_config::{EnergySampler, Engine as EngineName, ExperimentConfig, RunnerKind};
+use llem_config::{EnergySampler, ExperimentConfig};
 use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
-use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
 use llem_engines::{
-    Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload, assets,
-    transformers,
+    Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload,
+    registry,
 };
 use llem_results::result::WarmupResult;
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
@@ -183,51 +182,7 @@ fn check(
     python: Option<&str>,
     probe_python: bool,
 ) -> Result<Option<PathBuf>, HarnessError> {
-    let runner = cfg.runner().map(|r| r.kind());
-    if cfg.engine == EngineName::Transformers {
-        let src = transformers::resolve_source(cfg, assets_dir).map_err(HarnessError::Config)?;
-        if runner == Some(RunnerKind::Docker) {
-            // The image brings its own Python; what this host needs is the docker CLI.
-            if llem_engines::serving::launch::which("docker").is_none() {
-                return Err(HarnessError::Config(
-                    "`runners: {transformers: docker}` needs the docker CLI on PATH".into(),
-                ));
-            }
-        } else if probe_python {
-            let python = transformers::python_for(python);
-            transformers::check_python(&python, src.gguf_file.is_some())
-                .map_err(HarnessError::Config)?;
-        }
-        return Ok(src.local.filter(|p| p.is_file()));
-    }
-    if cfg.is_served() {
-        let opts = ServeOptions::new(assets_dir.to_path_buf());
-        llem_engines::serving::check_launchable(cfg, &opts).map_err(HarnessError::Config)?;
-        if cfg.engine != EngineName::LlamaCpp || runner == Some(RunnerKind::External) {
-            return Ok(None);
-        }
-    } else if cfg.engine != EngineName::LlamaCpp
-        || runner.is_some_and(|k| k != RunnerKind::Embedded)
-    {
-        return Err(HarnessError::Config(format!(
-            "engine `{}` with runner `{}` cannot run in this llem build yet: the embedded \
-             llama.cpp engine and the serving engines (vllm, sglang, tensorrt, tgi, openai, \
-             llamacpp with runner local/docker/external) execute experiments",
-            cfg.engine,
-            cfg.runner()
-                .map_or_else(|| "none".to_string(), ToString::to_string)
-        )));
-    }
-    assets::resolve_model(&cfg.model, assets_dir)
-        .map(Some)
-        .ok_or_else(|| {
-            HarnessError::Config(format!(
-                "model `{}` not found: not a file, and not in the asset cache {} \
-                 (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
-                cfg.model,
-                assets_dir.display()
-            ))
-        })
+    registry::check_runnable(cfg, assets_dir, python, probe_python).map_err(HarnessError::Config)
 }
 
 fn preflight(
@@ -487,42 +442,18 @@ pub fn run_experiment(
     });
     let t_load = Instant::now();
     let rss_before = environment::rss_mib();
-    let engine: Box<dyn Engine> = if cfg.is_served() {
-        let mut opts = ServeOptions::new(req.cell_dir.clone());
-        opts.cancel = Some(req.cancel.clone());
-        // SGLang launches through Python too: the same interpreter setting applies.
-        opts.python = transformers::python_for(req.python.as_deref());
-        let log = req.cell_dir.join(artefacts::SERVER_LOG);
-        let server = ServerEngine::start_reporting(
-            cfg,
-            model_path.clone(),
-            log,
-            opts,
-            &mut |pgid, container| progress.event(Event::ServerStarted { pgid, container }),
-        )?;
-        Box::new(server)
-    } else if cfg.engine == EngineName::Transformers {
-        let mut opts = transformers::WorkerOptions::new(
-            transformers::python_for(req.python.as_deref()),
-            req.cell_dir.join(artefacts::WORKER_LOG),
-            req.assets_dir.clone(),
-        );
-        opts.cancel = Some(req.cancel.clone());
-        opts.model_cache_dir = req.model_cache_dir.clone();
-        let worker = transformers::TransformersEngine::start(cfg, &opts, &mut |pid, container| {
-            progress.event(Event::ServerStarted {
-                pgid: Some(pid),
-                container,
-            })
-        })?;
-        Box::new(worker)
-    } else {
-        let path = model_path
-            .as_ref()
-            .ok_or_else(|| HarnessError::Config(format!("model `{}` is not a file", cfg.model)))?;
-        llem_engines::load(cfg, path)?
+    let load_opts = registry::LoadOptions {
+        model_file: model_path.clone(),
+        work_dir: req.cell_dir.clone(),
+        assets_dir: req.assets_dir.clone(),
+        python: req.python.clone(),
+        model_cache_dir: req.model_cache_dir.clone(),
+        cancel: req.cancel.clone(),
     };
-    let plan = llem_engines::plan_for(cfg, engine.n_ctx_train());
+    let engine: Box<dyn Engine> = registry::load(cfg, &load_opts, &mut |pgid, container| {
+        progress.event(Event::ServerStarted { pgid, container })
+    })?;
+    let plan = registry::context_plan(cfg, engine.n_ctx_train());
     let mut session = engine.open(plan)?;
     let load_s = t_load.elapsed().as_secs_f64();
     let rss_after_load = environment::rss_mib();
@@ -544,7 +475,7 @@ pub fn run_experiment(
         ),
     });
 
-    let workload = Workload::new(cfg, data.prompts.clone());
+    let workload = registry::workload(cfg, data.prompts.clone());
     let mut warmup_result = warmup(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
 
     let floor = if cfg.warmup.enabled {
@@ -617,7 +548,7 @@ pub fn run_experiment(
     let end_unix = llem_results::time::unix_now_s();
 
     let served = cfg.is_served();
-    let target = (summary.configured_batch_size > 0).then_some(summary.configured_batch_size);
+    let target = registry::configured_batch_size(cfg);
     let chosen = crate::window::select(
         cfg,
         served,
@@ -661,6 +592,7 @@ pub fn run_experiment(
         methodology: chosen.methodology,
         steady_state: chosen.info.clone(),
         served,
+        configured_batch_size: target,
         start_unix,
         end_unix,
         baseline: baseline.as_ref(),

@@ -482,6 +482,10 @@ pub struct GpuUtilisationMetrics {
 /// Batch efficiency.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BatchEfficiencyMetrics {
+    /// The batch the cell was configured to run under, resolved once per cell: the embedded
+    /// engine's `batch_size`, the transformers rows per `generate()`, a server's
+    /// `traffic.max_concurrency` or batch-limit field (null: the server decided).
+    pub configured_batch_size: Option<u32>,
     /// Mean sequences per batch.
     pub effective_batch_size: Option<f64>,
     /// Effective / configured batch size.

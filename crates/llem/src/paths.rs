@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 /// `$XDG_CACHE_HOME/llem`, else `~/.cache/llem` (baseline cache).
 pub fn cache_dir() -> PathBuf {
-    llem_engines::assets::cache_dir()
+    llem_harness::engines::cache_dir()
 }
 
 /// The asset cache (`LLEM_ASSETS`, else `<cache>/assets`).
 pub fn assets_dir() -> PathBuf {
-    llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())
+    llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())
 }

@@ -134,10 +134,14 @@ impl Engine {
 
     /// True for engines that load Hugging Face weights and so honour `dtype`.
     pub fn uses_dtype(self) -> bool {
-        matches!(
-            self,
-            Engine::Transformers | Engine::Vllm | Engine::TensorRt | Engine::Sglang | Engine::Tgi
-        )
+        match self {
+            Engine::Transformers
+            | Engine::Vllm
+            | Engine::TensorRt
+            | Engine::Sglang
+            | Engine::Tgi => true,
+            Engine::LlamaCpp | Engine::OpenAi => false,
+        }
     }
 }
 

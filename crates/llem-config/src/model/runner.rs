@@ -55,7 +55,11 @@ impl RunnerSpec {
         match engine {
             Engine::LlamaCpp => Some(RunnerSpec::Embedded),
             Engine::OpenAi => None,
-            _ => Some(RunnerSpec::Local),
+            Engine::Transformers
+            | Engine::Vllm
+            | Engine::TensorRt
+            | Engine::Sglang
+            | Engine::Tgi => Some(RunnerSpec::Local),
         }
     }
 
@@ -65,7 +69,9 @@ impl RunnerSpec {
             (Engine::LlamaCpp, _) => true,
             (Engine::Transformers, k) => matches!(k, RunnerKind::Local | RunnerKind::Docker),
             (Engine::OpenAi, k) => k == RunnerKind::External,
-            (_, k) => k != RunnerKind::Embedded,
+            (Engine::Vllm | Engine::TensorRt | Engine::Sglang | Engine::Tgi, k) => {
+                k != RunnerKind::Embedded
+            }
         }
     }
 
@@ -74,7 +80,7 @@ impl RunnerSpec {
         match engine {
             Engine::Transformers => false,
             Engine::LlamaCpp => self.kind() != RunnerKind::Embedded,
-            _ => true,
+            Engine::Vllm | Engine::TensorRt | Engine::Sglang | Engine::Tgi | Engine::OpenAi => true,
         }
     }
 }

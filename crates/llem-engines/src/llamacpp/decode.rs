@@ -208,7 +208,6 @@ pub(super) fn run(
     let mut outputs: Vec<Vec<LlamaToken>> = vec![Vec::new(); prompts.len()];
     let mut summary = RunSummary {
         num_batches: u32::try_from(batches.len()).unwrap_or(u32::MAX),
-        configured_batch_size: wl.batching.batch_size,
         truncated_prompts: u32::try_from(prompts.iter().filter(|p| p.truncated).count())
             .unwrap_or(u32::MAX),
         ..RunSummary::default()
@@ -255,11 +254,7 @@ pub(super) fn run(
                 continue;
             }
             let room = (per_slot as usize - n_in) as u32;
-            let limit = prompt
-                .and_then(|p| p.output_tokens)
-                .or(wl.max_output_tokens)
-                .unwrap_or(room)
-                .min(room);
+            let limit = wl.output_limit_within(prompt, room);
             let ignore_eos = prompt.is_some_and(|p| p.ignore_eos);
             let never: &[LlamaToken] = if ignore_eos { &engine.eog } else { &[] };
             let mut s = sampler(

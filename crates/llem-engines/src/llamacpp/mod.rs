@@ -6,7 +6,10 @@
 
 mod decode;
 pub mod info;
+pub mod plan;
 mod prompt;
+
+pub use plan::plan_for_config;
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -17,7 +20,6 @@ use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::token::LlamaToken;
-use llem_config::ExperimentConfig;
 use llem_config::model::engines::LlamaCppConfig;
 use llem_config::model::engines::llamacpp::{FlashAttn, KvCacheType};
 
@@ -43,60 +45,6 @@ fn backend() -> Result<&'static LlamaBackend, EngineError> {
         .map_err(|e| EngineError::Load {
             model: String::new(),
             reason: format!("llama.cpp backend: {e}"),
-        })
-}
-
-/// Tokens a slot needs when the config leaves a limit open.
-const OPEN_INPUT_TOKENS: u32 = 2048;
-const OPEN_OUTPUT_TOKENS: u32 = 1024;
-
-/// The context plan for `cfg` on a model trained with `n_ctx_train` positions.
-pub fn plan_for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
-    let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
-    let slots = l.batch_size.max(1);
-    let input = cfg.max_input_tokens.unwrap_or(OPEN_INPUT_TOKENS);
-    let output = cfg.max_output_tokens.unwrap_or(OPEN_OUTPUT_TOKENS);
-    if let Some(s) = &cfg.dataset.synthetic
-        && cfg.dataset.source == "synthetic"
-    {
-        // Room for the long tail of drawn lengths (3 spreads above the mean).
-        let spread = if s.distribution == llem_config::LengthDistribution::Fixed {
-            0.0
-        } else {
-            s.spread
-        };
-        let hi = |m: u32| (f64::from(m) * (1.0 + 3.0 * spread)).ceil() as u32;
-        let input = hi(s.input_tokens).min(input);
-        let need = input.saturating_add(hi(s.output_tokens)).saturating_add(16);
-        return ContextPlan {
-            slots,
-            tokens_per_slot: need.min(n_ctx_train.max(1)),
-            n_threads: threads(&l),
-        };
-    }
-    let per_slot = match l.n_ctx {
-        Some(n) => (n / slots).max(1),
-        None => input
-            .saturating_add(output)
-            .saturating_add(16)
-            .min(n_ctx_train.max(1)),
-    };
-    ContextPlan {
-        slots,
-        tokens_per_slot: per_slot,
-        n_threads: threads(&l),
-    }
-}
-
-/// `n_threads`, else the CPUs this process may run on.
-fn threads(l: &LlamaCppConfig) -> i32 {
-    l.n_threads
-        .and_then(|n| i32::try_from(n).ok())
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .ok()
-                .and_then(|n| i32::try_from(n.get()).ok())
-                .unwrap_or(1)
         })
 }
 
@@ -390,36 +338,5 @@ impl Session for LlamaCppSession<'_> {
     }
     fn kv_cache_bytes(&self) -> Option<u64> {
         self.kv_bytes
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    fn cfg(v: serde_json::Value) -> ExperimentConfig {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn context_plans() {
-        let c =
-            cfg(serde_json::json!({"model": "m", "llamacpp": {"batch_size": 4, "n_threads": 3}}));
-        let p = plan_for_config(&c, 8192);
-        assert_eq!(
-            (p.slots, p.tokens_per_slot, p.n_threads),
-            (4, 256 + 256 + 16, 3)
-        );
-        // Capped by the training context.
-        assert_eq!(plan_for_config(&c, 300).tokens_per_slot, 300);
-        let c =
-            cfg(serde_json::json!({"model": "m", "llamacpp": {"batch_size": 4, "n_ctx": 1000}}));
-        assert_eq!(plan_for_config(&c, 8192).tokens_per_slot, 250);
-        let c = cfg(
-            serde_json::json!({"model": "m", "dataset": {"source": "synthetic",
-            "synthetic": {"input_tokens": 100, "output_tokens": 50, "distribution": "fixed"}}}),
-        );
-        assert_eq!(plan_for_config(&c, 8192).tokens_per_slot, 166);
     }
 }

@@ -16,7 +16,7 @@ use llem_results::{FinishReason, RequestRecord};
 use super::accounting::{self, ChunkObs, TimingMode};
 use super::chunk;
 use super::sse::SseFramer;
-use super::traffic::TrafficPlan;
+use crate::workload::traffic::TrafficPlan;
 
 /// Which endpoint a request goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,15 +59,16 @@ pub struct Prepared {
     pub api: Api,
     /// JSON body.
     pub body: Arc<Vec<u8>>,
-    /// Output limit, for sizing buffers.
-    pub max_tokens: u32,
+    /// Output limit (null: until end of sequence or the context's end), for sizing buffers.
+    pub max_tokens: Option<u32>,
 }
 
 /// Decoding fields of a request body.
 #[derive(Clone, Debug, Default)]
 pub struct BodyParams {
-    /// `max_tokens`.
-    pub max_tokens: u32,
+    /// `max_tokens`; left out of the body when null (the server then generates until end of
+    /// sequence or the context's end, as the embedded engines do).
+    pub max_tokens: Option<u32>,
     /// Standard sampling fields (`temperature`, `top_p`, `seed`).
     pub standard: Map<String, Value>,
     /// Engine extensions (`top_k`, `min_p`, `ignore_eos`, ...), sent only when set.
@@ -85,7 +86,9 @@ pub fn body(endpoint: &Endpoint, api: Api, text: &str, p: &BodyParams) -> Vec<u8
             json!([{"role": "user", "content": text}]),
         ),
     };
-    m.insert("max_tokens".into(), json!(p.max_tokens));
+    if let Some(n) = p.max_tokens {
+        m.insert("max_tokens".into(), json!(n));
+    }
     m.insert("stream".into(), Value::Bool(true));
     let mut so = Map::new();
     so.insert("include_usage".into(), Value::Bool(true));
@@ -247,7 +250,8 @@ async fn one(
 ) -> Finished {
     let submit_s = clock.now();
     let mut st = StreamState {
-        chunks: Vec::with_capacity(req.max_tokens as usize + 4),
+        // A capacity hint only: an open limit or a huge one does not reserve memory up front.
+        chunks: Vec::with_capacity(req.max_tokens.map_or(256, |n| n.min(4096) as usize) + 4),
         usage: (None, None),
         finish: None,
     };

@@ -75,42 +75,41 @@ pub enum Gauge {
     KvCacheUsage,
 }
 
-/// What `name` means to llem, for the engines it knows (vLLM v0 and v1, SGLang, llama.cpp,
-/// TGI). Values are normalised to fractions by [`normalise`].
+/// What `name` means to llem: a gauge some registered engine names in its spec (vLLM v0 and
+/// v1, SGLang, llama.cpp, TGI). Values are normalised to fractions by [`normalise`].
 pub fn gauge_of(name: &str) -> Option<Gauge> {
-    Some(match name {
-        "vllm:num_requests_running"
-        | "sglang:num_running_reqs"
-        | "llamacpp:requests_processing"
-        | "tgi_batch_current_size" => Gauge::Running,
-        "vllm:num_requests_waiting"
-        | "sglang:num_queue_reqs"
-        | "llamacpp:requests_deferred"
-        | "tgi_queue_size" => Gauge::Waiting,
-        "vllm:gpu_cache_usage_perc"
-        | "vllm:kv_cache_usage_perc"
-        | "sglang:token_usage"
-        | "llamacpp:kv_cache_usage_ratio" => Gauge::KvCacheUsage,
-        _ => return None,
+    let has = |names: &[&str]| names.contains(&name);
+    crate::registry::servers().find_map(|s| {
+        let m = &s.metrics;
+        if has(m.running) {
+            Some(Gauge::Running)
+        } else if has(m.waiting) {
+            Some(Gauge::Waiting)
+        } else if has(m.kv_cache_usage) {
+            Some(Gauge::KvCacheUsage)
+        } else {
+            None
+        }
     })
 }
 
-/// Prefix-cache counters (hits, queries) of vLLM v1, whose ratio over a window is the hit
-/// rate; `None` for other names.
+/// Prefix-cache counters, whose hits-to-queries ratio over a window is the hit rate:
+/// `Some(true)` for hits, `Some(false)` for queries, `None` for other names.
 pub fn prefix_cache_counter(name: &str) -> Option<bool> {
-    match name {
-        "vllm:prefix_cache_hits_total" | "vllm:prefix_cache_hits" => Some(true),
-        "vllm:prefix_cache_queries_total" | "vllm:prefix_cache_queries" => Some(false),
-        _ => None,
-    }
+    crate::registry::servers().find_map(|s| {
+        if s.metrics.prefix_cache_hits.contains(&name) {
+            Some(true)
+        } else if s.metrics.prefix_cache_queries.contains(&name) {
+            Some(false)
+        } else {
+            None
+        }
+    })
 }
 
 /// Prefix-cache hit-rate gauges (vLLM v0, SGLang), fraction 0-1.
 pub fn is_prefix_hit_rate_gauge(name: &str) -> bool {
-    matches!(
-        name,
-        "vllm:gpu_prefix_cache_hit_rate" | "sglang:cache_hit_rate"
-    )
+    crate::registry::servers().any(|s| s.metrics.prefix_hit_rate.contains(&name))
 }
 
 /// True for series llem does not keep: histogram buckets (hundreds per scrape, and the

@@ -168,6 +168,10 @@ fn worker_error(python: &str, f: &WorkerFailure) -> String {
 /// Temporary container names are unique per process and call.
 static CONTAINER_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// The image of `runners: {transformers: docker}` when `images:` names none: the one Hugging
+/// Face builds for its own GPU CI (torch, transformers, accelerate).
+pub const DEFAULT_IMAGE: &str = "huggingface/transformers-pytorch-gpu:latest";
+
 /// How `cfg`'s runner starts the worker: the local Python, or `python3` in a container
 /// (`runners: {transformers: docker}` or `docker:<image>`, else `images:`, else the default
 /// image) with the script, the model directory and the Hugging Face cache mounted.
@@ -186,8 +190,7 @@ pub fn launch_for(
     let image = image
         .clone()
         .or_else(|| cfg.images.get(&EngineName::Transformers).cloned())
-        .or_else(|| crate::serving::default_image(EngineName::Transformers).map(String::from))
-        .unwrap_or_default();
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
     let mounts = src
         .local
         .as_ref()
@@ -207,12 +210,12 @@ pub fn launch_for(
         image,
         name: format!("llem-transformers-{}-{n}", std::process::id()),
         mounts,
-        hf_cache: crate::serving::hf_cache(opts.model_cache_dir.as_ref()),
+        hf_cache: crate::launch::hf_cache(opts.model_cache_dir.as_ref()),
         // A host without NVIDIA's device nodes has no GPUs to hand over (and docker refuses
         // --gpus there).
         gpus: std::path::Path::new("/dev/nvidiactl")
             .exists()
-            .then(crate::serving::docker_gpus),
+            .then(crate::launch::docker_gpus),
         ranks,
     }
 }

@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 
 use super::protocol::{Event, Op};
 use crate::engine::EngineError;
-use crate::serving::launch::{log_tail, open_log, remove_container, wait_exit};
+use crate::launch::{log_tail, open_log, remove_container, wait_exit};
 
 /// The worker script, shipped inside the binary.
 pub const SCRIPT: &str = include_str!("worker.py");
@@ -154,7 +154,7 @@ impl Launch {
                 gpus,
                 ranks,
             } => {
-                let mut v = crate::serving::docker_run(
+                let mut v = crate::launch::docker_run(
                     docker,
                     name,
                     llem_config::Engine::Transformers,

@@ -117,12 +117,7 @@ impl TransformersSession<'_> {
                 let prompt = wl.prompts.get(i);
                 let input = lengths.get(i).copied().unwrap_or(0);
                 let room = self.engine.context_length.saturating_sub(input).max(1);
-                let limit = prompt
-                    .and_then(|p| p.output_tokens)
-                    .or(wl.max_output_tokens)
-                    .unwrap_or(room)
-                    .min(room)
-                    .max(1);
+                let limit = wl.output_limit_within(prompt, room).max(1);
                 RequestOp {
                     index: u32::try_from(i).unwrap_or(u32::MAX),
                     max_new_tokens: limit,
@@ -248,7 +243,6 @@ impl TransformersSession<'_> {
         let batches = batching::plan(&spec, lengths);
         let mut summary = RunSummary {
             num_batches: u32::try_from(batches.len()).unwrap_or(u32::MAX),
-            configured_batch_size: spec.batch_size,
             truncated_prompts: u32::try_from(prepared.truncated.iter().filter(|t| **t).count())
                 .unwrap_or(u32::MAX),
             latency_mode: Some(if e.stream {

@@ -3,10 +3,12 @@
 pub mod batching;
 pub mod dataset;
 pub mod sharegpt;
+pub mod traffic;
 
 use llem_config::{BatchingStrategy, ExperimentConfig};
 
 use crate::sampling::SamplingParams;
+use traffic::TrafficPlan;
 
 /// The text of a prompt.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,45 +72,19 @@ pub struct Workload {
     /// Output limit per request.
     pub max_output_tokens: Option<u32>,
     /// Arrival schedule (serving engines; null: the engine batches the prompts itself).
-    pub traffic: Option<crate::serving::traffic::TrafficPlan>,
+    pub traffic: Option<TrafficPlan>,
 }
 
 impl Workload {
-    /// The workload of `cfg` over `prompts`.
-    pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
-        let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
-        let served = cfg.is_served();
-        // A server batches by itself; "a batch" is then what it runs at once, which is what a
-        // warmup iteration sends.
-        let batching = if served {
-            BatchingSpec {
-                strategy: l.batching_strategy,
-                batch_size: crate::serving::target_concurrency(cfg).unwrap_or(8).max(1),
-                max_tokens_per_batch: l.max_tokens_per_batch,
-            }
-        } else if cfg.engine == llem_config::Engine::Transformers {
-            let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
-            BatchingSpec {
-                strategy: t.batching_strategy.unwrap_or(BatchingStrategy::Static),
-                batch_size: crate::transformers::batch_plan(cfg).1,
-                max_tokens_per_batch: t.max_tokens_per_batch,
-            }
-        } else {
-            BatchingSpec {
-                strategy: l.batching_strategy,
-                batch_size: l.batch_size.max(1),
-                max_tokens_per_batch: l.max_tokens_per_batch,
-            }
-        };
+    /// The workload of `cfg` over `prompts`, batched as `batching` says (the registry resolves
+    /// it per engine: [`crate::registry::batching`]).
+    pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>, batching: BatchingSpec) -> Workload {
         Workload {
             prompts,
             batching,
-            traffic: served.then(|| {
-                crate::serving::traffic::TrafficPlan::from_config(
-                    cfg.traffic.as_deref(),
-                    cfg.random_seed,
-                )
-            }),
+            traffic: cfg
+                .is_served()
+                .then(|| TrafficPlan::from_config(cfg.traffic.as_deref(), cfg.random_seed)),
             sampling: SamplingParams::from_config(cfg),
             max_input_tokens: cfg.max_input_tokens,
             max_output_tokens: cfg.max_output_tokens,
@@ -121,11 +97,23 @@ impl Workload {
         let n = u32::try_from(prompts.len()).unwrap_or(u32::MAX);
         Workload {
             prompts,
-            traffic: self
-                .traffic
-                .as_ref()
-                .map(|_| crate::serving::traffic::TrafficPlan::all_at_once(n)),
+            traffic: self.traffic.as_ref().map(|_| TrafficPlan::all_at_once(n)),
             ..self.clone()
         }
+    }
+
+    /// The output limit of `prompt`, the one rule every engine applies: the prompt's own
+    /// (synthetic lengths), else the workload's `max_output_tokens`; `None` means until end
+    /// of sequence or the end of the context.
+    pub fn output_limit(&self, prompt: Option<&Prompt>) -> Option<u32> {
+        prompt
+            .and_then(|p| p.output_tokens)
+            .or(self.max_output_tokens)
+    }
+
+    /// [`Workload::output_limit`] for an engine that knows the context left after the prompt
+    /// (`room` tokens): never past it.
+    pub fn output_limit_within(&self, prompt: Option<&Prompt>, room: u32) -> u32 {
+        self.output_limit(prompt).map_or(room, |n| n.min(room))
     }
 }

@@ -209,7 +209,12 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         measurement_warnings: warnings,
         warmup_excluded_samples: m.warmup.as_ref().map(|w| w.iterations_completed),
         reproducibility_notes: notes::reproducibility_notes(m, &sampler, interval_ms),
-        thermal_throttle: Some(energy::throttle_info(m.telemetry, t0, t1, &summary.throttle)),
+        thermal_throttle: Some(energy::throttle_info(
+            m.telemetry,
+            t0,
+            t1,
+            &summary.throttle,
+        )),
         warmup_result: m.warmup.clone(),
         start_time: llem_results::time::iso8601_utc(m.start_unix),
         end_time: llem_results::time::iso8601_utc(m.end_unix),

@@ -85,25 +85,22 @@ fn cfg_int(c: &Value, path: &[&str]) -> Option<i64> {
     path.iter().try_fold(c, |v, k| v.get(k))?.as_i64()
 }
 
-/// The batch limit a llem cell ran under: the measured window's target concurrency, the
-/// traffic cap, or the engine section's batch size / max sequences; else 1.
+/// The batch limit a llem cell ran under: the one its run resolved and wrote
+/// (`extended_metrics.batch.configured_batch_size`); else, for results written before that
+/// field existed, the window's target concurrency, the traffic cap, or the engine section's
+/// batch field as the typed config names it; else 1.
 fn max_num_seqs(r: &ExperimentResult, c: &Value) -> i64 {
     let engine = r.engine.as_str();
-    r.steady_state
-        .as_ref()
-        .and_then(|s| s.target_concurrency)
+    r.extended_metrics
+        .batch
+        .configured_batch_size
+        .or_else(|| r.steady_state.as_ref().and_then(|s| s.target_concurrency))
+        .or_else(|| r.traffic.as_ref().and_then(|t| t.max_concurrency))
         .map(i64::from)
-        .or_else(|| {
-            r.traffic
-                .as_ref()
-                .and_then(|t| t.max_concurrency)
-                .map(i64::from)
-        })
-        .or_else(|| cfg_int(c, &[engine, "max_num_seqs"]))
+        .or_else(|| cfg_int(c, &[engine, "engine", "max_num_seqs"]))
         .or_else(|| cfg_int(c, &[engine, "max_running_requests"]))
         .or_else(|| cfg_int(c, &[engine, "max_batch_size"]))
         .or_else(|| cfg_int(c, &[engine, "batch_size"]))
-        .or_else(|| cfg_int(c, &[engine, "n_parallel"]))
         .unwrap_or(1)
 }
 

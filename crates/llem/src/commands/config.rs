@@ -69,24 +69,6 @@ fn leaves(node: &Node, prefix: &str, out: &mut Vec<(String, String, Node)>) {
     }
 }
 
-/// Whether an engine can run here, in a few words.
-fn engine_state(e: Engine, python: Option<&str>) -> String {
-    match e {
-        Engine::LlamaCpp => "built in (llama.cpp through llama-cpp-2); llama-server when \
-                             served"
-            .into(),
-        Engine::Transformers => {
-            let py = llem_engines::transformers::python_for(python);
-            match llem_engines::transformers::check_python(&py, false) {
-                Ok(()) => format!("worker ready: {py} imports torch and transformers"),
-                Err(why) => format!("unavailable: {why}"),
-            }
-        }
-        Engine::OpenAi => "any OpenAI-compatible URL".into(),
-        _ => "launched as a server (local or docker) or reached at external:<url>".into(),
-    }
-}
-
 fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "llem {VERSION}");
@@ -132,7 +114,7 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
     for e in Engine::ALL {
         let runner = llem_config::RunnerSpec::default_for(*e)
             .map_or_else(|| "external:<url>".to_string(), |r| r.to_string());
-        let state = engine_state(*e, s.config.python.as_deref());
+        let state = llem_harness::engines::availability(*e, s.config.python.as_deref());
         let _ = writeln!(out, "  {:<13} {:<15} {state}", e.as_str(), runner);
     }
     let _ = writeln!(

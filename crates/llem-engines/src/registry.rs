@@ -1,0 +1,327 @@
+//! The engine registry: the one place that maps an engine name to what llem knows of it —
+//! where it runs (in-process, a Python worker, a server), its server spec, its batch, its
+//! context — and loads it. Every match over engine names here is exhaustive, so a new engine
+//! does not compile until each question has its answer.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use llem_config::{BatchingStrategy, Engine as EngineName, ExperimentConfig, RunnerKind};
+use llem_results::layout;
+
+use crate::engine::{ContextPlan, Engine, EngineError};
+use crate::serving::engines::{
+    LocalProgram, ServerSpec, llama_server, sglang, tensorrt, tgi, vllm,
+};
+use crate::serving::{ServeOptions, ServerEngine};
+use crate::workload::{BatchingSpec, Prompt, Workload};
+use crate::{assets, llamacpp, transformers};
+
+/// Where an engine's inference runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// In llem's own process (llama.cpp through llama-cpp-2).
+    Embedded,
+    /// In a Python worker llem drives over JSON lines (transformers).
+    Worker,
+    /// In a server reached over HTTP (launched by llem or external).
+    Server,
+}
+
+/// The server spec of `engine`, when llem can launch it as a server.
+pub fn server(engine: EngineName) -> Option<&'static ServerSpec> {
+    match engine {
+        EngineName::LlamaCpp => Some(&llama_server::SPEC),
+        EngineName::Vllm => Some(&vllm::SPEC),
+        EngineName::Sglang => Some(&sglang::SPEC),
+        EngineName::Tgi => Some(&tgi::SPEC),
+        EngineName::TensorRt => Some(&tensorrt::SPEC),
+        // Reached by URL only; the worker is no server.
+        EngineName::OpenAi | EngineName::Transformers => None,
+    }
+}
+
+/// Every server spec llem knows (the metric names of any of them may show up in a scrape).
+pub fn servers() -> impl Iterator<Item = &'static ServerSpec> {
+    EngineName::ALL.iter().filter_map(|e| server(*e))
+}
+
+/// Where `cfg`'s engine runs, given its runner.
+pub fn runtime(cfg: &ExperimentConfig) -> Runtime {
+    match cfg.engine {
+        EngineName::Transformers => Runtime::Worker,
+        EngineName::LlamaCpp if !cfg.is_served() => Runtime::Embedded,
+        EngineName::LlamaCpp
+        | EngineName::Vllm
+        | EngineName::Sglang
+        | EngineName::Tgi
+        | EngineName::TensorRt
+        | EngineName::OpenAi => Runtime::Server,
+    }
+}
+
+/// The container image of `engine` when `images:` names none.
+pub fn default_image(engine: EngineName) -> Option<&'static str> {
+    match engine {
+        EngineName::Transformers => Some(transformers::DEFAULT_IMAGE),
+        EngineName::LlamaCpp
+        | EngineName::Vllm
+        | EngineName::Sglang
+        | EngineName::Tgi
+        | EngineName::TensorRt
+        | EngineName::OpenAi => server(engine).map(|s| s.default_image),
+    }
+}
+
+/// The batch a cell runs under — the one resolution every reader uses (the window's target,
+/// batch utilisation, `result.json`'s `extended_metrics.batch.configured_batch_size`, the
+/// records' `max_num_seqs`): for a server, `traffic.max_concurrency`, else its batch limit
+/// field when the config sets one (null: the server decides); for the embedded engine its
+/// `batch_size`; for transformers the rows of one `generate()` (1 under latency profiling,
+/// which streams one request at a time).
+pub fn configured_batch_size(cfg: &ExperimentConfig) -> Option<u32> {
+    match runtime(cfg) {
+        Runtime::Server => cfg
+            .traffic
+            .as_deref()
+            .and_then(|t| t.max_concurrency)
+            .or_else(|| server(cfg.engine).and_then(|s| (s.batch_limit)(cfg))),
+        Runtime::Embedded => Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
+        Runtime::Worker => Some(transformers::batch_plan(cfg).1),
+    }
+}
+
+/// Requests a warmup iteration sends to a server whose batch the config leaves open.
+const OPEN_SERVER_BATCH: u32 = 8;
+
+/// How `cfg`'s prompts are grouped: the engine section's strategy and token budget, and the
+/// configured batch (a server batches by itself; "a batch" is then what it runs at once,
+/// which is what a warmup iteration sends).
+pub fn batching(cfg: &ExperimentConfig) -> BatchingSpec {
+    let batch_size = configured_batch_size(cfg).unwrap_or(OPEN_SERVER_BATCH);
+    match runtime(cfg) {
+        Runtime::Worker => {
+            let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
+            BatchingSpec {
+                strategy: t.batching_strategy.unwrap_or(BatchingStrategy::Static),
+                batch_size,
+                max_tokens_per_batch: t.max_tokens_per_batch,
+            }
+        }
+        Runtime::Embedded | Runtime::Server => {
+            let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+            BatchingSpec {
+                strategy: l.batching_strategy,
+                batch_size,
+                max_tokens_per_batch: l.max_tokens_per_batch,
+            }
+        }
+    }
+}
+
+/// The workload of `cfg` over `prompts`.
+pub fn workload(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
+    Workload::new(cfg, prompts, batching(cfg))
+}
+
+/// The session plan for `cfg` on a model trained with `n_ctx_train` positions.
+pub fn context_plan(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
+    let plan = llamacpp::plan_for_config(cfg, n_ctx_train);
+    match runtime(cfg) {
+        // The worker pads each batch to its longest prompt; "slots" are the batch's rows.
+        Runtime::Worker => ContextPlan {
+            slots: transformers::batch_plan(cfg).1,
+            ..plan
+        },
+        Runtime::Embedded | Runtime::Server => plan,
+    }
+}
+
+/// Whether `engine` can run here, in a few words (`llem config`).
+pub fn availability(engine: EngineName, python: Option<&str>) -> String {
+    match engine {
+        EngineName::LlamaCpp => {
+            "built in (llama.cpp through llama-cpp-2); llama-server when served".into()
+        }
+        EngineName::Transformers => {
+            let py = transformers::python_for(python);
+            match transformers::check_python(&py, false) {
+                Ok(()) => format!("worker ready: {py} imports torch and transformers"),
+                Err(why) => format!("unavailable: {why}"),
+            }
+        }
+        EngineName::OpenAi => "any OpenAI-compatible URL".into(),
+        EngineName::Vllm | EngineName::Sglang | EngineName::Tgi | EngineName::TensorRt => {
+            "launched as a server (local or docker) or reached at external:<url>".into()
+        }
+    }
+}
+
+/// Checks, loading nothing, that `cfg` can run here: engine and runner, model file, server
+/// CLI or docker, the worker's Python (when `probe_python`; it imports torch, seconds).
+/// Returns the model file when the engine reads one (llama.cpp, a GGUF for transformers).
+pub fn check_runnable(
+    cfg: &ExperimentConfig,
+    assets_dir: &Path,
+    python: Option<&str>,
+    probe_python: bool,
+) -> Result<Option<PathBuf>, String> {
+    let runner = cfg.runner().map(|r| r.kind());
+    match runtime(cfg) {
+        Runtime::Worker => {
+            let src = transformers::resolve_source(cfg, assets_dir)?;
+            if runner == Some(RunnerKind::Docker) {
+                // The image brings its own Python; what this host needs is the docker CLI.
+                if crate::launch::which("docker").is_none() {
+                    return Err(
+                        "`runners: {transformers: docker}` needs the docker CLI on PATH".into(),
+                    );
+                }
+            } else if probe_python {
+                let python = transformers::python_for(python);
+                transformers::check_python(&python, src.gguf_file.is_some())?;
+            }
+            return Ok(src.local.filter(|p| p.is_file()));
+        }
+        Runtime::Server => {
+            let opts = ServeOptions::new(assets_dir.to_path_buf());
+            crate::serving::check_launchable(cfg, &opts)?;
+            // Only a server that reads model files (llama-server) is handed one; the others
+            // load what `model` names.
+            let reads_files =
+                server(cfg.engine).is_some_and(|s| s.local == LocalProgram::LlamaServer);
+            if !reads_files || runner == Some(RunnerKind::External) {
+                return Ok(None);
+            }
+        }
+        Runtime::Embedded => {}
+    }
+    assets::resolve_model(&cfg.model, assets_dir)
+        .map(Some)
+        .ok_or_else(|| {
+            format!(
+                "model `{}` not found: not a file, and not in the asset cache {} \
+                 (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
+                cfg.model,
+                assets_dir.display()
+            )
+        })
+}
+
+/// What loading an engine needs beyond its config.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// The model file [`check_runnable`] found.
+    pub model_file: Option<PathBuf>,
+    /// The cell directory: server and worker logs and option files go there.
+    pub work_dir: PathBuf,
+    /// The asset cache.
+    pub assets_dir: PathBuf,
+    /// The user config's Python (`python:`, `LLEM_PYTHON`).
+    pub python: Option<String>,
+    /// The user config's Hugging Face cache (`output.model_cache_dir`).
+    pub model_cache_dir: Option<PathBuf>,
+    /// Set to give up (Ctrl-C during a long load).
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// Loads `cfg`'s engine: the model in-process, the worker, or the server (launched, or
+/// attached to). `on_launch` hears the process group and container of anything started
+/// outside llem as soon as it exists, so a supervisor can stop it if llem dies first.
+pub fn load(
+    cfg: &ExperimentConfig,
+    opts: &LoadOptions,
+    on_launch: &mut dyn FnMut(Option<u32>, Option<String>),
+) -> Result<Box<dyn Engine>, EngineError> {
+    match runtime(cfg) {
+        Runtime::Server => {
+            let mut serve = ServeOptions::new(opts.work_dir.clone());
+            serve.cancel = Some(opts.cancel.clone());
+            serve.model_cache_dir = opts.model_cache_dir.clone();
+            // SGLang launches through Python too: the same interpreter setting applies.
+            serve.python = transformers::python_for(opts.python.as_deref());
+            let log = opts.work_dir.join(layout::SERVER_LOG);
+            let server =
+                ServerEngine::start_reporting(cfg, opts.model_file.clone(), log, serve, on_launch)?;
+            Ok(Box::new(server))
+        }
+        Runtime::Worker => {
+            let mut worker = transformers::WorkerOptions::new(
+                transformers::python_for(opts.python.as_deref()),
+                opts.work_dir.join(layout::WORKER_LOG),
+                opts.assets_dir.clone(),
+            );
+            worker.cancel = Some(opts.cancel.clone());
+            worker.model_cache_dir = opts.model_cache_dir.clone();
+            let engine = transformers::TransformersEngine::start(cfg, &worker, &mut |pid, c| {
+                on_launch(Some(pid), c)
+            })?;
+            Ok(Box::new(engine))
+        }
+        Runtime::Embedded => {
+            let path = opts.model_file.as_ref().ok_or_else(|| {
+                EngineError::Config(format!("model `{}` is not a file", cfg.model))
+            })?;
+            let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+            Ok(Box::new(llamacpp::LlamaCppEngine::load(path, &settings)?))
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn cfg(v: Value) -> ExperimentConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn one_batch_per_cell_whatever_the_engine() {
+        let v = cfg(json!({"model": "m", "engine": "vllm", "runners": {"vllm": "local"}}));
+        assert_eq!(configured_batch_size(&v), None);
+        assert_eq!(batching(&v).batch_size, OPEN_SERVER_BATCH);
+        let t =
+            cfg(json!({"model": "m", "engine": "vllm", "vllm": {"engine": {"max_num_seqs": 32}}}));
+        assert_eq!(configured_batch_size(&t), Some(32));
+        let t = cfg(json!({"model": "m", "engine": "vllm", "traffic": {"max_concurrency": 8}}));
+        assert_eq!(configured_batch_size(&t), Some(8));
+        let l = cfg(json!({"model": "m.gguf", "llamacpp": {"batch_size": 4}}));
+        assert_eq!(
+            (runtime(&l), configured_batch_size(&l)),
+            (Runtime::Embedded, Some(4))
+        );
+        let s = cfg(
+            json!({"model": "m.gguf", "runners": {"llamacpp": "local"}, "llamacpp": {"batch_size": 3}}),
+        );
+        assert_eq!(
+            (runtime(&s), configured_batch_size(&s)),
+            (Runtime::Server, Some(3))
+        );
+        let tf = cfg(json!({"model": "m", "engine": "transformers",
+            "transformers": {"batch_size": 4}}));
+        assert_eq!(configured_batch_size(&tf), Some(4));
+        let profiled = cfg(json!({"model": "m", "engine": "transformers",
+            "transformers": {"batch_size": 4}, "measurement": {"latency_profiling": true}}));
+        assert_eq!(configured_batch_size(&profiled), Some(1));
+        let o = cfg(json!({"model": "m", "engine": "openai",
+            "runners": {"openai": "external:http://127.0.0.1:9"}}));
+        assert_eq!(configured_batch_size(&o), None);
+    }
+
+    #[test]
+    fn every_server_engine_has_a_spec_and_an_image() {
+        for e in EngineName::ALL {
+            let spec = server(*e);
+            assert_eq!(
+                spec.is_some(),
+                !matches!(e, EngineName::OpenAi | EngineName::Transformers)
+            );
+            assert_eq!(default_image(*e).is_some(), *e != EngineName::OpenAi, "{e}");
+        }
+        assert_eq!(servers().count(), 5);
+    }
+}

@@ -1,0 +1,78 @@
+//! llama.cpp's `llama-server`, sized like the embedded engine (`llamacpp:` section).
+
+use llem_config::ExperimentConfig;
+
+use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::llamacpp::plan_for_config;
+
+/// llama-server's launch, metrics and batch limit.
+pub static SPEC: ServerSpec = ServerSpec {
+    local: LocalProgram::LlamaServer,
+    install_hint: "run scripts/build-llama-server.sh",
+    container_entry: &[],
+    default_image: "ghcr.io/ggml-org/llama.cpp:server",
+    container_port: 8080,
+    health_path: "/health",
+    continuous_usage: false,
+    truncates_prompts: false,
+    metrics: MetricNames {
+        running: &["llamacpp:requests_processing"],
+        waiting: &["llamacpp:requests_deferred"],
+        kv_cache_usage: &["llamacpp:kv_cache_usage_ratio"],
+        prefix_cache_hits: &[],
+        prefix_cache_queries: &[],
+        prefix_hit_rate: &[],
+    },
+    // Its slots (`-np`): the section's batch size, which the config always holds.
+    batch_limit: |cfg| Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
+    args,
+    request_fields: super::no_request_fields,
+    // A CPU run (no layers offloaded) asks Docker for no GPU.
+    wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
+};
+
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+    let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+    if l.batching_strategy != llem_config::BatchingStrategy::Static {
+        return Err(format!(
+            "llamacpp.batching_strategy `{}` applies to the embedded engine only; llama-server \
+             batches continuously (set traffic: to shape the load)",
+            l.batching_strategy
+        ));
+    }
+    // llama-server's context is shared by its slots, as llamacpp.n_ctx is: the same total
+    // the embedded engine would allocate.
+    let plan = plan_for_config(cfg, u32::MAX);
+    let mut args: Vec<String> = vec!["-m".into(), at.model.into(), "--host".into()];
+    args.extend([at.host.into(), "--port".into(), at.port.to_string()]);
+    args.extend(["--metrics".into(), "--no-webui".into()]);
+    args.extend(["-np".into(), plan.slots.to_string()]);
+    // Unless n_ctx says otherwise, a margin over the embedded engine's sizing: the server
+    // tokenises text llem only estimated (synthetic prompts), and a request that does not fit
+    // fails instead of being cut.
+    let per_slot = match l.n_ctx {
+        Some(_) => plan.tokens_per_slot,
+        None => plan
+            .tokens_per_slot
+            .saturating_add(plan.tokens_per_slot / 4 + 32),
+    };
+    args.extend(["-c".into(), plan.slots.saturating_mul(per_slot).to_string()]);
+    args.extend(["--seed".into(), cfg.random_seed.to_string()]);
+    if let Some(t) = l.n_threads {
+        args.extend(["-t".into(), t.to_string()]);
+    }
+    if let Some(b) = l.max_tokens_per_batch {
+        args.extend(["-b".into(), b.to_string()]);
+    }
+    args.extend(["-ngl".into(), l.n_gpu_layers.to_string()]);
+    args.extend(["-fa".into(), l.flash_attn.to_string()]);
+    args.extend(["-ctk".into(), l.kv_cache_type.to_string()]);
+    args.extend(["-ctv".into(), l.kv_cache_type.to_string()]);
+    if !l.use_mmap {
+        args.push("--no-mmap".into());
+    }
+    Ok(ServerArgs {
+        args,
+        extra_options: None,
+    })
+}

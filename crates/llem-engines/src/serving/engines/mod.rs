@@ -1,0 +1,114 @@
+//! The serving engines llem can launch, one file each: the CLI and its flag table, the default
+//! image and container port, readiness, the Prometheus series llem reads, and which config
+//! field is the engine's batch limit. [`crate::registry`] maps an engine name to its spec.
+
+pub mod llama_server;
+pub mod sglang;
+pub mod tensorrt;
+pub mod tgi;
+pub mod vllm;
+
+use serde_json::{Map, Value};
+
+use llem_config::ExperimentConfig;
+
+/// What a local run starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalProgram {
+    /// A program on `PATH` and its leading arguments (`["vllm", "serve"]`).
+    Cli(&'static [&'static str]),
+    /// A Python module, run by the configured interpreter (`python -m sglang.launch_server`).
+    PythonModule(&'static str),
+    /// `llama-server`, found by [`crate::serving::find_llama_server`].
+    LlamaServer,
+}
+
+/// The Prometheus series of an engine that llem reads (every other series is kept as is).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MetricNames {
+    /// Gauges of the sequences being decoded (the batch in flight).
+    pub running: &'static [&'static str],
+    /// Gauges of the requests queued.
+    pub waiting: &'static [&'static str],
+    /// Gauges of the KV cache in use, fraction 0-1.
+    pub kv_cache_usage: &'static [&'static str],
+    /// Counters of prefix-cache hits (their ratio to queries over a window is the hit rate).
+    pub prefix_cache_hits: &'static [&'static str],
+    /// Counters of prefix-cache queries.
+    pub prefix_cache_queries: &'static [&'static str],
+    /// Gauges of the prefix-cache hit rate, fraction 0-1.
+    pub prefix_hit_rate: &'static [&'static str],
+}
+
+/// Where a launched server listens and what it serves.
+#[derive(Clone, Copy, Debug)]
+pub struct Listen<'a> {
+    /// The model argument: a hub id, a directory or a GGUF path, as the server reads it.
+    pub model: &'a str,
+    /// Interface to bind.
+    pub host: &'a str,
+    /// Port to bind.
+    pub port: u16,
+}
+
+/// The engine-specific part of a server's command line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerArgs {
+    /// Everything after the program, model and port included.
+    pub args: Vec<String>,
+    /// An options file passed by path: its flag and contents (TensorRT-LLM).
+    pub extra_options: Option<(String, Value)>,
+}
+
+/// One serving engine: how it is launched, reached and read.
+#[derive(Debug)]
+pub struct ServerSpec {
+    /// What a local run starts.
+    pub local: LocalProgram,
+    /// How to install it, for the error when it is missing.
+    pub install_hint: &'static str,
+    /// What follows the image in `docker run` when the image's entrypoint is not the server.
+    pub container_entry: &'static [&'static str],
+    /// The container image used when `images:` names none.
+    pub default_image: &'static str,
+    /// The port the server listens on inside that image.
+    pub container_port: u16,
+    /// The endpoint that answers 200 once the model is loaded.
+    pub health_path: &'static str,
+    /// Reports usage in every streamed chunk when asked (`continuous_usage_stats`).
+    pub continuous_usage: bool,
+    /// Cuts prompts to `max_input_tokens` itself, per request.
+    pub truncates_prompts: bool,
+    /// Its Prometheus series.
+    pub metrics: MetricNames,
+    /// The config field that caps how many requests it runs at once, when the config sets it.
+    pub batch_limit: fn(&ExperimentConfig) -> Option<u32>,
+    /// The engine-specific command line for `cfg` listening on `listen`.
+    pub args: fn(&ExperimentConfig, &Listen<'_>) -> Result<ServerArgs, String>,
+    /// Per-request fields of the engine's config section, beyond the standard sampling ones.
+    pub request_fields: fn(&ExperimentConfig) -> Map<String, Value>,
+    /// True when its container needs GPUs for `cfg`.
+    pub wants_gpus: fn(&ExperimentConfig) -> bool,
+}
+
+/// For engines whose server always runs on GPUs.
+pub(crate) fn always(_: &ExperimentConfig) -> bool {
+    true
+}
+
+/// For engines that take no per-request fields from their section.
+pub(crate) fn no_request_fields(_: &ExperimentConfig) -> Map<String, Value> {
+    Map::new()
+}
+
+/// The non-null fields of a serialised config section, `max_tokens` aside (the output limit
+/// has one owner: the workload).
+pub(crate) fn request_section<T: serde::Serialize>(section: Option<&T>) -> Map<String, Value> {
+    match section.and_then(|s| serde_json::to_value(s).ok()) {
+        Some(Value::Object(m)) => m
+            .into_iter()
+            .filter(|(k, v)| !v.is_null() && k != "max_tokens")
+            .collect(),
+        _ => Map::new(),
+    }
+}

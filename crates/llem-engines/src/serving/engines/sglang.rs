@@ -1,0 +1,86 @@
+//! SGLang: `python -m sglang.launch_server`.
+
+use llem_config::ExperimentConfig;
+
+use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::serving::flags::{Flag, Flag::*, append, to_value};
+
+/// SGLang's launch, metrics and batch limit.
+pub static SPEC: ServerSpec = ServerSpec {
+    local: LocalProgram::PythonModule("sglang.launch_server"),
+    install_hint: "pip install \"sglang[all]\"",
+    container_entry: &["python3", "-m", "sglang.launch_server"],
+    default_image: "lmsysorg/sglang:v0.5.3-cu126",
+    container_port: 30000,
+    health_path: "/health",
+    continuous_usage: true,
+    truncates_prompts: false,
+    metrics: MetricNames {
+        running: &["sglang:num_running_reqs"],
+        waiting: &["sglang:num_queue_reqs"],
+        kv_cache_usage: &["sglang:token_usage"],
+        prefix_cache_hits: &[],
+        prefix_cache_queries: &[],
+        prefix_hit_rate: &["sglang:cache_hit_rate"],
+    },
+    batch_limit: |cfg| cfg.sglang.as_deref().and_then(|s| s.max_running_requests),
+    args,
+    request_fields: super::no_request_fields,
+    wants_gpus: super::always,
+};
+
+/// `sglang.*` → `sglang.launch_server` flags.
+const FLAGS: &[(&str, Flag)] = &[
+    ("tp_size", Val("--tp-size")),
+    ("dp_size", Val("--dp-size")),
+    ("mem_fraction_static", Val("--mem-fraction-static")),
+    ("max_running_requests", Val("--max-running-requests")),
+    ("max_total_tokens", Val("--max-total-tokens")),
+    ("chunked_prefill_size", Val("--chunked-prefill-size")),
+    ("max_prefill_tokens", Val("--max-prefill-tokens")),
+    ("schedule_policy", Val("--schedule-policy")),
+    (
+        "schedule_conservativeness",
+        Val("--schedule-conservativeness"),
+    ),
+    ("attention_backend", Val("--attention-backend")),
+    ("sampling_backend", Val("--sampling-backend")),
+    ("quantization", Val("--quantization")),
+    ("kv_cache_dtype", Val("--kv-cache-dtype")),
+    ("context_length", Val("--context-length")),
+    ("disable_radix_cache", Switch("--disable-radix-cache")),
+    ("enable_torch_compile", Switch("--enable-torch-compile")),
+    ("torch_compile_max_bs", Val("--torch-compile-max-bs")),
+    ("disable_cuda_graph", Switch("--disable-cuda-graph")),
+    ("cuda_graph_max_bs", Val("--cuda-graph-max-bs")),
+    ("enable_mixed_chunk", Switch("--enable-mixed-chunk")),
+    ("stream_interval", Val("--stream-interval")),
+    ("speculative_algorithm", Val("--speculative-algorithm")),
+    (
+        "speculative_draft_model_path",
+        Val("--speculative-draft-model-path"),
+    ),
+    ("speculative_num_steps", Val("--speculative-num-steps")),
+    ("speculative_eagle_topk", Val("--speculative-eagle-topk")),
+    (
+        "speculative_num_draft_tokens",
+        Val("--speculative-num-draft-tokens"),
+    ),
+];
+
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+    let mut args: Vec<String> = vec!["--model-path".into(), at.model.into()];
+    args.extend(["--host".into(), at.host.into()]);
+    args.extend(["--port".into(), at.port.to_string()]);
+    args.extend(["--random-seed".into(), cfg.random_seed.to_string()]);
+    args.push("--enable-metrics".into());
+    if let Some(d) = cfg.dtype {
+        args.extend(["--dtype".into(), d.to_string()]);
+    }
+    let section = to_value(cfg.sglang.as_deref())?;
+    append(&mut args, "sglang", section, FLAGS, &mut None)?;
+    Ok(ServerArgs {
+        args,
+        extra_options: None,
+    })
+}

@@ -1,0 +1,145 @@
+//! vLLM: `vllm serve` and its OpenAI-compatible server.
+
+use serde_json::{Map, Value, json};
+
+use llem_config::ExperimentConfig;
+
+use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::serving::flags::{Flag, Flag::*, append, to_value};
+
+/// vLLM's launch, metrics and batch limit.
+pub static SPEC: ServerSpec = ServerSpec {
+    local: LocalProgram::Cli(&["vllm", "serve"]),
+    install_hint: "pip install vllm",
+    container_entry: &[],
+    default_image: "vllm/vllm-openai:v0.11.0",
+    container_port: 8000,
+    health_path: "/health",
+    continuous_usage: true,
+    truncates_prompts: true,
+    metrics: MetricNames {
+        running: &["vllm:num_requests_running"],
+        waiting: &["vllm:num_requests_waiting"],
+        // v0, then v1.
+        kv_cache_usage: &["vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"],
+        prefix_cache_hits: &["vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"],
+        prefix_cache_queries: &[
+            "vllm:prefix_cache_queries_total",
+            "vllm:prefix_cache_queries",
+        ],
+        prefix_hit_rate: &["vllm:gpu_prefix_cache_hit_rate"],
+    },
+    batch_limit,
+    args,
+    request_fields,
+    wants_gpus: super::always,
+};
+
+/// `vllm.engine.*` → `vllm serve` flags.
+const FLAGS: &[(&str, Flag)] = &[
+    ("gpu_memory_utilization", Val("--gpu-memory-utilization")),
+    ("swap_space", Val("--swap-space")),
+    ("cpu_offload_gb", Val("--cpu-offload-gb")),
+    ("block_size", Val("--block-size")),
+    ("kv_cache_dtype", Val("--kv-cache-dtype")),
+    ("enforce_eager", Switch("--enforce-eager")),
+    (
+        "enable_chunked_prefill",
+        Pair("--enable-chunked-prefill", "--no-enable-chunked-prefill"),
+    ),
+    ("max_num_seqs", Val("--max-num-seqs")),
+    ("max_num_batched_tokens", Val("--max-num-batched-tokens")),
+    ("max_model_len", Val("--max-model-len")),
+    ("tensor_parallel_size", Val("--tensor-parallel-size")),
+    ("pipeline_parallel_size", Val("--pipeline-parallel-size")),
+    (
+        "enable_prefix_caching",
+        Pair("--enable-prefix-caching", "--no-enable-prefix-caching"),
+    ),
+    ("quantization", Val("--quantization")),
+    ("num_scheduler_steps", Val("--num-scheduler-steps")),
+    ("max_seq_len_to_capture", Val("--max-seq-len-to-capture")),
+    (
+        "distributed_executor_backend",
+        Val("--distributed-executor-backend"),
+    ),
+    ("speculative_config", Json("--speculative-config")),
+    ("offload_group_size", Val("--offload-group-size")),
+    ("offload_num_in_group", Val("--offload-num-in-group")),
+    ("offload_prefetch_step", Val("--offload-prefetch-step")),
+    ("offload_params", List("--offload-params")),
+    (
+        "disable_custom_all_reduce",
+        Switch("--disable-custom-all-reduce"),
+    ),
+    ("kv_cache_memory_bytes", Val("--kv-cache-memory-bytes")),
+    ("compilation_config", Json("--compilation-config")),
+    ("attention", Json("--attention-config")),
+];
+
+fn batch_limit(cfg: &ExperimentConfig) -> Option<u32> {
+    cfg.vllm
+        .as_deref()
+        .and_then(|v| v.engine.as_ref())
+        .and_then(|e| e.max_num_seqs)
+}
+
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+    let mut args: Vec<String> = vec![at.model.into(), "--host".into(), at.host.into()];
+    args.extend(["--port".into(), at.port.to_string()]);
+    args.extend(["--seed".into(), cfg.random_seed.to_string()]);
+    if let Some(d) = cfg.dtype {
+        args.extend(["--dtype".into(), d.to_string()]);
+    }
+    let engine = cfg.vllm.as_deref().and_then(|v| v.engine.as_ref());
+    append(
+        &mut args,
+        "vllm.engine",
+        to_value(engine)?,
+        FLAGS,
+        &mut None,
+    )?;
+    Ok(ServerArgs {
+        args,
+        extra_options: None,
+    })
+}
+
+/// `vllm.sampling.*` and `vllm.beam_search` go with every request.
+fn request_fields(cfg: &ExperimentConfig) -> Map<String, Value> {
+    let section = cfg.vllm.as_deref();
+    let mut out = super::request_section(section.and_then(|v| v.sampling.as_ref()));
+    if let Some(b) = section.and_then(|v| v.beam_search.as_ref()) {
+        out.insert("use_beam_search".into(), Value::Bool(true));
+        if let Some(w) = b.beam_width {
+            out.insert("best_of".into(), json!(w));
+        }
+        if let Some(l) = b.length_penalty {
+            out.insert("length_penalty".into(), json!(l));
+        }
+        if let Some(e) = b.early_stopping {
+            out.insert("early_stopping".into(), json!(e));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_table_entries_are_errors() {
+        let mut args = Vec::new();
+        let e = append(
+            &mut args,
+            "vllm.engine",
+            serde_json::json!({"bogus": 1}),
+            FLAGS,
+            &mut None,
+        )
+        .unwrap_err();
+        assert!(e.contains("vllm.engine.bogus"), "{e}");
+    }
+}

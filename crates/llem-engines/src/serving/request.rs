@@ -1,0 +1,109 @@
+//! The request bodies of a serving run: standard OpenAI fields, the engine's extensions and
+//! its section's per-request fields, one body per prompt, serialised before the first send.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::client::{self, Api, BodyParams, Endpoint, Prepared};
+use super::engines::ServerSpec;
+use crate::workload::{Prompt, PromptInput, Workload};
+
+/// Every request of `workload`, ready to send to `endpoint`.
+pub(super) fn prepare(
+    endpoint: &Endpoint,
+    spec: Option<&ServerSpec>,
+    cfg: &llem_config::ExperimentConfig,
+    workload: &Workload,
+) -> Vec<Prepared> {
+    let section = spec.map(|s| (s.request_fields)(cfg)).unwrap_or_default();
+    workload
+        .prompts
+        .iter()
+        .map(|p| {
+            let params = body_params(workload, p, &section);
+            let (api, text) = match &p.input {
+                PromptInput::Text { text, chat: true } => (Api::Chat, text.clone()),
+                PromptInput::Text { text, chat: false } => (Api::Completions, text.clone()),
+                PromptInput::Tokens { n_tokens, seed } => {
+                    (Api::Completions, synthetic_text(*n_tokens, *seed))
+                }
+            };
+            Prepared {
+                api,
+                body: Arc::new(client::body(endpoint, api, &text, &params)),
+                max_tokens: params.max_tokens,
+            }
+        })
+        .collect()
+}
+
+/// The decoding fields of one request: the workload's sampling, then the engine section's
+/// per-request fields over them.
+fn body_params(workload: &Workload, prompt: &Prompt, section: &Map<String, Value>) -> BodyParams {
+    let s = &workload.sampling;
+    let mut standard = Map::new();
+    if s.greedy {
+        standard.insert("temperature".into(), json!(0.0));
+    } else {
+        standard.insert("temperature".into(), json!(s.temperature));
+        if s.top_p < 1.0 {
+            standard.insert("top_p".into(), json!(s.top_p));
+        }
+    }
+    standard.insert("seed".into(), json!(s.seed));
+    let mut extended = Map::new();
+    if !s.greedy && s.top_k > 0 {
+        extended.insert("top_k".into(), json!(s.top_k));
+    }
+    if let Some(p) = s.min_p.filter(|_| !s.greedy) {
+        extended.insert("min_p".into(), json!(p));
+    }
+    if (s.repetition_penalty - 1.0).abs() > f64::EPSILON {
+        extended.insert("repetition_penalty".into(), json!(s.repetition_penalty));
+    }
+    if let Some(m) = s.min_new_tokens {
+        extended.insert("min_tokens".into(), json!(m));
+    }
+    if prompt.ignore_eos {
+        extended.insert("ignore_eos".into(), Value::Bool(true));
+    }
+    extended.extend(section.iter().map(|(k, v)| (k.clone(), v.clone())));
+    BodyParams {
+        max_tokens: workload.output_limit(Some(prompt)),
+        standard,
+        extended,
+    }
+}
+
+/// A prompt of about `n` tokens for a server whose vocabulary llem does not hold: common
+/// words that are one token each in the usual BPE vocabularies. The server's usage gives the
+/// exact count.
+fn synthetic_text(n: u32, seed: u64) -> String {
+    const WORDS: &[&str] = &[
+        " the", " of", " and", " to", " in", " is", " that", " for", " it", " as", " with", " was",
+        " on", " be", " at", " by", " this", " had", " not", " are", " but", " from", " or",
+        " have", " an", " they", " which", " one", " you", " were",
+    ];
+    let mut rng = llem_config::rng::SplitMix64::new(seed);
+    let mut s = String::with_capacity(n as usize * 5);
+    for _ in 0..n {
+        let i = rng.below(WORDS.len() as u64) as usize;
+        s.push_str(WORDS.get(i).copied().unwrap_or(" the"));
+    }
+    s
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn synthetic_text_is_seeded_and_sized() {
+        let a = synthetic_text(50, 1);
+        assert_eq!(a, synthetic_text(50, 1));
+        assert_ne!(a, synthetic_text(50, 2));
+        assert_eq!(a.split_whitespace().count(), 50);
+    }
+}

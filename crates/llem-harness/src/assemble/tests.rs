@@ -1,0 +1,289 @@
+//! `assemble::result` on hand-made inputs: a telemetry recording written sample by sample,
+//! request records with known token times, and the figures worked out by hand.
+
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::float_cmp)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use llem_config::ExperimentConfig;
+use llem_energy::baseline::{BaselineOrigin, BaselineOutcome, BaselineRecord};
+use llem_energy::telemetry::{SamplerStats, Series};
+use llem_energy::{Domain, DomainKind, Reading, SensorEnv, SensorKind, Telemetry};
+use llem_engines::{EngineInfo, ModelInfo, RunSummary};
+use llem_results::{FinishReason, RequestRecord};
+
+use super::{HostMemory, Measured, result};
+use crate::lifecycle::ExperimentRequest;
+
+/// A CPU package whose counter rises 10 J every second, sampled every 0.5 s over [0, 10] s.
+fn package_at_10_w() -> Telemetry {
+    let domain = Domain {
+        name: "package-0".into(),
+        kind: DomainKind::CpuPackage,
+        index: 0,
+        device: "test".into(),
+    };
+    let mut s = Series::new(domain, SensorKind::Rapl, true, false);
+    for i in 0..=20 {
+        let t = f64::from(i) * 0.5;
+        s.push(
+            t,
+            &Reading {
+                energy_j: Some(t * 10.0),
+                ..Reading::default()
+            },
+        );
+    }
+    Telemetry {
+        series: vec![s],
+        stats: SamplerStats {
+            interval_s: 0.5,
+            ..SamplerStats::default()
+        },
+        start_s: 0.0,
+        end_s: 10.0,
+    }
+}
+
+/// `n` requests of 10 input tokens, each streaming one token per second from `first` on.
+fn records(n: u32, tokens: u32, first: f64) -> Vec<RequestRecord> {
+    (0..n)
+        .map(|i| {
+            let times: Vec<f64> = (0..tokens).map(|k| first + f64::from(k)).collect();
+            RequestRecord {
+                request_id: i,
+                batch_index: Some(0),
+                input_tokens: 10,
+                output_tokens: tokens,
+                reference_output_tokens: None,
+                scheduled_s: None,
+                submit_s: 0.0,
+                first_token_s: times.first().copied(),
+                end_s: times.last().copied().unwrap_or(first),
+                success: true,
+                error: None,
+                finish_reason: FinishReason::Length,
+                token_times_s: times,
+            }
+        })
+        .collect()
+}
+
+fn config() -> ExperimentConfig {
+    serde_json::from_value(serde_json::json!({"model": "m.gguf", "llamacpp": {"batch_size": 4}}))
+        .unwrap()
+}
+
+fn request(cfg: &ExperimentConfig) -> ExperimentRequest<'_> {
+    ExperimentRequest {
+        config: cfg,
+        config_hash: "abc",
+        experiment_id: "exp".into(),
+        cell_dir: PathBuf::from("/nonexistent"),
+        assets_dir: PathBuf::from("/nonexistent"),
+        cache_dir: PathBuf::from("/nonexistent"),
+        sensor_env: SensorEnv::from_process(None),
+        sampling_interval: Duration::from_millis(100),
+        llem_version: "0.0.0",
+        git_commit: None,
+        cancel: Arc::new(AtomicBool::new(false)),
+        python: None,
+        model_cache_dir: None,
+        runnable_checked: true,
+    }
+}
+
+fn baseline(watts: f64) -> BaselineOutcome {
+    BaselineOutcome {
+        record: BaselineRecord {
+            power_w: BTreeMap::new(),
+            total_power_w: watts,
+            duration_s: 30.0,
+            n_samples: 300,
+            measured_at_unix_s: 0.0,
+            host: "h".into(),
+            sampler: "rapl".into(),
+            devices: Vec::new(),
+            uses_since_check: 0,
+        },
+        origin: BaselineOrigin::Fresh,
+        spot_check: None,
+        age_s: None,
+    }
+}
+
+/// The inputs every case shares; each case overrides what it is about.
+struct Inputs {
+    engine: EngineInfo,
+    model: ModelInfo,
+    summary: RunSummary,
+}
+
+impl Inputs {
+    fn new() -> Inputs {
+        Inputs {
+            engine: EngineInfo {
+                name: "llamacpp",
+                version: None,
+                system_info: None,
+            },
+            model: ModelInfo::default(),
+            summary: RunSummary {
+                num_batches: 1,
+                effective_batch_size: 2.0,
+                ..RunSummary::default()
+            },
+        }
+    }
+
+    fn measured<'a>(
+        &'a self,
+        req: &'a ExperimentRequest<'a>,
+        records: &'a [RequestRecord],
+        telemetry: &'a Telemetry,
+        baseline: Option<&'a BaselineOutcome>,
+    ) -> Measured<'a> {
+        Measured {
+            request: req,
+            engine: &self.engine,
+            model: &self.model,
+            records,
+            summary: &self.summary,
+            telemetry,
+            window: (0.0, 10.0),
+            workload_span: (0.0, 10.0),
+            methodology: "total",
+            steady_state: None,
+            served: false,
+            configured_batch_size: Some(4),
+            start_unix: 1000.0,
+            end_unix: 1012.0,
+            baseline,
+            warmup: None,
+            warnings: vec!["from the lifecycle".into()],
+            sensors: vec!["package-0: test".into()],
+            gpus: Vec::new(),
+            gpu_driver: None,
+            load_s: 0.5,
+            memory: HostMemory::default(),
+            process_cpu_s: Some(5.0),
+        }
+    }
+}
+
+#[test]
+fn energy_tokens_and_rates_of_a_whole_run() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = package_at_10_w();
+    let base = baseline(5.0);
+    let r = result(&inputs.measured(&req, &recs, &tel, Some(&base)));
+    // 10 W for 10 s; 4 requests x 5 tokens.
+    assert!(
+        (r.total_energy_j - 100.0).abs() < 1e-9,
+        "{}",
+        r.total_energy_j
+    );
+    assert_eq!((r.total_input_tokens, r.total_output_tokens), (40, 20));
+    assert_eq!(r.avg_tokens_per_second, 2.0);
+    assert_eq!(r.avg_total_tokens_per_second, 6.0);
+    assert!((r.tokens_per_joule - 0.2).abs() < 1e-12);
+    assert!((r.mj_per_tok_total.unwrap() - 5000.0).abs() < 1e-6);
+    // Baseline 5 W over 10 s leaves 50 J.
+    assert!((r.energy_adjusted_j.unwrap() - 50.0).abs() < 1e-9);
+    assert!((r.mj_per_tok_adjusted.unwrap() - 2500.0).abs() < 1e-6);
+    assert_eq!(r.energy_source.as_deref(), Some("counter"));
+    let b = r.energy_breakdown.as_ref().unwrap();
+    assert_eq!(b.baseline_method.as_deref(), Some("validated (measured)"));
+    assert_eq!(b.domains.len(), 1);
+    assert_eq!(b.domains[0].kind, "cpu_package");
+    assert_eq!(r.process_results[0].cpu_energy_j, r.total_energy_j);
+    assert_eq!(r.energy_per_device_j, None, "no GPU was measured");
+    // The configured batch is written and utilisation is measured against it.
+    let batch = &r.extended_metrics.batch;
+    assert_eq!(batch.configured_batch_size, Some(4));
+    assert_eq!(batch.batch_utilisation, Some(0.5));
+    assert_eq!(
+        r.extended_metrics.gpu_utilisation.process_cpu_pct,
+        Some(50.0)
+    );
+    assert_eq!(r.environment.sampling_interval_ms, 500.0);
+    assert_eq!(r.measurement_warnings[0], "from the lifecycle");
+    assert_eq!(r.duration_sec, 12.0);
+}
+
+#[test]
+fn a_sub_window_counts_the_tokens_that_arrived_inside_it() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    // Tokens at 1, 2, ..., 8 s.
+    let recs = records(2, 8, 1.0);
+    let tel = package_at_10_w();
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.window = (2.5, 6.5);
+    m.methodology = "steady_state";
+    let r = result(&m);
+    // Tokens at 3, 4, 5, 6 s of both requests; their first tokens (1 s) are outside.
+    assert_eq!((r.total_input_tokens, r.total_output_tokens), (0, 8));
+    assert!(
+        (r.total_energy_j - 40.0).abs() < 1e-9,
+        "{}",
+        r.total_energy_j
+    );
+    assert_eq!(r.steady_state_window, Some([2.5, 6.5]));
+    assert_eq!(r.avg_tokens_per_second, 2.0);
+    assert_eq!(r.energy_adjusted_j, None, "no baseline");
+}
+
+#[test]
+fn without_energy_the_per_token_figures_are_null_not_zero() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(1, 4, 1.0);
+    let tel = Telemetry::default();
+    let base = baseline(5.0);
+    let r = result(&inputs.measured(&req, &recs, &tel, Some(&base)));
+    assert_eq!(r.total_energy_j, 0.0);
+    assert_eq!(r.mj_per_tok_total, None);
+    assert_eq!(
+        r.energy_adjusted_j, None,
+        "a baseline adjusts nothing without energy"
+    );
+    assert_eq!(r.mj_per_tok_adjusted, None);
+    assert_eq!(r.extended_metrics.token_efficiency_index, None);
+    assert_eq!(r.energy_source, None);
+    // The sampling interval falls back to the one asked for.
+    assert_eq!(r.environment.sampling_interval_ms, 100.0);
+}
+
+#[test]
+fn a_server_with_an_open_batch_has_no_utilisation() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(3, 4, 1.0);
+    let tel = package_at_10_w();
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.served = true;
+    m.configured_batch_size = None;
+    let r = result(&m);
+    let batch = &r.extended_metrics.batch;
+    assert_eq!(batch.configured_batch_size, None);
+    assert_eq!(batch.batch_utilisation, None);
+    assert_eq!((batch.num_batches, batch.padding_overhead), (None, None));
+    // Three requests decoding from 1 s to 4 s of a 10 s window: 0.9 on average.
+    assert!((batch.effective_batch_size.unwrap() - 0.9).abs() < 1e-9);
+    assert_eq!(
+        r.extended_metrics.memory.memory_source.as_deref(),
+        Some("none"),
+        "llem's own memory says nothing about a server's"
+    );
+}
