@@ -21,20 +21,25 @@ pub(crate) fn parquet_error(path: &Path, message: String) -> ResultsError {
     }
 }
 
+/// zstd compression and `metadata` as key/value pairs: how llem writes every Parquet file.
+fn properties(metadata: &[(&str, String)]) -> WriterProperties {
+    let kv: Vec<KeyValue> = metadata
+        .iter()
+        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
+        .collect();
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_key_value_metadata(Some(kv))
+        .build()
+}
+
 /// Writes `batch` to `path` atomically, zstd-compressed, with `metadata` as key/value pairs.
 pub(crate) fn write_batch(
     path: &Path,
     batch: &RecordBatch,
     metadata: &[(&str, String)],
 ) -> Result<(), ResultsError> {
-    let kv: Vec<KeyValue> = metadata
-        .iter()
-        .map(|(k, v)| KeyValue::new((*k).to_string(), v.clone()))
-        .collect();
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_key_value_metadata(Some(kv))
-        .build();
+    let props = properties(metadata);
     write_atomic_with(path, |file| {
         let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props))
             .map_err(std::io::Error::other)?;
@@ -42,6 +47,17 @@ pub(crate) fn write_batch(
         w.close().map_err(std::io::Error::other)?;
         Ok(())
     })
+}
+
+/// The bytes of a Parquet file holding `batch`, written as [`write_batch`] writes them.
+pub(crate) fn encode_batch(
+    batch: &RecordBatch,
+    metadata: &[(&str, String)],
+) -> Result<Vec<u8>, String> {
+    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties(metadata)))
+        .map_err(|e| e.to_string())?;
+    w.write(batch).map_err(|e| e.to_string())?;
+    w.into_inner().map_err(|e| e.to_string())
 }
 
 /// Opens `path` for reading record batches.

@@ -19,6 +19,7 @@ pub mod raw_tree;
 pub mod run;
 pub mod runs;
 pub mod stability;
+pub mod table;
 
 use std::path::{Path, PathBuf};
 

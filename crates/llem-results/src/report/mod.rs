@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::records::compare::{self, Configuration, METRICS};
-use crate::records::export::short_number;
 use crate::records::extract::power_trace;
+use crate::records::table::short_number;
 use crate::records::{LlmRun, Runs};
 use svg::{Chart, Point, Series, Style, esc};
 

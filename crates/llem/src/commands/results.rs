@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use llem_results::records::compare::{self, METRICS};
-use llem_results::records::export::{self, fit_table, short_number};
+use llem_results::records::export::{self, Exporter};
 use llem_results::records::runs::Condition;
+use llem_results::records::table::{fit_table, short_number};
 use llem_results::records::{FieldValue, LlmRun, RecordsError, Runs, load_any};
 use llem_results::{MetricStatistics, layout};
 
@@ -405,28 +406,26 @@ fn export_runs(
     format: ExportFormat,
     output: Option<&Path>,
 ) -> Result<(), RecordsError> {
+    let exporter: Box<dyn Exporter> = match format {
+        ExportFormat::Csv => export::Format::Csv,
+        ExportFormat::Json => export::Format::Json,
+        ExportFormat::Markdown => export::Format::Markdown,
+        ExportFormat::Parquet => export::Format::Parquet,
+    }
+    .exporter();
+    if exporter.is_binary() && output.is_none() {
+        return Err(RecordsError::Usage(
+            "--format parquet needs -o FILE (Parquet is binary)".into(),
+        ));
+    }
     let runs = load(dir, false)?;
-    let text = match format {
-        ExportFormat::Parquet => {
-            let out = output.ok_or_else(|| {
-                RecordsError::Usage("--format parquet needs -o FILE (Parquet is binary)".into())
-            })?;
-            runs.write_parquet(out, None)?;
-            eprintln!("wrote {} runs to {}", runs.len(), out.display());
-            return Ok(());
-        }
-        ExportFormat::Csv => export::to_csv(&runs),
-        ExportFormat::Json => {
-            serde_json::to_string_pretty(&export::to_json(&runs)).unwrap_or_default() + "\n"
-        }
-        ExportFormat::Markdown => export::to_markdown(&runs),
-    };
+    let bytes = exporter.serialize(&runs)?;
     match output {
         Some(p) => {
-            llem_results::write_atomic(p, text.as_bytes())?;
+            llem_results::write_atomic(p, &bytes)?;
             eprintln!("wrote {} runs to {}", runs.len(), p.display());
         }
-        None => out!("{text}"),
+        None => out!("{}", String::from_utf8_lossy(&bytes)),
     }
     Ok(())
 }
