@@ -74,3 +74,24 @@ pub fn process_cpu_s() -> Option<f64> {
 pub fn cpu_count() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// This machine now, for a study session's `environment.json`: `devices` are what cells are
+/// scheduled on; the version and commit are llem's build.
+pub fn snapshot(
+    devices: &[String],
+    llem_version: &str,
+    git_commit: Option<&str>,
+) -> llem_results::EnvironmentSnapshot {
+    llem_results::EnvironmentSnapshot {
+        captured_at: llem_results::time::iso8601_utc(llem_results::time::unix_now_s()),
+        host: hostname(),
+        os: os(),
+        cpu_model: cpu_model(),
+        cpu_count: cpu_count(),
+        memory_total_mib: memory_total_mib(),
+        devices: devices.to_vec(),
+        cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+        llem_version: llem_version.to_string(),
+        git_commit: git_commit.map(String::from),
+    }
+}

@@ -6,15 +6,14 @@
 //! latency statistics, extended metrics, warnings) and writes the cell's artefacts. It does
 //! not schedule experiments.
 
-pub use llem_results::layout as artefacts;
 pub mod assemble;
+pub mod command;
 pub mod environment;
 pub mod flops;
 pub mod goodput;
 pub mod latency;
 pub mod lifecycle;
 pub mod progress;
-pub use llem_results::stats;
 pub mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};

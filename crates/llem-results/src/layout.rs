@@ -30,6 +30,12 @@ pub fn cell_dir_name(index: usize, cycle: u32, model: &str, engine: &str, hash: 
     format!("{index:03}_c{cycle}_{}-{engine}_{hash}", model_slug(model))
 }
 
+/// `experiment_id` of a cell, single runs and study cells alike: `<study directory
+/// name>_<NNN>_c<cycle>`, unique within a results directory.
+pub fn experiment_id(study_dir_name: &str, index: usize, cycle: u32) -> String {
+    format!("{study_dir_name}_{index:03}_c{cycle}")
+}
+
 /// `<results>/<name>_<UTC stamp>`.
 pub fn study_dir(results: &Path, name: &str, stamp: &str) -> PathBuf {
     results.join(format!("{}_{stamp}", slug(name)))

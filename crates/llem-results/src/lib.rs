@@ -12,6 +12,7 @@ pub mod report;
 pub mod requests;
 pub mod result;
 pub mod server_metrics;
+pub mod snapshot;
 pub mod stats;
 pub mod study_result;
 pub mod time;
@@ -22,6 +23,7 @@ pub use manifest::{CellStatus, Manifest, ManifestEntry, StudyStatus, StudySummar
 pub use requests::{FinishReason, RequestRecord, read_requests, write_requests};
 pub use result::ExperimentResult;
 pub use server_metrics::{MetricSample, read_server_metrics, write_server_metrics};
+pub use snapshot::EnvironmentSnapshot;
 pub use study_result::{ConfigurationStatistics, MetricStatistics, NamedStatistics, StudyResult};
 pub use timeseries::{TimeseriesColumns, read_timeseries, write_timeseries};
 

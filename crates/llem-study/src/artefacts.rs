@@ -72,7 +72,7 @@ fn create(dir: &Path) -> Result<(), StudyError> {
 pub fn write_new(
     dir: &Path,
     plan: &StudyPlan,
-    environment: &serde_json::Value,
+    environment: &llem_results::EnvironmentSnapshot,
 ) -> Result<(), StudyError> {
     create(dir)?;
     if let Some(src) = &plan.source {
@@ -94,7 +94,7 @@ pub fn write_new(
 pub fn write_resumed(
     dir: &Path,
     stamp: &str,
-    environment: &serde_json::Value,
+    environment: &llem_results::EnvironmentSnapshot,
 ) -> Result<(), StudyError> {
     create(dir)?;
     let name = format!("environment_resumed_{stamp}.json");

@@ -9,12 +9,13 @@
 
 pub mod artefacts;
 pub mod breaker;
+pub mod child;
+pub mod cycle_stats;
 pub mod locks;
 pub mod protocol;
 pub mod resume;
 pub mod runner;
 pub mod schedule;
-pub mod stats;
 pub mod supervise;
 
 use std::path::PathBuf;

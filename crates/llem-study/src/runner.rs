@@ -19,7 +19,7 @@ use crate::breaker::{CircuitBreaker, Verdict};
 use crate::locks::{self, DeviceLocks, Holder};
 use crate::protocol::{CellMessage, CellSpec};
 use crate::supervise::{self, CellEnd, CellLimits, Launcher, StopCause, StopRequest};
-use crate::{StudyError, artefacts, resume, stats};
+use crate::{StudyError, artefacts, cycle_stats, resume};
 
 /// Which study directory to use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct StudyOptions {
     /// llem version for the manifest.
     pub llem_version: String,
     /// Environment snapshot for `_study-artefacts/`.
-    pub environment: serde_json::Value,
+    pub environment: llem_results::EnvironmentSnapshot,
     /// Host name, for the manifest and the lock holder.
     pub host: String,
     /// Ctrl-C / SIGTERM count: 1 stops after terminating the current cell, 2 kills it at once.
@@ -706,7 +706,7 @@ fn run_one(
     let spec = CellSpec {
         config: pc.config.clone(),
         config_hash: entry.config_hash.clone(),
-        experiment_id: format!("{study_stamp}_{:03}_c{}", entry.index, entry.cycle),
+        experiment_id: layout::experiment_id(study_stamp, entry.index, entry.cycle),
         cell_dir: cell.clone(),
         baseline_cache_dir: artefacts_dir.to_path_buf(),
         sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
@@ -902,7 +902,7 @@ fn assemble(plan: &StudyPlan, dir: &Path, manifest: &mut Manifest) -> StudyResul
         if results.is_empty() {
             continue;
         }
-        let (s, warnings) = stats::configuration_statistics(
+        let (s, warnings) = cycle_stats::configuration_statistics(
             &hash,
             &label_of(pc),
             plan.execution.n_cycles,

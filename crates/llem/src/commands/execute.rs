@@ -6,8 +6,9 @@ use std::sync::atomic::AtomicBool;
 
 use llem_config::StudyPlan;
 use llem_energy::SensorEnv;
-use llem_harness::{ExperimentRequest, HarnessError, artefacts};
+use llem_harness::{ExperimentRequest, HarnessError};
 use llem_results::ExperimentResult;
+use llem_results::layout;
 
 use crate::cli::RunArgs;
 use crate::exit;
@@ -118,6 +119,46 @@ pub fn model_cache_dir(u: &llem_config::user_config::UserConfig) -> Option<PathB
     }
 }
 
+/// The cell an experiment request is for.
+pub struct CellTarget<'a> {
+    /// The resolved config.
+    pub config: &'a llem_config::ExperimentConfig,
+    /// Its `measurement_config_hash`.
+    pub config_hash: &'a str,
+    /// `experiment_id` for the result.
+    pub experiment_id: String,
+    /// The cell directory.
+    pub cell_dir: PathBuf,
+}
+
+/// The one way this binary builds an [`ExperimentRequest`], for `llem run` of one experiment
+/// and for a study's cell process alike: this machine's sensors, assets and user config.
+pub fn experiment_request(
+    cell: CellTarget<'_>,
+    baseline_cache_dir: PathBuf,
+    sampling_interval: std::time::Duration,
+    cancel: Arc<AtomicBool>,
+    runnable_checked: bool,
+) -> ExperimentRequest<'_> {
+    let user = user_config();
+    ExperimentRequest {
+        config: cell.config,
+        config_hash: cell.config_hash,
+        experiment_id: cell.experiment_id,
+        cell_dir: cell.cell_dir,
+        assets_dir: crate::paths::assets_dir(),
+        cache_dir: baseline_cache_dir,
+        sensor_env: SensorEnv::from_process(user.measurement.cpu_tdp_w),
+        sampling_interval,
+        llem_version: env!("CARGO_PKG_VERSION"),
+        git_commit: Some(env!("LLEM_GIT_COMMIT")),
+        cancel,
+        python: user.python.clone(),
+        model_cache_dir: model_cache_dir(&user),
+        runnable_checked,
+    }
+}
+
 /// Removes directories this run created but left empty (a failed or cancelled run).
 fn remove_if_empty(dirs: &[&Path]) {
     for d in dirs {
@@ -152,41 +193,32 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     let hash = pc.digest.short();
     let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
     let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
-    let study_dir = artefacts::study_dir(&results, &plan.study_name, &stamp);
-    let cell_dir = study_dir.join(artefacts::cell_dir_name(
+    let study_dir = layout::study_dir(&results, &plan.study_name, &stamp);
+    let cell_dir = study_dir.join(layout::cell_dir_name(
         run.index,
         run.cycle,
         &cfg.model,
         cfg.engine.as_str(),
         &hash,
     ));
-    let compact = stamp.replace(['-', 'T'], "");
-    let experiment_id = format!(
-        "{}_{}_{}",
-        artefacts::model_slug(&cfg.model),
-        compact.get(..8).unwrap_or(&compact),
-        compact.get(8..).unwrap_or("")
+    let study_name = study_dir.file_name().map_or_else(
+        || plan.study_name.clone(),
+        |n| n.to_string_lossy().into_owned(),
     );
-
+    let experiment_id = layout::experiment_id(&study_name, run.index, run.cycle);
     let cancel = cancel_on_signals();
-    let user = user_config();
-    let cpu_tdp = user.measurement.cpu_tdp_w;
-    let request = ExperimentRequest {
-        config: cfg,
-        config_hash: &hash,
-        experiment_id,
-        cell_dir: cell_dir.clone(),
-        assets_dir: crate::paths::assets_dir(),
-        cache_dir: crate::paths::cache_dir(),
-        sensor_env: SensorEnv::from_process(cpu_tdp),
-        sampling_interval: args.interval,
-        llem_version: env!("CARGO_PKG_VERSION"),
-        git_commit: Some(env!("LLEM_GIT_COMMIT")),
-        cancel: cancel.clone(),
-        python: user.python.clone(),
-        model_cache_dir: model_cache_dir(&user),
-        runnable_checked: false,
-    };
+    let request = experiment_request(
+        CellTarget {
+            config: cfg,
+            config_hash: &hash,
+            experiment_id,
+            cell_dir: cell_dir.clone(),
+        },
+        crate::paths::cache_dir(),
+        args.interval,
+        cancel.clone(),
+        false,
+    );
     for w in &pc.warnings {
         eprintln!("llem: warning: {w}");
     }

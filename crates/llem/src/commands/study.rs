@@ -60,22 +60,6 @@ pub fn lock_resources() -> Vec<String> {
     }
 }
 
-fn environment_snapshot(resources: &[String]) -> serde_json::Value {
-    use llem_harness::environment as env;
-    serde_json::json!({
-        "captured_at": llem_results::time::iso8601_utc(llem_results::time::unix_now_s()),
-        "host": env::hostname(),
-        "os": env::os(),
-        "cpu_model": env::cpu_model(),
-        "cpu_count": env::cpu_count(),
-        "memory_total_mib": env::memory_total_mib(),
-        "devices": resources,
-        "cuda_visible_devices": std::env::var("CUDA_VISIBLE_DEVICES").ok(),
-        "llem_version": env!("CARGO_PKG_VERSION"),
-        "git_commit": env!("LLEM_GIT_COMMIT"),
-    })
-}
-
 /// Applies `--fail-fast`, `--no-circuit-breaker` and `--timeout` to the plan's execution block.
 pub fn apply_overrides(plan: &mut StudyPlan, args: &RunArgs) {
     let x = &mut plan.execution;
@@ -141,7 +125,11 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         results_dir: plan.output_dir.clone().into(),
         resume,
         lock_dir: (!args.no_lock).then(|| crate::paths::cache_dir().join("locks")),
-        environment: environment_snapshot(&resources),
+        environment: llem_harness::environment::snapshot(
+            &resources,
+            env!("CARGO_PKG_VERSION"),
+            Some(env!("LLEM_GIT_COMMIT")),
+        ),
         host: llem_harness::environment::hostname(),
         lock_resources: resources,
         no_gaps: args.no_gaps,
