@@ -17,7 +17,7 @@ pub struct Slot {
 }
 
 /// The runs of `k` configurations over `n_cycles`, in execution order.
-pub fn schedule(k: usize, n_cycles: u32, order: ExperimentOrder, seed: u64) -> Vec<Slot> {
+pub fn execution_order(k: usize, n_cycles: u32, order: ExperimentOrder, seed: u64) -> Vec<Slot> {
     let mut out = Vec::with_capacity(k.saturating_mul(n_cycles as usize));
     match order {
         ExperimentOrder::Sequential => {
@@ -104,7 +104,10 @@ mod tests {
     use super::*;
 
     fn orders(k: usize, n: u32, o: ExperimentOrder) -> Vec<usize> {
-        schedule(k, n, o, 42).iter().map(|s| s.config).collect()
+        execution_order(k, n, o, 42)
+            .iter()
+            .map(|s| s.config)
+            .collect()
     }
 
     #[test]
@@ -118,7 +121,7 @@ mod tests {
             [0, 1, 0, 1, 0, 1]
         );
         assert_eq!(orders(2, 3, ExperimentOrder::Reverse), [0, 1, 1, 0, 0, 1]);
-        let cycles: Vec<u32> = schedule(2, 3, ExperimentOrder::Sequential, 0)
+        let cycles: Vec<u32> = execution_order(2, 3, ExperimentOrder::Sequential, 0)
             .iter()
             .map(|s| s.cycle)
             .collect();
@@ -127,7 +130,7 @@ mod tests {
 
     #[test]
     fn shuffle_is_a_permutation_per_cycle() {
-        let s = schedule(5, 4, ExperimentOrder::Shuffle, 9);
+        let s = execution_order(5, 4, ExperimentOrder::Shuffle, 9);
         for c in 0..4u32 {
             let mut cycle: Vec<usize> = s
                 .iter()

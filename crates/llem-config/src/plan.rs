@@ -18,7 +18,7 @@ use crate::model::{
     Engine, ExperimentConfig, ExperimentOrder, Preset, StudyExecution, StudyExecutionConfig,
     execution,
 };
-use crate::order::{schedule, williams_row_count};
+use crate::order::{execution_order, williams_row_count};
 use crate::schema::{Violation, experiment_rules, study_execution_rules};
 use crate::source::{SourceKind, SourceMap, Span};
 use crate::sweep::{self, Point};
@@ -603,7 +603,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
             .map_or_else(|| design.seed(), |s| s as u64)
     });
     let k = configs.len();
-    let runs: Vec<PlannedRun> = schedule(
+    let runs: Vec<PlannedRun> = execution_order(
         k,
         execution.n_cycles,
         execution.experiment_order,

@@ -9,7 +9,7 @@
 mod common;
 
 use common::{Files, env, plan_with};
-use llem_config::order::{schedule, williams_row_count};
+use llem_config::order::{execution_order, williams_row_count};
 use llem_config::{ExperimentOrder, Overrides};
 use proptest::prelude::*;
 
@@ -168,7 +168,7 @@ proptest! {
     #[test]
     fn latin_square_balances_carryover_over_whole_sets_of_rows(k in 1usize..16, sets in 1u32..3) {
         let rows = williams_row_count(k) as u32;
-        let runs = schedule(k, rows * sets, ExperimentOrder::LatinSquare, 0);
+        let runs = execution_order(k, rows * sets, ExperimentOrder::LatinSquare, 0);
         let per = if k % 2 == 0 { sets as usize } else { 2 * sets as usize };
         let mut follows = vec![vec![0usize; k]; k];
         let mut first = vec![0usize; k];

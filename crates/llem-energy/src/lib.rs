@@ -4,21 +4,21 @@
 //! ([`meter::Meter`]) into compact columns ([`telemetry::Telemetry`]), from which the energy
 //! of any time window is computed (counter differences interpolated at the edges, else
 //! trapezoid-integrated power, both where both exist). Baseline, throttle detection, quality
-//! warnings and carbon complete a [`report::EnergyReport`]. Nothing here knows about LLMs.
+//! warnings and carbon complete a [`summary::EnergyReport`]. Nothing here knows about LLMs.
 
 pub mod baseline;
 pub mod meter;
 pub mod quality;
-pub mod report;
 pub mod select;
 pub mod sensor;
 pub mod sensors;
+pub mod summary;
 pub mod telemetry;
 pub mod throttle;
 pub mod value_file;
 
 pub use meter::{Meter, MeterConfig};
-pub use report::{CarbonFactors, EnergyReport, WindowSummary, report, window};
 pub use select::{SensorEnv, select};
 pub use sensor::{Domain, DomainKind, EnergySource, Reading, Sensor, SensorKind};
+pub use summary::{CarbonFactors, EnergyReport, WindowSummary, summarise, window};
 pub use telemetry::{Telemetry, WindowEnergy};

@@ -95,8 +95,8 @@ pub fn window(
     }
 }
 
-/// Summarises `[start_s, end_s]` of a recording.
-pub fn report(
+/// Summarises `[start_s, end_s]` of a recording: the report `llem measure` prints and writes.
+pub fn summarise(
     t: &Telemetry,
     start_s: f64,
     end_s: f64,

@@ -4,7 +4,7 @@
 use llem_results::RequestRecord;
 use llem_results::result::{LatencyStatistics, RequestLatencyMetrics};
 
-use crate::stats::{mean, percentile, sorted};
+use llem_results::stats::{mean, percentile, sorted};
 
 /// Inter-token intervals of every request, all and trimmed (the first and last interval of
 /// each request dropped when it has at least three; shorter requests contribute none to the

@@ -18,8 +18,9 @@ use llem_results::result::WarmupResult;
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
 use crate::assemble::{self, Measured};
+use crate::environment;
 use crate::progress::{Event, Phase, Progress};
-use crate::{artefacts, environment, stats};
+use llem_results::{layout, stats};
 
 /// The methodology's recommended minimum thermal floor, s.
 pub const RECOMMENDED_THERMAL_FLOOR_S: f64 = 30.0;
@@ -201,7 +202,7 @@ fn preflight(
         cfg.random_seed,
         &req.assets_dir,
     )?;
-    if req.cell_dir.join(artefacts::RESULT).exists() {
+    if req.cell_dir.join(layout::RESULT).exists() {
         return Err(HarnessError::Config(format!(
             "{} already holds a result; refusing to overwrite it",
             req.cell_dir.display()
@@ -339,17 +340,24 @@ fn sensors(
     }
 }
 
-/// Runs one experiment end to end and writes its artefacts into `req.cell_dir`.
-pub fn run_experiment(
+/// The sensors of an experiment and what the result says of them.
+struct SensorSet {
+    sensors: Sensors,
+    /// `name: device` of each.
+    names: Vec<String>,
+    /// The GPUs among them.
+    gpus: Vec<String>,
+    /// NVIDIA's driver version, when a GPU sensor knows it.
+    gpu_driver: Option<String>,
+}
+
+/// Preflight: the config can run here, the prompts load, the sensors open.
+fn preflight_phase(
     req: &ExperimentRequest<'_>,
     progress: &mut dyn Progress,
-) -> Result<ExperimentOutcome, HarnessError> {
+    warnings: &mut Vec<String>,
+) -> Result<(Option<PathBuf>, LoadedDataset, SensorSet), HarnessError> {
     let cfg = req.config;
-    let epoch = Instant::now();
-    let start_unix = llem_results::time::unix_now_s();
-    let cancel = req.cancel.as_ref();
-    let mut warnings: Vec<String> = Vec::new();
-
     progress.event(Event::Start {
         phase: Phase::Preflight,
         total: None,
@@ -357,106 +365,234 @@ pub fn run_experiment(
     });
     let (model_path, data) = preflight(req)?;
     warnings.extend(data.notes.iter().cloned());
-    let (mut sensor_set, sensor_notes) = sensors(cfg.energy_sampler, &req.sensor_env)?;
+    let (sensors, sensor_notes) = sensors(cfg.energy_sampler, &req.sensor_env)?;
     warnings.extend(sensor_notes);
-    let sensor_names: Vec<String> = sensor_set
-        .iter()
-        .map(|s| format!("{}: {}", s.domain().name, s.domain().device))
-        .collect();
-    let gpu_driver = sensor_set.iter().find_map(|s| s.driver_version());
-    let gpus: Vec<String> = sensor_set
-        .iter()
-        .filter(|s| s.domain().kind == llem_energy::DomainKind::Gpu)
-        .map(|s| s.domain().device.clone())
-        .collect();
+    let set = SensorSet {
+        names: sensors
+            .iter()
+            .map(|s| format!("{}: {}", s.domain().name, s.domain().device))
+            .collect(),
+        gpus: sensors
+            .iter()
+            .filter(|s| s.domain().kind == llem_energy::DomainKind::Gpu)
+            .map(|s| s.domain().device.clone())
+            .collect(),
+        gpu_driver: sensors.iter().find_map(|s| s.driver_version()),
+        sensors,
+    };
     progress.event(Event::Finish {
         phase: Phase::Preflight,
         summary: format!(
             "{} prompts from {}, {} energy domains",
             data.prompts.len(),
             data.name,
-            sensor_set.len()
+            set.sensors.len()
         ),
     });
+    Ok((model_path, data, set))
+}
 
-    // Baseline, before anything of the experiment is loaded.
-    let meter_cfg = MeterConfig {
-        interval: req.sampling_interval,
-        ..MeterConfig::default()
-    };
-    let mut baseline: Option<BaselineOutcome> = None;
-    if cfg.baseline.enabled && !sensor_set.is_empty() {
-        progress.event(Event::Start {
-            phase: Phase::Baseline,
-            total: None,
-            detail: format!(
-                "{} ({} s)",
-                cfg.baseline.strategy, cfg.baseline.duration_seconds
-            ),
-        });
-        let identity = BaselineIdentity {
-            host: environment::hostname(),
-            sampler: cfg
-                .energy_sampler
-                .map_or_else(|| "none".into(), |s| s.to_string()),
-            devices: sensor_names.clone(),
-        };
-        let (got, back) = llem_energy::baseline::obtain_with_sensors(
-            &cfg.baseline,
-            &identity,
-            &req.cache_dir,
-            sensor_set,
-            meter_cfg,
-            epoch,
-            &mut |_| {},
-        );
-        sensor_set = back;
-        let outcome = got.map_err(HarnessError::Energy)?;
-        progress.event(Event::Finish {
-            phase: Phase::Baseline,
-            summary: format!(
-                "{:.2} W ({:?})",
-                outcome.record.total_power_w, outcome.origin
-            ),
-        });
-        baseline = Some(outcome);
+/// Baseline, before anything of the experiment is loaded: measured, or taken from the cache.
+/// The sensors are lent to it and come back.
+fn baseline_phase(
+    req: &ExperimentRequest<'_>,
+    set: &mut SensorSet,
+    meter_cfg: MeterConfig,
+    epoch: Instant,
+    progress: &mut dyn Progress,
+) -> Result<Option<BaselineOutcome>, HarnessError> {
+    let cfg = req.config;
+    if !cfg.baseline.enabled || set.sensors.is_empty() {
+        return Ok(None);
     }
-    check_cancel(cancel)?;
-
-    // Telemetry from here to the end: the timeseries shows load, warmup and the window.
-    let meter = if sensor_set.is_empty() {
-        None
-    } else {
-        Some(
-            Meter::start(sensor_set, meter_cfg, epoch)
-                .map_err(|e| HarnessError::Energy(e.to_string()))?,
-        )
+    progress.event(Event::Start {
+        phase: Phase::Baseline,
+        total: None,
+        detail: format!(
+            "{} ({} s)",
+            cfg.baseline.strategy, cfg.baseline.duration_seconds
+        ),
+    });
+    let identity = BaselineIdentity {
+        host: environment::hostname(),
+        sampler: cfg
+            .energy_sampler
+            .map_or_else(|| "none".into(), |s| s.to_string()),
+        devices: set.names.clone(),
     };
+    let (got, back) = llem_energy::baseline::obtain_with_sensors(
+        &cfg.baseline,
+        &identity,
+        &req.cache_dir,
+        std::mem::take(&mut set.sensors),
+        meter_cfg,
+        epoch,
+        &mut |_| {},
+    );
+    set.sensors = back;
+    let outcome = got.map_err(HarnessError::Energy)?;
+    progress.event(Event::Finish {
+        phase: Phase::Baseline,
+        summary: format!(
+            "{:.2} W ({:?})",
+            outcome.record.total_power_w, outcome.origin
+        ),
+    });
+    Ok(Some(outcome))
+}
 
+/// Model load: the engine in-process, its worker or its server, through the registry.
+fn load_phase(
+    req: &ExperimentRequest<'_>,
+    model_path: Option<&PathBuf>,
+    progress: &mut dyn Progress,
+) -> Result<Box<dyn Engine>, HarnessError> {
+    let cfg = req.config;
     progress.event(Event::Start {
         phase: Phase::Load,
         total: None,
-        detail: model_path
-            .as_ref()
-            .map_or_else(|| cfg.model.clone(), |p| p.display().to_string()),
+        detail: model_path.map_or_else(|| cfg.model.clone(), |p| p.display().to_string()),
     });
-    let t_load = Instant::now();
-    let rss_before = environment::rss_mib();
     let load_opts = registry::LoadOptions {
-        model_file: model_path.clone(),
+        model_file: model_path.cloned(),
         work_dir: req.cell_dir.clone(),
         assets_dir: req.assets_dir.clone(),
         python: req.python.clone(),
         model_cache_dir: req.model_cache_dir.clone(),
         cancel: req.cancel.clone(),
     };
-    let engine: Box<dyn Engine> = registry::load(cfg, &load_opts, &mut |pgid, container| {
+    Ok(registry::load(cfg, &load_opts, &mut |pgid, container| {
         progress.event(Event::ServerStarted { pgid, container })
-    })?;
-    let plan = registry::context_plan(cfg, engine.n_ctx_train());
-    let mut session = engine.open(plan)?;
-    let load_s = t_load.elapsed().as_secs_f64();
-    let rss_after_load = environment::rss_mib();
+    })?)
+}
+
+/// The thermal floor after warmup: a cancellable wait, recorded in the warmup result.
+fn thermal_floor_phase(
+    cfg: &ExperimentConfig,
+    warmup: Option<&mut WarmupResult>,
+    on_gpu: bool,
+    progress: &mut dyn Progress,
+    cancel: &AtomicBool,
+    warnings: &mut Vec<String>,
+) -> Result<(), HarnessError> {
+    let floor = if cfg.warmup.enabled {
+        cfg.warmup.thermal_floor_seconds
+    } else {
+        0.0
+    };
+    if floor > 0.0 {
+        progress.event(Event::Start {
+            phase: Phase::ThermalFloor,
+            total: None,
+            detail: format!("{floor} s"),
+        });
+        let t = Instant::now();
+        sleep_cancellable(Duration::from_secs_f64(floor), cancel)?;
+        if let Some(w) = warmup {
+            w.thermal_floor_wait_s = t.elapsed().as_secs_f64();
+        }
+        progress.event(Event::Finish {
+            phase: Phase::ThermalFloor,
+            summary: format!("{floor} s"),
+        });
+    }
+    if cfg.warmup.enabled && floor < RECOMMENDED_THERMAL_FLOOR_S && on_gpu {
+        warnings.push(format!(
+            "thermal floor of {floor} s is below the {RECOMMENDED_THERMAL_FLOOR_S} s the \
+             methodology recommends for GPUs"
+        ));
+    }
+    Ok(())
+}
+
+/// What the measurement window produced.
+struct MeasuredRun {
+    records: Vec<RequestRecord>,
+    summary: RunSummary,
+    /// When the workload ran, s since the experiment start.
+    span: (f64, f64),
+    process_cpu_s: Option<f64>,
+    peak_rss_mib: Option<f64>,
+}
+
+/// The measurement window: the whole workload, every request reported to the collector.
+fn measure_phase(
+    session: &mut dyn Session,
+    workload: &Workload,
+    epoch: Instant,
+    progress: &mut dyn Progress,
+    meter: Option<&Meter>,
+    cancel: &AtomicBool,
+) -> Result<MeasuredRun, HarnessError> {
+    progress.event(Event::Start {
+        phase: Phase::Measure,
+        total: Some(workload.prompts.len() as u64),
+        detail: format!("{} prompts", workload.prompts.len()),
+    });
+    let cpu0 = environment::process_cpu_s();
+    let mut sink = Collector {
+        epoch,
+        phase_start: epoch.elapsed().as_secs_f64(),
+        records: Vec::new(),
+        tokens: 0,
+        last_report: 0.0,
+        progress,
+        meter,
+        cancel,
+    };
+    let t0 = sink.now_s();
+    let summary: RunSummary = session.run(workload, &mut sink)?;
+    let t1 = sink.now_s();
+    sink.report(true);
+    let mut records = std::mem::take(&mut sink.records);
+    let cpu1 = environment::process_cpu_s();
+    let peak_rss_mib = environment::peak_rss_mib();
+    records.sort_by_key(|r| r.request_id);
+    let out_tokens: u64 = records.iter().map(|r| u64::from(r.output_tokens)).sum();
+    progress.event(Event::Finish {
+        phase: Phase::Measure,
+        summary: format!(
+            "{out_tokens} tokens in {:.2} s ({:.1} tok/s)",
+            t1 - t0,
+            out_tokens as f64 / (t1 - t0).max(1e-9)
+        ),
+    });
+    Ok(MeasuredRun {
+        records,
+        summary,
+        span: (t0, t1),
+        process_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
+        peak_rss_mib,
+    })
+}
+
+/// Warnings about what the engine did to the workload: cut prompts, failed requests.
+fn run_warnings(cfg: &ExperimentConfig, run: &MeasuredRun) -> Vec<String> {
+    let mut warnings = run.summary.warnings.clone();
+    let limit = cfg.max_input_tokens.unwrap_or(0);
+    match run.summary.truncated_prompts {
+        0 => {}
+        1 => warnings.push(format!("1 prompt was cut to max_input_tokens = {limit}")),
+        n => warnings.push(format!(
+            "{n} prompts were cut to max_input_tokens = {limit}"
+        )),
+    }
+    let failed = run.records.iter().filter(|r| !r.success).count();
+    if failed > 0 {
+        warnings.push(format!("{failed} of {} requests failed", run.records.len()));
+    }
+    warnings
+}
+
+/// The end of the load: what the engine is and loaded, said once.
+fn finish_load(
+    cfg: &ExperimentConfig,
+    engine: &dyn Engine,
+    plan: llem_engines::ContextPlan,
+    load_s: f64,
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> (EngineInfo, ModelInfo) {
     let info: EngineInfo = engine.info();
     let model_info: ModelInfo = engine.model_info().clone();
     if !engine.has_chat_template()
@@ -474,72 +610,96 @@ pub fn run_experiment(
             plan.tokens_per_slot
         ),
     });
+    (info, model_info)
+}
+
+/// Save: the result assembled from what was measured, and the cell's artefacts written.
+fn save_phase(
+    measured: &Measured<'_>,
+    progress: &mut dyn Progress,
+) -> Result<ExperimentOutcome, HarnessError> {
+    let req = measured.request;
+    progress.event(Event::Start {
+        phase: Phase::Save,
+        total: None,
+        detail: req.cell_dir.display().to_string(),
+    });
+    let result = assemble::result(measured);
+    assemble::write(
+        req,
+        &result,
+        measured.records,
+        measured.telemetry,
+        &measured.summary.server_metrics,
+    )?;
+    progress.event(Event::Finish {
+        phase: Phase::Save,
+        summary: req.cell_dir.display().to_string(),
+    });
+    Ok(ExperimentOutcome {
+        result,
+        cell_dir: req.cell_dir.clone(),
+    })
+}
+
+/// Runs one experiment end to end and writes its artefacts into `req.cell_dir`.
+pub fn run_experiment(
+    req: &ExperimentRequest<'_>,
+    progress: &mut dyn Progress,
+) -> Result<ExperimentOutcome, HarnessError> {
+    let cfg = req.config;
+    let epoch = Instant::now();
+    let start_unix = llem_results::time::unix_now_s();
+    let cancel = req.cancel.as_ref();
+    let mut warnings: Vec<String> = Vec::new();
+
+    let (model_path, data, mut set) = preflight_phase(req, progress, &mut warnings)?;
+    let meter_cfg = MeterConfig {
+        interval: req.sampling_interval,
+        ..MeterConfig::default()
+    };
+    let baseline = baseline_phase(req, &mut set, meter_cfg, epoch, progress)?;
+    check_cancel(cancel)?;
+    // Telemetry from here to the end: the timeseries shows load, warmup and the window.
+    let meter = if set.sensors.is_empty() {
+        None
+    } else {
+        let sensors = std::mem::take(&mut set.sensors);
+        Some(
+            Meter::start(sensors, meter_cfg, epoch)
+                .map_err(|e| HarnessError::Energy(e.to_string()))?,
+        )
+    };
+
+    let t_load = Instant::now();
+    let rss_before = environment::rss_mib();
+    let engine = load_phase(req, model_path.as_ref(), progress)?;
+    let plan = registry::context_plan(cfg, engine.n_ctx_train());
+    let mut session = engine.open(plan)?;
+    let load_s = t_load.elapsed().as_secs_f64();
+    let rss_after_load = environment::rss_mib();
+    let (info, model_info) =
+        finish_load(cfg, engine.as_ref(), plan, load_s, progress, &mut warnings);
 
     let workload = registry::workload(cfg, data.prompts.clone());
     let mut warmup_result = warmup(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
-
-    let floor = if cfg.warmup.enabled {
-        cfg.warmup.thermal_floor_seconds
-    } else {
-        0.0
-    };
-    if floor > 0.0 {
-        progress.event(Event::Start {
-            phase: Phase::ThermalFloor,
-            total: None,
-            detail: format!("{floor} s"),
-        });
-        let t = Instant::now();
-        sleep_cancellable(Duration::from_secs_f64(floor), cancel)?;
-        if let Some(w) = warmup_result.as_mut() {
-            w.thermal_floor_wait_s = t.elapsed().as_secs_f64();
-        }
-        progress.event(Event::Finish {
-            phase: Phase::ThermalFloor,
-            summary: format!("{floor} s"),
-        });
-    }
-    if cfg.warmup.enabled && floor < RECOMMENDED_THERMAL_FLOOR_S && !gpus.is_empty() {
-        warnings.push(format!(
-            "thermal floor of {floor} s is below the {RECOMMENDED_THERMAL_FLOOR_S} s the \
-             methodology recommends for GPUs"
-        ));
-    }
-
-    // The measurement window.
-    progress.event(Event::Start {
-        phase: Phase::Measure,
-        total: Some(workload.prompts.len() as u64),
-        detail: format!("{} prompts", workload.prompts.len()),
-    });
-    let cpu0 = environment::process_cpu_s();
-    let mut sink = Collector {
-        epoch,
-        phase_start: epoch.elapsed().as_secs_f64(),
-        records: Vec::new(),
-        tokens: 0,
-        last_report: 0.0,
+    let on_gpu = !set.gpus.is_empty();
+    thermal_floor_phase(
+        cfg,
+        warmup_result.as_mut(),
+        on_gpu,
         progress,
-        meter: meter.as_ref(),
         cancel,
-    };
-    let t0 = sink.now_s();
-    let summary: RunSummary = session.run(&workload, &mut sink)?;
-    let t1 = sink.now_s();
-    sink.report(true);
-    let mut records = std::mem::take(&mut sink.records);
-    let cpu1 = environment::process_cpu_s();
-    let peak_rss = environment::peak_rss_mib();
-    records.sort_by_key(|r| r.request_id);
-    let out_tokens: u64 = records.iter().map(|r| u64::from(r.output_tokens)).sum();
-    progress.event(Event::Finish {
-        phase: Phase::Measure,
-        summary: format!(
-            "{out_tokens} tokens in {:.2} s ({:.1} tok/s)",
-            t1 - t0,
-            out_tokens as f64 / (t1 - t0).max(1e-9)
-        ),
-    });
+        &mut warnings,
+    )?;
+    let run = measure_phase(
+        session.as_mut(),
+        &workload,
+        epoch,
+        progress,
+        meter.as_ref(),
+        cancel,
+    )?;
 
     // Teardown: stop telemetry, free the context and the model.
     let telemetry: Telemetry = meter.map(Meter::stop).unwrap_or_default();
@@ -552,43 +712,23 @@ pub fn run_experiment(
     let chosen = crate::window::select(
         cfg,
         served,
-        &records,
-        &summary.server_metrics,
+        &run.records,
+        &run.summary.server_metrics,
         target,
-        (t0, t1),
+        run.span,
     );
     warnings.extend(chosen.warnings.iter().cloned());
-    warnings.extend(summary.warnings.iter().cloned());
-    match summary.truncated_prompts {
-        0 => {}
-        1 => warnings.push(format!(
-            "1 prompt was cut to max_input_tokens = {}",
-            cfg.max_input_tokens.unwrap_or(0)
-        )),
-        n => warnings.push(format!(
-            "{n} prompts were cut to max_input_tokens = {}",
-            cfg.max_input_tokens.unwrap_or(0)
-        )),
-    }
-    let failed = records.iter().filter(|r| !r.success).count();
-    if failed > 0 {
-        warnings.push(format!("{failed} of {} requests failed", records.len()));
-    }
+    warnings.extend(run_warnings(cfg, &run));
 
-    progress.event(Event::Start {
-        phase: Phase::Save,
-        total: None,
-        detail: req.cell_dir.display().to_string(),
-    });
     let measured = Measured {
         request: req,
         engine: &info,
         model: &model_info,
-        records: &records,
-        summary: &summary,
+        records: &run.records,
+        summary: &run.summary,
         telemetry: &telemetry,
         window: (chosen.start_s, chosen.end_s),
-        workload_span: (t0, t1),
+        workload_span: run.span,
         methodology: chosen.methodology,
         steady_state: chosen.info.clone(),
         served,
@@ -598,25 +738,16 @@ pub fn run_experiment(
         baseline: baseline.as_ref(),
         warmup: warmup_result,
         warnings,
-        sensors: sensor_names,
-        gpus,
-        gpu_driver,
+        sensors: set.names,
+        gpus: set.gpus,
+        gpu_driver: set.gpu_driver,
         load_s,
         memory: assemble::HostMemory {
             rss_before_load_mib: rss_before,
             rss_after_load_mib: rss_after_load,
-            peak_rss_mib: peak_rss,
+            peak_rss_mib: run.peak_rss_mib,
         },
-        process_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
+        process_cpu_s: run.process_cpu_s,
     };
-    let result = assemble::result(&measured);
-    assemble::write(req, &result, &records, &telemetry, &summary.server_metrics)?;
-    progress.event(Event::Finish {
-        phase: Phase::Save,
-        summary: req.cell_dir.display().to_string(),
-    });
-    Ok(ExperimentOutcome {
-        result,
-        cell_dir: req.cell_dir.clone(),
-    })
+    save_phase(&measured, progress)
 }

@@ -9,7 +9,8 @@ use llem_results::result::{
 };
 
 use super::Measured;
-use crate::{latency, stats, window};
+use crate::{latency, window};
+use llem_results::stats;
 
 /// Throughput and efficiency of the window, as the extended metrics need them.
 pub(super) struct Rates {

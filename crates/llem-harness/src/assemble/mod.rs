@@ -17,7 +17,8 @@ use llem_results::result::{Environment, ModelDescription, SCHEMA_VERSION, Warmup
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
 use crate::lifecycle::ExperimentRequest;
-use crate::{artefacts, flops, latency};
+use crate::{flops, latency};
+use llem_results::layout;
 
 /// Host memory of the llem process around the load, MiB.
 #[derive(Clone, Copy, Debug, Default)]
@@ -219,8 +220,8 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         start_time: llem_results::time::iso8601_utc(m.start_unix),
         end_time: llem_results::time::iso8601_utc(m.end_unix),
         duration_sec: m.end_unix - m.start_unix,
-        timeseries: cfg.gpu_telemetry.then(|| artefacts::TIMESERIES.to_string()),
-        requests: Some(artefacts::REQUESTS.to_string()),
+        timeseries: cfg.gpu_telemetry.then(|| layout::TIMESERIES.to_string()),
+        requests: Some(layout::REQUESTS.to_string()),
         latency_stats: lat,
         extended_metrics: extended,
         steady_state: m.steady_state.clone(),
@@ -234,7 +235,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
             }),
         traffic: m.summary.traffic.clone(),
         server_metrics: (!m.summary.server_metrics.is_empty())
-            .then(|| artefacts::SERVER_METRICS.to_string()),
+            .then(|| layout::SERVER_METRICS.to_string()),
         environment: environment(m, sampler, interval_ms),
     }
 }
@@ -250,7 +251,7 @@ pub fn write(
     server_metrics: &[llem_results::MetricSample],
 ) -> Result<(), ResultsError> {
     let dir = &req.cell_dir;
-    llem_results::write_json_atomic(&dir.join(artefacts::EFFECTIVE_CONFIG), req.config)?;
+    llem_results::write_json_atomic(&dir.join(layout::EFFECTIVE_CONFIG), req.config)?;
     let meta = vec![
         ("llem.version", req.llem_version.to_string()),
         ("llem.experiment_id", result.experiment_id.clone()),
@@ -267,19 +268,15 @@ pub fn write(
             "llem.interval_ms",
             result.environment.sampling_interval_ms.to_string(),
         ));
-        llem_results::write_timeseries(
-            &dir.join(artefacts::TIMESERIES),
-            &telemetry.to_columns(),
-            &m,
-        )?;
+        llem_results::write_timeseries(&dir.join(layout::TIMESERIES), &telemetry.to_columns(), &m)?;
     }
-    llem_results::write_requests(&dir.join(artefacts::REQUESTS), records, &meta)?;
+    llem_results::write_requests(&dir.join(layout::REQUESTS), records, &meta)?;
     if !server_metrics.is_empty() {
         llem_results::write_server_metrics(
-            &dir.join(artefacts::SERVER_METRICS),
+            &dir.join(layout::SERVER_METRICS),
             server_metrics,
             &meta,
         )?;
     }
-    llem_results::write_json_atomic(&dir.join(artefacts::RESULT), result)
+    llem_results::write_json_atomic(&dir.join(layout::RESULT), result)
 }
