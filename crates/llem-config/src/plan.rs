@@ -22,8 +22,8 @@ use crate::order::{execution_order, williams_row_count};
 use crate::schema::{Violation, experiment_rules, study_execution_rules};
 use crate::source::{SourceKind, SourceMap, Span};
 use crate::sweep::{self, Point};
-use crate::user_config::{Env, UserSettings};
-use crate::yaml::{Node, deep_merge};
+use crate::user_config::{Env, UserConfig, UserSettings};
+use crate::yaml::{Map, Node, deep_merge};
 
 /// Keys that belong to a study file rather than to its experiments.
 pub const STUDY_KEYS: &[&str] = &["sweep", "experiments", "study_execution", "base", "name"];
@@ -395,20 +395,20 @@ fn summarise_warnings(configs: &[PlannedConfig], out: &mut Vec<String>) {
     }
 }
 
-/// Plans a file (or a command-line-only experiment).
-pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
-    let mut sources = SourceMap::new();
-    let user = UserSettings::load(req.env, &mut sources)?;
-    let mut warnings = user.warnings.clone();
-
-    let (root, dir) = match req.config {
+/// The root of the plan: the file, or an empty map for a command-line-only experiment; and
+/// the directory relative paths are resolved against.
+fn load_root(
+    req: &PlanRequest<'_>,
+    sources: &mut SourceMap,
+) -> Result<(Node, PathBuf), ConfigError> {
+    match req.config {
         Some(path) => {
-            let mut loader = Loader::new(&mut sources);
+            let mut loader = Loader::new(sources);
             let root = loader.load(path, None, &mut Vec::new())?;
-            (
+            Ok((
                 root,
                 path.parent().map(Path::to_path_buf).unwrap_or_default(),
-            )
+            ))
         }
         None => {
             if req.overrides.model.is_none() {
@@ -419,20 +419,19 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
                 .into());
             }
             let id = sources.add_synthetic("<command line>", SourceKind::CommandLine);
-            (Node::empty_map(Span::whole(id)), PathBuf::new())
+            Ok((Node::empty_map(Span::whole(id)), PathBuf::new()))
         }
-    };
-    check_root_keys(&root, &sources)?;
-    let root_map = root.as_map().cloned().unwrap_or_default();
-    let kind = if root_map.contains("sweep") || root_map.contains("experiments") {
-        PlanKind::Study
-    } else {
-        PlanKind::Experiment
-    };
+    }
+}
 
+/// `study_execution:` as written, range-checked; and `name:` checked to be a string.
+fn execution_block(
+    root_map: &Map,
+    sources: &SourceMap,
+) -> Result<StudyExecutionConfig, ConfigError> {
     let exec_yaml: StudyExecutionConfig = match root_map.get("study_execution") {
         Some(n) => {
-            crate::de::from_node(n).map_err(|e| ConfigError::from(e.into_diagnostic(&sources)))?
+            crate::de::from_node(n).map_err(|e| ConfigError::from(e.into_diagnostic(sources)))?
         }
         None => StudyExecutionConfig::default(),
     };
@@ -455,7 +454,17 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         .at(sources.location(n.span))
         .into());
     }
+    Ok(exec_yaml)
+}
 
+/// The experiment fields of the root (study-level keys dropped), over its `base:` file.
+fn with_base(
+    root: &Node,
+    root_map: &Map,
+    kind: PlanKind,
+    dir: &Path,
+    sources: &mut SourceMap,
+) -> Result<Node, ConfigError> {
     let mut fixed = root.clone();
     if let Some(m) = fixed.as_map_mut() {
         let drop: &[&str] = match kind {
@@ -466,106 +475,139 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
             m.remove(k);
         }
     }
-    if let Some(base) = root_map.entry("base") {
-        let Some(rel) = base.value.as_str() else {
-            return Err(
-                Diagnostic::new(ErrorKind::Inheritance, "`base:` takes a file path")
-                    .at(sources.location(base.value.span))
-                    .into(),
-            );
-        };
-        let mut loader = Loader::new(&mut sources);
-        let mut base_tree = loader.load(&dir.join(rel), Some(base.value.span), &mut Vec::new())?;
-        if let Some(m) = base_tree.as_map_mut() {
-            for k in BASE_STRIPPED {
-                m.remove(k);
-            }
-        }
-        let span = fixed.span;
-        fixed = deep_merge(&base_tree, &fixed);
-        fixed.span = span;
-    }
-
-    let points = {
-        let mut loader = Loader::new(&mut sources);
-        match kind {
-            PlanKind::Study => sweep::expand(
-                &fixed,
-                root_map.get("sweep"),
-                root_map.get("experiments"),
-                &mut loader,
-                &dir,
-            )?,
-            PlanKind::Experiment => {
-                let mut pts = sweep::expand(&fixed, None, None, &mut loader, &dir)?;
-                let label = root_map
-                    .get("name")
-                    .and_then(Node::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                for p in &mut pts {
-                    if p.label.is_empty() {
-                        p.label.clone_from(&label);
-                    }
-                }
-                pts
-            }
-        }
+    let Some(base) = root_map.entry("base") else {
+        return Ok(fixed);
     };
+    let Some(rel) = base.value.as_str() else {
+        return Err(
+            Diagnostic::new(ErrorKind::Inheritance, "`base:` takes a file path")
+                .at(sources.location(base.value.span))
+                .into(),
+        );
+    };
+    let mut loader = Loader::new(sources);
+    let mut base_tree = loader.load(&dir.join(rel), Some(base.value.span), &mut Vec::new())?;
+    if let Some(m) = base_tree.as_map_mut() {
+        for k in BASE_STRIPPED {
+            m.remove(k);
+        }
+    }
+    let span = fixed.span;
+    let mut merged = deep_merge(&base_tree, &fixed);
+    merged.span = span;
+    Ok(merged)
+}
 
-    let cli = CliNodes::new(&req.overrides, &mut sources);
-    let n_points = points.len();
-    let mut configs: Vec<PlannedConfig> = Vec::with_capacity(n_points);
-    let mut skipped: Vec<SkippedPoint> = Vec::new();
-    let mut duplicates: Vec<Duplicate> = Vec::new();
-    let mut seen: HashMap<ConfigDigest, usize> = HashMap::with_capacity(n_points);
-    let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
+/// The points of the plan: the sweep and `experiments:` of a study, or the one experiment
+/// (labelled by its `name:`).
+fn expand_points(
+    fixed: &Node,
+    root_map: &Map,
+    kind: PlanKind,
+    dir: &Path,
+    sources: &mut SourceMap,
+) -> Result<Vec<Point>, ConfigError> {
+    let mut loader = Loader::new(sources);
+    match kind {
+        PlanKind::Study => sweep::expand(
+            fixed,
+            root_map.get("sweep"),
+            root_map.get("experiments"),
+            &mut loader,
+            dir,
+        ),
+        PlanKind::Experiment => {
+            let mut pts = sweep::expand(fixed, None, None, &mut loader, dir)?;
+            let label = root_map
+                .get("name")
+                .and_then(Node::as_str)
+                .unwrap_or_default()
+                .to_string();
+            for p in &mut pts {
+                if p.label.is_empty() {
+                    p.label.clone_from(&label);
+                }
+            }
+            Ok(pts)
+        }
+    }
+}
+
+/// The valid configurations of the points, the skipped points, and the duplicates dropped
+/// (when `dedup`).
+struct Finished {
+    configs: Vec<PlannedConfig>,
+    skipped: Vec<SkippedPoint>,
+    duplicates: Vec<Duplicate>,
+}
+
+fn finish_points(
+    points: Vec<Point>,
+    cli: &CliNodes,
+    user: &UserSettings,
+    sources: &SourceMap,
+    dedup: bool,
+) -> Result<Finished, ConfigError> {
+    let mut out = Finished {
+        configs: Vec::with_capacity(points.len()),
+        skipped: Vec::new(),
+        duplicates: Vec::new(),
+    };
+    let mut seen: HashMap<ConfigDigest, usize> = HashMap::with_capacity(points.len());
     let mut writer = CanonicalWriter::new();
     for point in points {
-        match finish(point, &cli, &user, &sources, &mut writer)? {
-            Outcome::Skipped(s) => skipped.push(s),
+        match finish(point, cli, user, sources, &mut writer)? {
+            Outcome::Skipped(s) => out.skipped.push(s),
             Outcome::Valid(c) => {
                 if dedup {
                     if let Some(&first) = seen.get(&c.digest) {
-                        duplicates.push(Duplicate {
+                        out.duplicates.push(Duplicate {
                             label: c.label,
                             config_hash: c.digest.short(),
                             duplicate_of: first,
                         });
                         continue;
                     }
-                    seen.insert(c.digest, configs.len());
+                    seen.insert(c.digest, out.configs.len());
                 }
-                configs.push(*c);
+                out.configs.push(*c);
             }
         }
     }
-    if configs.is_empty() {
-        let mut diagnostics: Vec<Diagnostic> = Vec::new();
-        for s in &skipped {
-            for d in &s.errors {
-                if !diagnostics.contains(d) {
-                    diagnostics.push(d.clone());
-                }
-            }
-        }
-        if kind == PlanKind::Study && n_points > 1 {
-            let mut first = Diagnostic::new(
-                ErrorKind::Rule,
-                format!("all {n_points} configurations of the study are invalid"),
-            );
-            first.help = Some("each problem is listed below".into());
-            diagnostics.insert(0, first);
-        }
-        diagnostics.truncate(12);
-        return Err(ConfigError { diagnostics });
-    }
+    Ok(out)
+}
 
-    let digests: Vec<ConfigDigest> = configs.iter().map(|c| c.digest).collect();
-    let design = design_digest(&digests);
-    let study = kind == PlanKind::Study;
-    let uc = &user.config;
-    let execution = StudyExecution {
+/// The error of a plan with no valid configuration: every distinct problem, at most 12.
+fn all_invalid(kind: PlanKind, n_points: usize, skipped: &[SkippedPoint]) -> ConfigError {
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    for s in skipped {
+        for d in &s.errors {
+            if !diagnostics.contains(d) {
+                diagnostics.push(d.clone());
+            }
+        }
+    }
+    if kind == PlanKind::Study && n_points > 1 {
+        let mut first = Diagnostic::new(
+            ErrorKind::Rule,
+            format!("all {n_points} configurations of the study are invalid"),
+        );
+        first.help = Some("each problem is listed below".into());
+        diagnostics.insert(0, first);
+    }
+    diagnostics.truncate(12);
+    ConfigError { diagnostics }
+}
+
+/// How the study runs: flags over `study_execution:` over the user config over defaults.
+fn resolve_execution(
+    req: &PlanRequest<'_>,
+    exec_yaml: &StudyExecutionConfig,
+    uc: &UserConfig,
+    study: bool,
+    dedup: bool,
+) -> StudyExecution {
+    StudyExecution {
         n_cycles: req
             .overrides
             .cycles
@@ -596,14 +638,21 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         wall_clock_timeout_hours: exec_yaml.wall_clock_timeout_hours,
         experiment_timeout_seconds: exec_yaml.experiment_timeout_seconds.unwrap_or(600.0),
         deduplicate_equivalent: dedup,
-    };
+    }
+}
+
+/// The runs in execution order, and the shuffle seed used (shuffled orders only).
+fn planned_runs(
+    execution: &StudyExecution,
+    k: usize,
+    design: &ConfigDigest,
+) -> (Vec<PlannedRun>, Option<u64>) {
     let shuffle_seed = (execution.experiment_order == ExperimentOrder::Shuffle).then(|| {
         execution
             .shuffle_seed
             .map_or_else(|| design.seed(), |s| s as u64)
     });
-    let k = configs.len();
-    let runs: Vec<PlannedRun> = execution_order(
+    let runs = execution_order(
         k,
         execution.n_cycles,
         execution.experiment_order,
@@ -617,7 +666,18 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         config: s.config,
     })
     .collect();
+    (runs, shuffle_seed)
+}
 
+/// What the plan as a whole warns about: an unbalanced latin square, skipped points,
+/// duplicates, and the configurations' own warnings, each once.
+fn plan_warnings(
+    execution: &StudyExecution,
+    n_points: usize,
+    finished: &Finished,
+    warnings: &mut Vec<String>,
+) {
+    let k = finished.configs.len();
     if execution.experiment_order == ExperimentOrder::LatinSquare && k > 1 {
         let rows = williams_row_count(k);
         if !(execution.n_cycles as usize).is_multiple_of(rows) {
@@ -629,20 +689,54 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
             ));
         }
     }
-    if !skipped.is_empty() {
+    if !finished.skipped.is_empty() {
         warnings.push(format!(
             "{} of {n_points} grid points skipped (invalid combinations, listed below)",
-            skipped.len()
+            finished.skipped.len()
         ));
     }
-    if !duplicates.is_empty() {
+    if !finished.duplicates.is_empty() {
         warnings.push(format!(
             "{} configurations have the same measurement_config_hash as an earlier one and run \
              once (--no-dedup runs them all)",
-            duplicates.len()
+            finished.duplicates.len()
         ));
     }
-    summarise_warnings(&configs, &mut warnings);
+    summarise_warnings(&finished.configs, warnings);
+}
+
+/// Plans a file (or a command-line-only experiment).
+pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
+    let mut sources = SourceMap::new();
+    let user = UserSettings::load(req.env, &mut sources)?;
+    let mut warnings = user.warnings.clone();
+
+    let (root, dir) = load_root(req, &mut sources)?;
+    check_root_keys(&root, &sources)?;
+    let root_map = root.as_map().cloned().unwrap_or_default();
+    let kind = if root_map.contains("sweep") || root_map.contains("experiments") {
+        PlanKind::Study
+    } else {
+        PlanKind::Experiment
+    };
+    let exec_yaml = execution_block(&root_map, &sources)?;
+    let fixed = with_base(&root, &root_map, kind, &dir, &mut sources)?;
+    let points = expand_points(&fixed, &root_map, kind, &dir, &mut sources)?;
+
+    let cli = CliNodes::new(&req.overrides, &mut sources);
+    let n_points = points.len();
+    let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
+    let finished = finish_points(points, &cli, &user, &sources, dedup)?;
+    if finished.configs.is_empty() {
+        return Err(all_invalid(kind, n_points, &finished.skipped));
+    }
+
+    let digests: Vec<ConfigDigest> = finished.configs.iter().map(|c| c.digest).collect();
+    let design = design_digest(&digests);
+    let uc = &user.config;
+    let execution = resolve_execution(req, &exec_yaml, uc, kind == PlanKind::Study, dedup);
+    let (runs, shuffle_seed) = planned_runs(&execution, finished.configs.len(), &design);
+    plan_warnings(&execution, n_points, &finished, &mut warnings);
 
     let output_dir = req
         .overrides
@@ -665,10 +759,10 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         execution,
         shuffle_seed,
         output_dir,
-        configs,
+        configs: finished.configs,
         runs,
-        skipped,
-        duplicates,
+        skipped: finished.skipped,
+        duplicates: finished.duplicates,
         warnings,
     })
 }

@@ -11,6 +11,7 @@ use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use llem_results::{FinishReason, RequestRecord};
 
 use super::LlamaCppSession;
+use super::prompt::Tokenized;
 use crate::engine::{EngineError, RequestSink, RunSummary};
 use crate::sampling::SamplingParams;
 use crate::workload::{Workload, batching};
@@ -168,13 +169,287 @@ fn take(sess: &LlamaCppSession<'_>, slot: &mut Slot, t: f64, limit_pos: i32) -> 
     true
 }
 
+/// The prompts of a workload, tokenised once, with their reference output lengths.
+struct Inputs {
+    prompts: Vec<Tokenized>,
+    references: Vec<Option<u32>>,
+}
+
+fn tokenize(sess: &LlamaCppSession<'_>, wl: &Workload) -> Inputs {
+    let engine = sess.engine;
+    Inputs {
+        prompts: wl
+            .prompts
+            .iter()
+            .map(|p| engine.tokenize_prompt(p, wl.max_input_tokens))
+            .collect(),
+        references: wl
+            .prompts
+            .iter()
+            .map(|p| {
+                p.reference_output
+                    .as_ref()
+                    .map(|r| u32::try_from(engine.tokenize(r).len()).unwrap_or(u32::MAX))
+            })
+            .collect(),
+    }
+}
+
+/// Why a prompt cannot be decoded in a slot of `per_slot` tokens: an empty prompt has no
+/// position to take logits from; a too-long one does not fit.
+fn unfit(n_in: usize, per_slot: i32) -> Option<String> {
+    if n_in == 0 {
+        Some("empty prompt: nothing to decode".to_string())
+    } else if n_in as i64 >= i64::from(per_slot) {
+        Some(format!(
+            "prompt of {n_in} tokens does not fit the {per_slot}-token context slot \
+             (set max_input_tokens or llamacpp.n_ctx)"
+        ))
+    } else {
+        None
+    }
+}
+
+/// One slot per member of batch `bi` that fits; a member that does not fails alone (its
+/// record goes to the sink), and the rest of the batch goes on.
+fn open_slots(
+    sess: &LlamaCppSession<'_>,
+    wl: &Workload,
+    inputs: &Inputs,
+    members: &[usize],
+    bi: u32,
+    sink: &mut dyn RequestSink,
+) -> Vec<Slot> {
+    let plan = sess.plan;
+    let per_slot = i32::try_from(plan.tokens_per_slot).unwrap_or(i32::MAX);
+    let n_vocab = sess.engine.model.n_vocab();
+    let submit_s = sink.now_s();
+    let mut slots: Vec<Slot> = Vec::with_capacity(members.len());
+    for (k, &req) in members.iter().enumerate() {
+        let Some(p) = inputs.prompts.get(req) else {
+            continue;
+        };
+        let prompt = wl.prompts.get(req);
+        let n_in = p.tokens.len();
+        if let Some(error) = unfit(n_in, per_slot) {
+            sink.on_done(RequestRecord {
+                request_id: u32::try_from(req).unwrap_or(u32::MAX),
+                batch_index: Some(bi),
+                input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
+                output_tokens: 0,
+                reference_output_tokens: inputs.references.get(req).copied().flatten(),
+                scheduled_s: None,
+                submit_s,
+                first_token_s: None,
+                end_s: sink.now_s(),
+                success: false,
+                error: Some(error),
+                finish_reason: FinishReason::Error,
+                token_times_s: Vec::new(),
+            });
+            continue;
+        }
+        let room = (per_slot as usize - n_in) as u32;
+        let ignore_eos = prompt.is_some_and(|p| p.ignore_eos);
+        let never: &[LlamaToken] = if ignore_eos { &sess.engine.eog } else { &[] };
+        let mut s = sampler(
+            &wl.sampling,
+            n_vocab,
+            req as u32,
+            plan.tokens_per_slot as usize,
+            never,
+        );
+        if (wl.sampling.repetition_penalty - 1.0).abs() > f64::EPSILON {
+            // Hugging Face penalises tokens of the prompt too.
+            s.accept_many(p.tokens.iter());
+        }
+        slots.push(Slot {
+            request: req,
+            seq: i32::try_from(k).unwrap_or(0),
+            pos: 0,
+            input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
+            limit: wl.output_limit_within(prompt, room),
+            ignore_eos,
+            min_new: wl.sampling.min_new_tokens.unwrap_or(0),
+            sampler: s,
+            generated: Vec::new(),
+            times: Vec::new(),
+            submit_s,
+            logits_at: -1,
+            done: None,
+        });
+    }
+    slots
+}
+
+/// Prefill: every prompt of the batch, packed into as few decode calls as fit; each slot's
+/// first token is sampled as its prompt completes.
+fn prefill(
+    sess: &mut LlamaCppSession<'_>,
+    batch: &mut LlamaBatch,
+    slots: &mut [Slot],
+    prompts: &[Tokenized],
+    sink: &mut dyn RequestSink,
+) -> Result<(), EngineError> {
+    let n_batch = sess.n_batch as usize;
+    let per_slot = i32::try_from(sess.plan.tokens_per_slot).unwrap_or(i32::MAX);
+    let mut queue: Vec<(usize, usize)> = (0..slots.len()).map(|i| (i, 0)).collect();
+    let mut qi = 0;
+    while qi < queue.len() {
+        batch.clear();
+        let mut finishing: Vec<usize> = Vec::new();
+        while qi < queue.len() && (batch.n_tokens() as usize) < n_batch {
+            let Some((si, start)) = queue.get(qi).copied() else {
+                break;
+            };
+            let Some(slot) = slots.get_mut(si) else { break };
+            let tokens = &prompts
+                .get(slot.request)
+                .map(|p| &p.tokens[..])
+                .unwrap_or_default();
+            let space = n_batch - batch.n_tokens() as usize;
+            let end = (start + space).min(tokens.len());
+            for (j, &tok) in tokens.iter().enumerate().take(end).skip(start) {
+                let last = j + 1 == tokens.len();
+                batch
+                    .add(tok, i32::try_from(j).unwrap_or(0), &[slot.seq], last)
+                    .map_err(inference)?;
+                if last {
+                    slot.logits_at = batch.n_tokens() - 1;
+                }
+            }
+            slot.pos = i32::try_from(end).unwrap_or(0);
+            if end == tokens.len() {
+                finishing.push(si);
+                qi += 1;
+            } else if let Some(q) = queue.get_mut(qi) {
+                q.1 = end;
+            }
+        }
+        if sink.cancelled() {
+            return Err(EngineError::Cancelled);
+        }
+        sess.ctx.decode(batch).map_err(inference)?;
+        let t = sink.now_s();
+        for si in finishing {
+            if let Some(slot) = slots.get_mut(si)
+                && take(sess, slot, t, per_slot)
+            {
+                sink.on_tokens(slot.request as u32, t, 1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reports every slot that finished since the last step and frees its KV cells.
+fn retire_finished(
+    sess: &mut LlamaCppSession<'_>,
+    slots: &mut [Slot],
+    bi: u32,
+    references: &[Option<u32>],
+    outputs: &mut [Vec<LlamaToken>],
+    sink: &mut dyn RequestSink,
+) -> Result<(), EngineError> {
+    for slot in slots
+        .iter_mut()
+        .filter(|s| s.done.is_some() && s.logits_at >= 0)
+    {
+        let reason = slot.done.unwrap_or(FinishReason::Length);
+        sess.ctx
+            .clear_kv_cache_seq(Some(u32::try_from(slot.seq).unwrap_or(0)), None, None)
+            .map_err(inference)?;
+        let reference = references.get(slot.request).copied().flatten();
+        // A sequence that stopped ends now (the stop token was sampled); one that hit its
+        // limit ended with its last token.
+        let end = if reason == FinishReason::Stop {
+            sink.now_s()
+        } else {
+            slot.times.last().copied().unwrap_or_else(|| sink.now_s())
+        };
+        sink.on_done(record(slot, bi, reference, end, reason));
+        if let Some(o) = outputs.get_mut(slot.request) {
+            *o = std::mem::take(&mut slot.generated);
+        }
+        slot.logits_at = -1;
+    }
+    Ok(())
+}
+
+/// One decode step: one token for each of the `active` slots.
+fn decode_step(
+    sess: &mut LlamaCppSession<'_>,
+    batch: &mut LlamaBatch,
+    slots: &mut [Slot],
+    active: &[usize],
+    sink: &mut dyn RequestSink,
+) -> Result<(), EngineError> {
+    let per_slot = i32::try_from(sess.plan.tokens_per_slot).unwrap_or(i32::MAX);
+    batch.clear();
+    for &i in active {
+        let Some(slot) = slots.get_mut(i) else {
+            continue;
+        };
+        let last = *slot.generated.last().unwrap_or(&LlamaToken(0));
+        batch
+            .add(last, slot.pos, &[slot.seq], true)
+            .map_err(inference)?;
+        slot.logits_at = batch.n_tokens() - 1;
+        slot.pos += 1;
+    }
+    sess.ctx.decode(batch).map_err(inference)?;
+    let t = sink.now_s();
+    for &i in active {
+        if let Some(slot) = slots.get_mut(i)
+            && take(sess, slot, t, per_slot)
+        {
+            sink.on_tokens(slot.request as u32, t, 1);
+        }
+    }
+    Ok(())
+}
+
+/// What a run has produced so far: each request's tokens, and its slot-steps — all of them,
+/// and those a sequence was decoding in (their ratio is the padding overhead).
+struct Produced {
+    outputs: Vec<Vec<LlamaToken>>,
+    slot_steps: u64,
+    busy_steps: u64,
+}
+
+/// Decodes batch `bi` to its end: one token per unfinished sequence per step.
+fn decode_batch(
+    sess: &mut LlamaCppSession<'_>,
+    batch: &mut LlamaBatch,
+    slots: &mut [Slot],
+    bi: u32,
+    references: &[Option<u32>],
+    produced: &mut Produced,
+    sink: &mut dyn RequestSink,
+) -> Result<(), EngineError> {
+    loop {
+        retire_finished(sess, slots, bi, references, &mut produced.outputs, sink)?;
+        let active: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots.get(i).is_some_and(|s| s.done.is_none()))
+            .collect();
+        if active.is_empty() {
+            return Ok(());
+        }
+        if sink.cancelled() {
+            return Err(EngineError::Cancelled);
+        }
+        decode_step(sess, batch, slots, &active, sink)?;
+        produced.slot_steps += slots.len() as u64;
+        produced.busy_steps += active.len() as u64;
+    }
+}
+
 /// Runs the workload; returns the summary and every request's generated tokens.
 pub(super) fn run(
     sess: &mut LlamaCppSession<'_>,
     wl: &Workload,
     sink: &mut dyn RequestSink,
 ) -> Result<(RunSummary, Vec<Vec<LlamaToken>>), EngineError> {
-    let engine = sess.engine;
     let plan = sess.plan;
     if wl.batching.batch_size > plan.slots {
         return Err(EngineError::Config(format!(
@@ -182,230 +457,57 @@ pub(super) fn run(
             wl.batching.batch_size, plan.slots
         )));
     }
-    let prompts: Vec<_> = wl
+    let inputs = tokenize(sess, wl);
+    let lengths: Vec<u32> = inputs
         .prompts
-        .iter()
-        .map(|p| engine.tokenize_prompt(p, wl.max_input_tokens))
-        .collect();
-    let references: Vec<Option<u32>> = wl
-        .prompts
-        .iter()
-        .map(|p| {
-            p.reference_output
-                .as_ref()
-                .map(|r| u32::try_from(engine.tokenize(r).len()).unwrap_or(u32::MAX))
-        })
-        .collect();
-    let lengths: Vec<u32> = prompts
         .iter()
         .map(|p| u32::try_from(p.tokens.len()).unwrap_or(u32::MAX))
         .collect();
     let batches = batching::plan(&wl.batching, &lengths);
-    let n_vocab = engine.model.n_vocab();
-    let per_slot = i32::try_from(plan.tokens_per_slot).unwrap_or(i32::MAX);
-    let n_batch = sess.n_batch as usize;
-    let mut batch = LlamaBatch::new(n_batch, i32::try_from(plan.slots).unwrap_or(1));
-    let mut outputs: Vec<Vec<LlamaToken>> = vec![Vec::new(); prompts.len()];
+    let mut batch = LlamaBatch::new(
+        sess.n_batch as usize,
+        i32::try_from(plan.slots).unwrap_or(1),
+    );
+    let mut produced = Produced {
+        outputs: vec![Vec::new(); inputs.prompts.len()],
+        slot_steps: 0,
+        busy_steps: 0,
+    };
     let mut summary = RunSummary {
         num_batches: u32::try_from(batches.len()).unwrap_or(u32::MAX),
-        truncated_prompts: u32::try_from(prompts.iter().filter(|p| p.truncated).count())
+        truncated_prompts: u32::try_from(inputs.prompts.iter().filter(|p| p.truncated).count())
             .unwrap_or(u32::MAX),
         ..RunSummary::default()
     };
-    let (mut slot_steps, mut busy_steps) = (0u64, 0u64);
-
     for (bi, members) in batches.iter().enumerate() {
         let bi = u32::try_from(bi).unwrap_or(u32::MAX);
-        let submit_s = sink.now_s();
-        let mut slots: Vec<Slot> = Vec::with_capacity(members.len());
-        for (k, &req) in members.iter().enumerate() {
-            let Some(p) = prompts.get(req) else { continue };
-            let prompt = wl.prompts.get(req);
-            let n_in = p.tokens.len();
-            // An empty prompt has no position to take logits from; a too-long one cannot
-            // fit its slot. Either fails alone; the rest of the batch goes on.
-            let unfit = if n_in == 0 {
-                Some("empty prompt: nothing to decode".to_string())
-            } else if n_in as i64 >= i64::from(per_slot) {
-                Some(format!(
-                    "prompt of {n_in} tokens does not fit the {per_slot}-token context slot \
-                     (set max_input_tokens or llamacpp.n_ctx)"
-                ))
-            } else {
-                None
-            };
-            if let Some(error) = unfit {
-                let id = u32::try_from(req).unwrap_or(u32::MAX);
-                sink.on_done(RequestRecord {
-                    request_id: id,
-                    batch_index: Some(bi),
-                    input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
-                    output_tokens: 0,
-                    reference_output_tokens: references.get(req).copied().flatten(),
-                    scheduled_s: None,
-                    submit_s,
-                    first_token_s: None,
-                    end_s: sink.now_s(),
-                    success: false,
-                    error: Some(error),
-                    finish_reason: FinishReason::Error,
-                    token_times_s: Vec::new(),
-                });
-                continue;
-            }
-            let room = (per_slot as usize - n_in) as u32;
-            let limit = wl.output_limit_within(prompt, room);
-            let ignore_eos = prompt.is_some_and(|p| p.ignore_eos);
-            let never: &[LlamaToken] = if ignore_eos { &engine.eog } else { &[] };
-            let mut s = sampler(
-                &wl.sampling,
-                n_vocab,
-                req as u32,
-                plan.tokens_per_slot as usize,
-                never,
-            );
-            if (wl.sampling.repetition_penalty - 1.0).abs() > f64::EPSILON {
-                // Hugging Face penalises tokens of the prompt too.
-                s.accept_many(p.tokens.iter());
-            }
-            slots.push(Slot {
-                request: req,
-                seq: i32::try_from(k).unwrap_or(0),
-                pos: 0,
-                input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
-                limit,
-                ignore_eos,
-                min_new: wl.sampling.min_new_tokens.unwrap_or(0),
-                sampler: s,
-                generated: Vec::new(),
-                times: Vec::new(),
-                submit_s,
-                logits_at: -1,
-                done: None,
-            });
-        }
+        let mut slots = open_slots(sess, wl, &inputs, members, bi, sink);
         summary.effective_batch_size += slots.len() as f64;
         for s in &slots {
             sess.ctx
                 .clear_kv_cache_seq(Some(u32::try_from(s.seq).unwrap_or(0)), None, None)
                 .map_err(inference)?;
         }
-
-        // Prefill: every prompt of the batch, packed into as few decode calls as fit.
-        let mut queue: Vec<(usize, usize)> =
-            slots.iter().enumerate().map(|(i, _)| (i, 0)).collect();
-        let mut qi = 0;
-        while qi < queue.len() {
-            batch.clear();
-            let mut finishing: Vec<usize> = Vec::new();
-            while qi < queue.len() && (batch.n_tokens() as usize) < n_batch {
-                let Some((si, start)) = queue.get(qi).copied() else {
-                    break;
-                };
-                let Some(slot) = slots.get_mut(si) else { break };
-                let tokens = &prompts
-                    .get(slot.request)
-                    .map(|p| &p.tokens[..])
-                    .unwrap_or_default();
-                let space = n_batch - batch.n_tokens() as usize;
-                let end = (start + space).min(tokens.len());
-                for (j, &tok) in tokens.iter().enumerate().take(end).skip(start) {
-                    let last = j + 1 == tokens.len();
-                    batch
-                        .add(tok, i32::try_from(j).unwrap_or(0), &[slot.seq], last)
-                        .map_err(inference)?;
-                    if last {
-                        slot.logits_at = batch.n_tokens() - 1;
-                    }
-                }
-                slot.pos = i32::try_from(end).unwrap_or(0);
-                if end == tokens.len() {
-                    finishing.push(si);
-                    qi += 1;
-                } else if let Some(q) = queue.get_mut(qi) {
-                    q.1 = end;
-                }
-            }
-            if sink.cancelled() {
-                return Err(EngineError::Cancelled);
-            }
-            sess.ctx.decode(&mut batch).map_err(inference)?;
-            let t = sink.now_s();
-            for si in finishing {
-                if let Some(slot) = slots.get_mut(si)
-                    && take(sess, slot, t, per_slot)
-                {
-                    sink.on_tokens(slot.request as u32, t, 1);
-                }
-            }
-        }
-        slot_steps += slots.len() as u64;
-        busy_steps += slots.len() as u64;
-
-        // Decode: one token per unfinished sequence per step.
-        loop {
-            for slot in slots
-                .iter_mut()
-                .filter(|s| s.done.is_some() && s.logits_at >= 0)
-            {
-                let end = slot.times.last().copied().unwrap_or_else(|| sink.now_s());
-                let reason = slot.done.unwrap_or(FinishReason::Length);
-                sess.ctx
-                    .clear_kv_cache_seq(Some(u32::try_from(slot.seq).unwrap_or(0)), None, None)
-                    .map_err(inference)?;
-                let reference = references.get(slot.request).copied().flatten();
-                let end = if reason == FinishReason::Stop {
-                    sink.now_s()
-                } else {
-                    end
-                };
-                sink.on_done(record(slot, bi, reference, end, reason));
-                if let Some(o) = outputs.get_mut(slot.request) {
-                    *o = std::mem::take(&mut slot.generated);
-                }
-                slot.logits_at = -1;
-            }
-            let active: Vec<usize> = (0..slots.len())
-                .filter(|&i| slots.get(i).is_some_and(|s| s.done.is_none()))
-                .collect();
-            if active.is_empty() {
-                break;
-            }
-            if sink.cancelled() {
-                return Err(EngineError::Cancelled);
-            }
-            batch.clear();
-            for &i in &active {
-                let Some(slot) = slots.get_mut(i) else {
-                    continue;
-                };
-                let last = *slot.generated.last().unwrap_or(&LlamaToken(0));
-                batch
-                    .add(last, slot.pos, &[slot.seq], true)
-                    .map_err(inference)?;
-                slot.logits_at = batch.n_tokens() - 1;
-                slot.pos += 1;
-            }
-            sess.ctx.decode(&mut batch).map_err(inference)?;
-            let t = sink.now_s();
-            slot_steps += slots.len() as u64;
-            busy_steps += active.len() as u64;
-            for &i in &active {
-                if let Some(slot) = slots.get_mut(i)
-                    && take(sess, slot, t, per_slot)
-                {
-                    sink.on_tokens(slot.request as u32, t, 1);
-                }
-            }
-        }
+        prefill(sess, &mut batch, &mut slots, &inputs.prompts, sink)?;
+        produced.slot_steps += slots.len() as u64;
+        produced.busy_steps += slots.len() as u64;
+        decode_batch(
+            sess,
+            &mut batch,
+            &mut slots,
+            bi,
+            &inputs.references,
+            &mut produced,
+            sink,
+        )?;
     }
     if !batches.is_empty() {
         summary.effective_batch_size /= batches.len() as f64;
     }
-    summary.padding_overhead = if slot_steps > 0 {
-        1.0 - busy_steps as f64 / slot_steps as f64
+    summary.padding_overhead = if produced.slot_steps > 0 {
+        1.0 - produced.busy_steps as f64 / produced.slot_steps as f64
     } else {
         0.0
     };
-    Ok((summary, outputs))
+    Ok((summary, produced.outputs))
 }

@@ -14,6 +14,7 @@ const OPEN_OUTPUT_TOKENS: u32 = 1024;
 /// The context plan for `cfg` on a model trained with `n_ctx_train` positions.
 pub fn plan_for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
     let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
+    // A divisor: never 0, even for a config that skipped validation (tests, library users).
     let slots = l.batch_size.max(1);
     let input = cfg.max_input_tokens.unwrap_or(OPEN_INPUT_TOKENS);
     let output = cfg.max_output_tokens.unwrap_or(OPEN_OUTPUT_TOKENS);

@@ -93,7 +93,7 @@ pub fn batch_plan(cfg: &ExperimentConfig) -> (bool, u32) {
     let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
     let beams = t.num_beams.unwrap_or(1);
     let stream = cfg.measurement.latency_profiling && beams <= 1;
-    let configured = t.batch_size.unwrap_or(1).max(1);
+    let configured = t.batch_size.unwrap_or(1);
     (stream, if stream { 1 } else { configured })
 }
 
@@ -318,7 +318,7 @@ impl TransformersEngine {
             }
         };
         let (stream, _) = batch_plan(cfg);
-        let configured_batch = t.batch_size.unwrap_or(1).max(1);
+        let configured_batch = t.batch_size.unwrap_or(1);
         let on_gpu = loaded.device.starts_with("cuda");
         let device = match &loaded.device_name {
             Some(n) if on_gpu => format!("{} ({n})", loaded.device),

@@ -22,6 +22,7 @@ pub fn plan(spec: &BatchingSpec, input_tokens: &[u32]) -> Vec<Vec<usize>> {
     if sorted {
         order.sort_by_key(|&i| input_tokens.get(i).copied().unwrap_or(0));
     }
+    // A chunk size: never 0, even for a spec built without the config's validation.
     let size = spec.batch_size.max(1) as usize;
     let dynamic = matches!(
         spec.strategy,
