@@ -357,86 +357,98 @@ fn expand_explicit(
     Ok(Point { tree, label })
 }
 
-fn expand_sweep(
-    fixed: &Node,
-    sweep: &crate::yaml::Map,
-    loader: &mut Loader<'_>,
-) -> Result<Vec<Point>, ConfigError> {
-    let mut axes: Vec<Axis> = Vec::new();
-    let mut groups: Vec<Group> = Vec::new();
-    let mut engine_axis: Option<Vec<Engine>> = None;
+/// The axes, groups and engine list a `sweep:` block declares.
+struct Declared {
+    axes: Vec<Axis>,
+    groups: Vec<Group>,
+    engine_axis: Option<Vec<Engine>>,
+}
 
-    for e in &sweep.entries {
-        let path = split_path(&e.key, e.key_span, loader)?;
-        if path.len() == 1 && path.first().is_some_and(|p| p == "engine") {
-            engine_axis = Some(parse_engines(&e.value, loader)?);
-            continue;
-        }
-        let scope = scope_of(&path);
-        match &e.value.kind {
-            NodeKind::Seq(items) if items.is_empty() => {
-                return Err(err(
-                    loader,
-                    ErrorKind::Sweep,
-                    format!("sweep axis `{}` has no values", e.key),
-                    e.value.span,
-                ));
-            }
-            NodeKind::Seq(items) if is_group(items) => {
-                if !items.iter().all(|i| i.as_map().is_some()) {
-                    return Err(err(
-                        loader,
-                        ErrorKind::Sweep,
-                        format!(
-                            "sweep entry `{}` mixes mappings and plain values; a group's entries \
-                             are all mappings, an axis's values are all plain",
-                            e.key
-                        ),
-                        e.value.span,
-                    ));
-                }
-                let mut variants = Vec::new();
-                for item in items.iter() {
-                    variants.extend(expand_entry(item, loader)?);
-                }
-                groups.push(Group {
-                    name: e.key.to_string(),
-                    scope,
-                    variants,
-                });
-            }
-            NodeKind::Seq(items) => axes.push(Axis {
-                written: e.key.to_string(),
-                path,
-                scope,
-                values: items.to_vec(),
-            }),
-            NodeKind::Map(_) => {
+/// Reads one entry of `sweep:` into `d`: the engine list, an axis, or a group.
+fn declare(
+    d: &mut Declared,
+    e: &crate::yaml::Entry,
+    loader: &mut Loader<'_>,
+) -> Result<(), ConfigError> {
+    let path = split_path(&e.key, e.key_span, loader)?;
+    if path.len() == 1 && path.first().is_some_and(|p| p == "engine") {
+        d.engine_axis = Some(parse_engines(&e.value, loader)?);
+        return Ok(());
+    }
+    let scope = scope_of(&path);
+    match &e.value.kind {
+        NodeKind::Seq(items) if items.is_empty() => Err(err(
+            loader,
+            ErrorKind::Sweep,
+            format!("sweep axis `{}` has no values", e.key),
+            e.value.span,
+        )),
+        NodeKind::Seq(items) if is_group(items) => {
+            if !items.iter().all(|i| i.as_map().is_some()) {
                 return Err(err(
                     loader,
                     ErrorKind::Sweep,
                     format!(
-                        "sweep entry `{}` is a mapping; write an axis as `{}: [a, b]` or a group \
-                         as a list of mappings",
-                        e.key, e.key
+                        "sweep entry `{}` mixes mappings and plain values; a group's entries \
+                         are all mappings, an axis's values are all plain",
+                        e.key
                     ),
                     e.value.span,
                 ));
             }
-            _ => axes.push(Axis {
+            let mut variants = Vec::new();
+            for item in items.iter() {
+                variants.extend(expand_entry(item, loader)?);
+            }
+            d.groups.push(Group {
+                name: e.key.to_string(),
+                scope,
+                variants,
+            });
+            Ok(())
+        }
+        NodeKind::Seq(items) => {
+            d.axes.push(Axis {
+                written: e.key.to_string(),
+                path,
+                scope,
+                values: items.to_vec(),
+            });
+            Ok(())
+        }
+        NodeKind::Map(_) => Err(err(
+            loader,
+            ErrorKind::Sweep,
+            format!(
+                "sweep entry `{}` is a mapping; write an axis as `{}: [a, b]` or a group \
+                 as a list of mappings",
+                e.key, e.key
+            ),
+            e.value.span,
+        )),
+        _ => {
+            d.axes.push(Axis {
                 written: e.key.to_string(),
                 path,
                 scope,
                 values: vec![e.value.clone()],
-            }),
+            });
+            Ok(())
         }
     }
+}
 
-    // A group may not share its name with an axis (seed 003's collision rule), and one
-    // field may not be swept twice under two spellings.
-    for (i, a) in axes.iter().enumerate() {
+/// A group may not share its name with an axis (seed 003's collision rule), and one field
+/// may not be swept twice under two spellings.
+fn check_collisions(
+    d: &Declared,
+    sweep: &crate::yaml::Map,
+    fixed: &Node,
+    loader: &mut Loader<'_>,
+) -> Result<(), ConfigError> {
+    for (i, a) in d.axes.iter().enumerate() {
         let span = sweep.entry(&a.written).map_or(fixed.span, |x| x.key_span);
-        if let Some(g) = groups.iter().find(|g| {
+        if let Some(g) = d.groups.iter().find(|g| {
             g.name == a.written || split_path(&g.name, span, loader).ok().as_ref() == Some(&a.path)
         }) {
             let gspan = sweep.entry(&g.name).map_or(span, |x| x.key_span);
@@ -454,7 +466,7 @@ fn expand_sweep(
             )
             .into());
         }
-        if let Some(b) = axes.iter().skip(i + 1).find(|b| b.path == a.path) {
+        if let Some(b) = d.axes.iter().skip(i + 1).find(|b| b.path == a.path) {
             let bspan = sweep.entry(&b.written).map_or(span, |x| x.key_span);
             return Err(err(
                 loader,
@@ -464,40 +476,68 @@ fn expand_sweep(
             ));
         }
     }
+    Ok(())
+}
 
+/// The engines the points are for: the swept or fixed ones, then those that only scoped
+/// axes or groups name; `[None]` when nothing names an engine.
+fn engines_of(
+    d: &Declared,
+    fixed: &Node,
+    loader: &mut Loader<'_>,
+) -> Result<Vec<Option<Engine>>, ConfigError> {
     let fixed_engine = fixed.as_map().and_then(|m| m.get("engine"));
-    let explicit_engines: Vec<Engine> = match (&engine_axis, fixed_engine) {
+    let explicit_engines: Vec<Engine> = match (&d.engine_axis, fixed_engine) {
         (Some(list), _) => list.clone(),
         (None, Some(n)) if !n.is_null() => parse_engines(n, loader)?,
         _ => Vec::new(),
     };
-    let mut scoped: Vec<Engine> = axes
+    let mut scoped: Vec<Engine> = d
+        .axes
         .iter()
         .filter_map(|a| a.scope)
-        .chain(groups.iter().filter_map(|g| g.scope))
+        .chain(d.groups.iter().filter_map(|g| g.scope))
         .filter(|e| !explicit_engines.contains(e))
         .collect();
     scoped.sort_by_key(|e| e.as_str());
     scoped.dedup();
     let mut engines: Vec<Option<Engine>> = explicit_engines.iter().copied().map(Some).collect();
     engines.extend(scoped.into_iter().map(Some));
-    let set_engine = !engines.is_empty();
     if engines.is_empty() {
         engines.push(None);
     }
-    let many_engines = engines.len() > 1;
+    Ok(engines)
+}
 
-    // Size check before building anything.
+/// The axes and groups that apply to engine `eff`.
+fn applicable(d: &Declared, eff: Engine) -> (Vec<&Axis>, Vec<&Group>) {
+    (
+        d.axes
+            .iter()
+            .filter(|a| a.scope.is_none_or(|s| s == eff))
+            .collect(),
+        d.groups
+            .iter()
+            .filter(|g| g.scope.is_none_or(|s| s == eff))
+            .collect(),
+    )
+}
+
+/// How many points the sweep makes, refused past [`MAX_POINTS`] before anything is built.
+fn check_size(
+    d: &Declared,
+    engines: &[Option<Engine>],
+    fixed: &Node,
+    loader: &mut Loader<'_>,
+) -> Result<u128, ConfigError> {
     let mut total: u128 = 0;
-    for e in &engines {
-        let eff = e.unwrap_or(Engine::DEFAULT);
-        let mut n: u128 = 1;
-        for a in axes.iter().filter(|a| a.scope.is_none_or(|s| s == eff)) {
-            n = n.saturating_mul(a.values.len() as u128);
-        }
-        for g in groups.iter().filter(|g| g.scope.is_none_or(|s| s == eff)) {
-            n = n.saturating_mul(g.variants.len() as u128);
-        }
+    for e in engines {
+        let (axes, groups) = applicable(d, e.unwrap_or(Engine::DEFAULT));
+        let n = axes
+            .iter()
+            .map(|a| a.values.len() as u128)
+            .chain(groups.iter().map(|g| g.variants.len() as u128))
+            .fold(1u128, u128::saturating_mul);
         total = total.saturating_add(n);
     }
     if total > MAX_POINTS {
@@ -512,6 +552,66 @@ fn expand_sweep(
             span,
         ));
     }
+    Ok(total)
+}
+
+/// One point: `base` with the values of axis positions `axis_idx` and group variants
+/// `group_idx` assigned, labelled by what varies.
+fn point(
+    base: &Node,
+    engine_label: Option<Engine>,
+    (axes, axis_idx): (&[&Axis], &[usize]),
+    (groups, group_idx): (&[&Group], &[usize]),
+    loader: &mut Loader<'_>,
+) -> Result<Point, ConfigError> {
+    let mut tree = base.clone();
+    let mut label: Vec<String> = Vec::new();
+    if let Some(e) = engine_label {
+        label.push(format!("engine={e}"));
+    }
+    for (a, &i) in axes.iter().zip(axis_idx) {
+        if let Some(v) = a.values.get(i) {
+            assign(&mut tree, &a.path, &a.written, v, loader)?;
+            label.push(format!("{}={}", a.written, render_value(v)));
+        }
+    }
+    for (g, &i) in groups.iter().zip(group_idx) {
+        let Some(variant) = g.variants.get(i) else {
+            continue;
+        };
+        if variant.is_empty() {
+            label.push(format!("{}={{}}", g.name));
+        }
+        for a in variant {
+            assign(&mut tree, &a.path, &a.written, &a.value, loader)?;
+            label.push(format!("{}={}", a.written, render_value(&a.value)));
+        }
+    }
+    Ok(Point {
+        tree,
+        label: label.join(", "),
+    })
+}
+
+fn expand_sweep(
+    fixed: &Node,
+    sweep: &crate::yaml::Map,
+    loader: &mut Loader<'_>,
+) -> Result<Vec<Point>, ConfigError> {
+    let mut d = Declared {
+        axes: Vec::new(),
+        groups: Vec::new(),
+        engine_axis: None,
+    };
+    for e in &sweep.entries {
+        declare(&mut d, e, loader)?;
+    }
+    check_collisions(&d, sweep, fixed, loader)?;
+    let engines = engines_of(&d, fixed, loader)?;
+    let set_engine = engines.iter().any(Option::is_some);
+    let many_engines = engines.len() > 1;
+    let total = check_size(&d, &engines, fixed, loader)?;
+    let fixed_engine = fixed.as_map().and_then(|m| m.get("engine"));
 
     let mut points = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
     for engine in engines {
@@ -528,46 +628,19 @@ fn expand_sweep(
                 m.insert("engine", span, Node::plain(eff.as_str(), span));
             }
         }
-        let my_axes: Vec<&Axis> = axes
-            .iter()
-            .filter(|a| a.scope.is_none_or(|s| s == eff))
-            .collect();
-        let my_groups: Vec<&Group> = groups
-            .iter()
-            .filter(|g| g.scope.is_none_or(|s| s == eff))
-            .collect();
-
+        let (my_axes, my_groups) = applicable(&d, eff);
+        let engine_label = many_engines.then_some(eff);
         let mut group_idx = vec![0usize; my_groups.len()];
         loop {
             let mut axis_idx = vec![0usize; my_axes.len()];
             loop {
-                let mut tree = base.clone();
-                let mut label: Vec<String> = Vec::new();
-                if many_engines {
-                    label.push(format!("engine={eff}"));
-                }
-                for (a, &i) in my_axes.iter().zip(&axis_idx) {
-                    if let Some(v) = a.values.get(i) {
-                        assign(&mut tree, &a.path, &a.written, v, loader)?;
-                        label.push(format!("{}={}", a.written, render_value(v)));
-                    }
-                }
-                for (g, &i) in my_groups.iter().zip(&group_idx) {
-                    let Some(variant) = g.variants.get(i) else {
-                        continue;
-                    };
-                    if variant.is_empty() {
-                        label.push(format!("{}={{}}", g.name));
-                    }
-                    for a in variant {
-                        assign(&mut tree, &a.path, &a.written, &a.value, loader)?;
-                        label.push(format!("{}={}", a.written, render_value(&a.value)));
-                    }
-                }
-                points.push(Point {
-                    tree,
-                    label: label.join(", "),
-                });
+                points.push(point(
+                    &base,
+                    engine_label,
+                    (&my_axes, &axis_idx),
+                    (&my_groups, &group_idx),
+                    loader,
+                )?);
                 if !advance(&mut axis_idx, |k| {
                     my_axes.get(k).map_or(1, |a| a.values.len())
                 }) {
