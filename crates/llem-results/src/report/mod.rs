@@ -218,17 +218,8 @@ svg .tick,svg .legend{font-size:11px}svg .label{font-size:12px}svg .grid{stroke:
 svg .frame{fill:none;stroke:#999}svg .band{fill:#2a7ab0;fill-opacity:0.12}svg .line{stroke-width:1.6}\
 svg .whisker{stroke-width:1.2}.grid2{display:flex;flex-wrap:wrap;gap:8px}.small svg.plot{width:560px;height:311px}";
 
-/// The report for `runs` as one HTML document.
-pub fn render(runs: &Runs, title: &str) -> String {
-    let configs = compare::configurations(runs);
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body>",
-        esc(title)
-    );
-    let _ = write!(h, "<h1>{}</h1>", esc(title));
-    // Summary.
+/// Counts, models, engines, and mean ± CI of every metric per configuration.
+fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
     let stable = runs.stable().len();
     let engines: std::collections::BTreeSet<&str> = runs
         .iter()
@@ -252,7 +243,7 @@ pub fn render(runs: &Runs, title: &str) -> String {
         let _ = write!(h, "<th>{} ({})<br>mean ± 95 % CI</th>", m.name, m.unit);
     }
     h.push_str("</tr>");
-    for c in &configs {
+    for c in configs {
         let _ = write!(
             h,
             "<tr><td class=\"t\">{}</td><td>{}</td>",
@@ -271,8 +262,11 @@ pub fn render(runs: &Runs, title: &str) -> String {
         h.push_str("</tr>");
     }
     h.push_str("</table></section>");
+}
 
-    // Pareto frontiers: stable runs with a positive energy per token (all positive ones
+/// Energy per token against throughput and latency, with the Pareto-optimal configurations joined.
+fn pareto_section(h: &mut String, runs: &Runs) {
+    // Stable runs with a positive energy per token (all positive ones
     // when none is stable, said so), since an invalid run would otherwise win.
     let valid = runs.filter(|r| r.energy_per_token_joules > 0.0);
     let (front_runs, which) = if valid.stable().is_empty() {
@@ -312,8 +306,10 @@ pub fn render(runs: &Runs, title: &str) -> String {
         h.push_str(&c.render());
     }
     h.push_str("</section>");
+}
 
-    // Power timelines.
+/// One power timeline per run (the first MAX_TIMELINES), the window shaded.
+fn timelines_section(h: &mut String, runs: &Runs) {
     let _ = write!(
         h,
         "<section id=\"timelines\"><h2>Power timelines</h2><p>Power summed over the measured devices; the shaded band is the measurement window (steady state). {}</p><div class=\"grid2 small\">",
@@ -360,15 +356,19 @@ pub fn render(runs: &Runs, title: &str) -> String {
         }
     }
     h.push_str("</div></section>");
+}
 
-    // Latency CDFs.
+/// Latency CDFs per configuration.
+fn latency_section(h: &mut String, configs: &[Configuration]) {
     h.push_str("<section id=\"latency\"><h2>Latency distributions</h2>");
-    for c in latency_cdfs(&configs) {
+    for c in latency_cdfs(configs) {
         h.push_str(&c.render());
     }
     h.push_str("</section>");
+}
 
-    // Every run.
+/// Every run, and the runs that were found but could not be loaded.
+fn runs_section(h: &mut String, runs: &Runs) {
     h.push_str("<section id=\"runs\"><h2>Every run</h2><table><tr><th class=\"t\">run</th><th class=\"t\">source</th><th>mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
     for r in runs.iter() {
         let opt = |v: Option<f64>| v.map(short_number).unwrap_or_default();
@@ -405,7 +405,25 @@ pub fn render(runs: &Runs, title: &str) -> String {
         }
         h.push_str("</ul>");
     }
-    h.push_str("</section></body></html>\n");
+    h.push_str("</section>");
+}
+
+/// The report for `runs` as one HTML document.
+pub fn render(runs: &Runs, title: &str) -> String {
+    let configs = compare::configurations(runs);
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body>",
+        esc(title)
+    );
+    let _ = write!(h, "<h1>{}</h1>", esc(title));
+    summary_section(&mut h, runs, &configs);
+    pareto_section(&mut h, runs);
+    timelines_section(&mut h, runs);
+    latency_section(&mut h, &configs);
+    runs_section(&mut h, runs);
+    h.push_str("</body></html>\n");
     h
 }
 

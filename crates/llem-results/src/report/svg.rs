@@ -219,6 +219,23 @@ impl Chart {
             LEFT,
             esc(&self.title)
         );
+        self.bands(&mut s, &x);
+        self.axes(&mut s, &x, &y);
+        for (i, ser) in self.series.iter().enumerate() {
+            let c = esc(&ser.color);
+            let _ = write!(s, r#"<g class="series" data-name="{}">"#, esc(&ser.name));
+            match ser.style {
+                Style::Markers => markers(&mut s, ser, (&x, &y), &c),
+                Style::Line | Style::Step => line(&mut s, ser, (&x, &y), &c),
+            }
+            legend(&mut s, ser, i, &c);
+        }
+        s.push_str("</svg>");
+        s
+    }
+
+    /// The shaded bands (measurement windows), with their captions as tooltips.
+    fn bands(&self, s: &mut String, x: &Axis) {
         for (a, b, caption) in &self.bands {
             if let (Some(pa), Some(pb)) = (x.px(*a), x.px(*b)) {
                 let _ = write!(
@@ -230,7 +247,10 @@ impl Chart {
                 );
             }
         }
-        // Axes and grid.
+    }
+
+    /// Grid lines and ticks of both axes, the frame, and the axis labels.
+    fn axes(&self, s: &mut String, x: &Axis, y: &Axis) {
         for t in x.ticks() {
             if let Some(p) = x.px(t) {
                 let _ = write!(
@@ -270,82 +290,82 @@ impl Chart {
             (TOP + H - BOTTOM) / 2.0,
             esc(&self.y_label)
         );
-        for (i, ser) in self.series.iter().enumerate() {
-            let c = esc(&ser.color);
-            let _ = write!(s, r#"<g class="series" data-name="{}">"#, esc(&ser.name));
-            match ser.style {
-                Style::Markers => {
-                    for p in &ser.points {
-                        let (Some(px), Some(py)) = (x.px(p.x), y.px(p.y)) else {
-                            continue;
-                        };
-                        if let Some((lo, hi)) = p.y_ci
-                            && let (Some(a), Some(b)) = (y.px(lo), y.px(hi))
-                        {
-                            let _ = write!(
-                                s,
-                                r#"<line class="whisker" x1="{px:.1}" y1="{a:.1}" x2="{px:.1}" y2="{b:.1}" stroke="{c}"/>"#
-                            );
-                        }
-                        if let Some((lo, hi)) = p.x_ci
-                            && let (Some(a), Some(b)) = (x.px(lo), x.px(hi))
-                        {
-                            let _ = write!(
-                                s,
-                                r#"<line class="whisker" x1="{a:.1}" y1="{py:.1}" x2="{b:.1}" y2="{py:.1}" stroke="{c}"/>"#
-                            );
-                        }
-                        let _ = write!(
-                            s,
-                            r#"<circle class="point" cx="{px:.1}" cy="{py:.1}" r="4" fill="{c}"><title>{}: x={}, y={}</title></circle>"#,
-                            esc(&ser.name),
-                            fmt_tick(p.x),
-                            fmt_tick(p.y)
-                        );
-                    }
-                }
-                Style::Line | Style::Step => {
-                    let mut d = String::new();
-                    let mut prev_y: Option<f64> = None;
-                    for p in &ser.points {
-                        let (Some(px), Some(py)) = (x.px(p.x), y.px(p.y)) else {
-                            continue;
-                        };
-                        match (d.is_empty(), ser.style, prev_y) {
-                            (true, _, _) => {
-                                let _ = write!(d, "M{px:.1},{py:.1}");
-                            }
-                            (false, Style::Step, Some(last)) => {
-                                let _ = write!(d, " L{px:.1},{last:.1} L{px:.1},{py:.1}");
-                            }
-                            _ => {
-                                let _ = write!(d, " L{px:.1},{py:.1}");
-                            }
-                        }
-                        prev_y = Some(py);
-                    }
-                    if !d.is_empty() {
-                        let _ = write!(
-                            s,
-                            r#"<path class="line" d="{d}" stroke="{c}" fill="none"/>"#
-                        );
-                    }
-                }
-            }
-            let ly = TOP + 14.0 + 18.0 * i as f64;
-            let lx = W - RIGHT + 12.0;
-            let name: String = ser.name.chars().take(40).collect();
+    }
+}
+
+/// A series as points with their confidence whiskers.
+fn markers(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
+    for p in &ser.points {
+        let (Some(px), Some(py)) = (x.px(p.x), y.px(p.y)) else {
+            continue;
+        };
+        if let Some((lo, hi)) = p.y_ci
+            && let (Some(a), Some(b)) = (y.px(lo), y.px(hi))
+        {
             let _ = write!(
                 s,
-                r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{c}"/><text x="{:.1}" y="{ly:.1}" class="legend">{}</text></g>"#,
-                ly - 9.0,
-                lx + 14.0,
-                esc(&name)
+                r#"<line class="whisker" x1="{px:.1}" y1="{a:.1}" x2="{px:.1}" y2="{b:.1}" stroke="{c}"/>"#
             );
         }
-        s.push_str("</svg>");
-        s
+        if let Some((lo, hi)) = p.x_ci
+            && let (Some(a), Some(b)) = (x.px(lo), x.px(hi))
+        {
+            let _ = write!(
+                s,
+                r#"<line class="whisker" x1="{a:.1}" y1="{py:.1}" x2="{b:.1}" y2="{py:.1}" stroke="{c}"/>"#
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<circle class="point" cx="{px:.1}" cy="{py:.1}" r="4" fill="{c}"><title>{}: x={}, y={}</title></circle>"#,
+            esc(&ser.name),
+            fmt_tick(p.x),
+            fmt_tick(p.y)
+        );
     }
+}
+
+/// A series as a line, or a staircase for [`Style::Step`]; points off the axes are skipped.
+fn line(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
+    let mut d = String::new();
+    let mut prev_y: Option<f64> = None;
+    for p in &ser.points {
+        let (Some(px), Some(py)) = (x.px(p.x), y.px(p.y)) else {
+            continue;
+        };
+        match (d.is_empty(), ser.style, prev_y) {
+            (true, _, _) => {
+                let _ = write!(d, "M{px:.1},{py:.1}");
+            }
+            (false, Style::Step, Some(last)) => {
+                let _ = write!(d, " L{px:.1},{last:.1} L{px:.1},{py:.1}");
+            }
+            _ => {
+                let _ = write!(d, " L{px:.1},{py:.1}");
+            }
+        }
+        prev_y = Some(py);
+    }
+    if !d.is_empty() {
+        let _ = write!(
+            s,
+            r#"<path class="line" d="{d}" stroke="{c}" fill="none"/>"#
+        );
+    }
+}
+
+/// The legend entry of series `i`, closing its group.
+fn legend(s: &mut String, ser: &Series, i: usize, c: &str) {
+    let ly = TOP + 14.0 + 18.0 * i as f64;
+    let lx = W - RIGHT + 12.0;
+    let name: String = ser.name.chars().take(40).collect();
+    let _ = write!(
+        s,
+        r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{c}"/><text x="{:.1}" y="{ly:.1}" class="legend">{}</text></g>"#,
+        ly - 9.0,
+        lx + 14.0,
+        esc(&name)
+    );
 }
 
 #[cfg(test)]
