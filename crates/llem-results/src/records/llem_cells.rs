@@ -4,6 +4,7 @@
 //! window plays the steady state, the dataset plays the task, and the ITL statistics are
 //! recomputed from the per-token timestamps with the reference smoothing.
 
+use crate::result::LatencyStatistics;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -104,12 +105,9 @@ fn max_num_seqs(r: &ExperimentResult, c: &Value) -> i64 {
         .unwrap_or(1)
 }
 
-fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
-    let r = &cell.result;
-    let c = &cell.config;
-    let model_id = cfg_str(c, &["model"]).unwrap_or(&r.model_name).to_string();
-    let task = if c
-        .pointer("/dataset/synthetic")
+/// The task of a cell: `synthetic`, else its dataset's source.
+fn task_of(c: &Value) -> String {
+    if c.pointer("/dataset/synthetic")
         .is_some_and(|v| !v.is_null())
     {
         "synthetic".to_string()
@@ -117,7 +115,71 @@ fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
         cfg_str(c, &["dataset", "source"])
             .unwrap_or("unknown")
             .to_string()
-    };
+    }
+}
+
+/// Inter-token latency mean, p50, p90, p95, p99 (ms): recomputed from the request log's token
+/// times with the reference smoothing, else the result's own figures (NaN when absent).
+fn itl_of(cell: &Cell, lat: &LatencyStatistics) -> (f64, f64, f64, f64, f64) {
+    let itl = cell.requests.as_ref().and_then(|(_, t)| {
+        let lists: Vec<Vec<f64>> = t.iter().map(|x| itl::gaps(x)).collect();
+        itl::run_stats(lists.iter().map(Vec::as_slice))
+    });
+    let fallback = |v: Option<f64>| v.unwrap_or(f64::NAN);
+    match itl {
+        Some(s) => (s.mean_ms, s.p50_ms, s.p90_ms, s.p95_ms, s.p99_ms),
+        None => (
+            fallback(lat.itl_mean_ms),
+            fallback(lat.itl_median_ms),
+            fallback(lat.itl_p90_ms),
+            fallback(lat.itl_p95_ms),
+            fallback(lat.itl_p99_ms),
+        ),
+    }
+}
+
+/// The study a cell's `result.json` belongs to, and its cycle (from `NNN_c<cycle>_...`).
+fn placement(path: &Path) -> (Option<String>, Option<i64>) {
+    let study = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    let cycle = path.parent().and_then(Path::file_name).and_then(|n| {
+        let n = n.to_string_lossy();
+        let rest = n.split('_').nth(1)?.strip_prefix('c')?.to_string();
+        rest.parse().ok()
+    });
+    (study, cycle)
+}
+
+/// llem's own fields of a cell's run.
+fn llem_fields(path: &Path, r: &ExperimentResult, lat: &LatencyStatistics) -> LlemFields {
+    let (study, cycle) = placement(path);
+    LlemFields {
+        source: Some(RunSource::Llem),
+        engine: Some(r.engine.clone()),
+        study,
+        cycle,
+        config_hash: Some(r.measurement_config_hash.clone()),
+        experiment_id: Some(r.experiment_id.clone()),
+        measurement_methodology: Some(r.measurement_methodology.clone()),
+        energy_source: r.energy_source.clone(),
+        energy_adjusted_joules: r.energy_adjusted_j,
+        energy_per_token_adjusted_joules: r.mj_per_tok_adjusted.map(|m| m / 1000.0),
+        ttft_median_ms: lat.ttft_median_ms,
+        ttft_p99_ms: lat.ttft_p99_ms,
+        tpot_median_ms: lat.tpot_median_ms,
+        e2e_p99_ms: lat.e2e_p99_ms,
+        warnings: (!r.measurement_warnings.is_empty()).then(|| r.measurement_warnings.join("\n")),
+    }
+}
+
+fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
+    let r = &cell.result;
+    let c = &cell.config;
+    let model_id = cfg_str(c, &["model"]).unwrap_or(&r.model_name).to_string();
+    let task = task_of(c);
     let md = r.environment.model.as_ref();
     let params_b = md
         .and_then(|m| m.parameters)
@@ -149,39 +211,14 @@ fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
         completed,
         total_tokens,
     );
-    let itl = cell.requests.as_ref().and_then(|(_, t)| {
-        let lists: Vec<Vec<f64>> = t.iter().map(|x| itl::gaps(x)).collect();
-        itl::run_stats(lists.iter().map(Vec::as_slice))
-    });
     let lat = r.latency_stats.clone().unwrap_or_default();
-    let fallback = |v: Option<f64>| v.unwrap_or(f64::NAN);
-    let (mean, p50, p90, p95, p99) = match itl {
-        Some(s) => (s.mean_ms, s.p50_ms, s.p90_ms, s.p95_ms, s.p99_ms),
-        None => (
-            fallback(lat.itl_mean_ms),
-            fallback(lat.itl_median_ms),
-            fallback(lat.itl_p90_ms),
-            fallback(lat.itl_p95_ms),
-            fallback(lat.itl_p99_ms),
-        ),
-    };
+    let (mean, p50, p90, p95, p99) = itl_of(cell, &lat);
     let avg_batch = r
         .steady_state
         .as_ref()
         .and_then(|s| s.avg_batch_size)
         .or(r.extended_metrics.batch.effective_batch_size);
     let b = max_num_seqs(r, c);
-    let study = path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned());
-    let cycle = path.parent().and_then(Path::file_name).and_then(|n| {
-        let n = n.to_string_lossy();
-        let rest = n.split('_').nth(1)?.strip_prefix('c')?.to_string();
-        rest.parse().ok()
-    });
-    let warnings = (!r.measurement_warnings.is_empty()).then(|| r.measurement_warnings.join("\n"));
     let run = LlmRun {
         domain: "llm".into(),
         task: task.clone(),
@@ -228,23 +265,7 @@ fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
             .with_file_name(layout::SERVER_METRICS)
             .to_string_lossy()
             .into_owned(),
-        extra: LlemFields {
-            source: Some(RunSource::Llem),
-            engine: Some(engine.clone()),
-            study,
-            cycle,
-            config_hash: Some(r.measurement_config_hash.clone()),
-            experiment_id: Some(r.experiment_id.clone()),
-            measurement_methodology: Some(r.measurement_methodology.clone()),
-            energy_source: r.energy_source.clone(),
-            energy_adjusted_joules: r.energy_adjusted_j,
-            energy_per_token_adjusted_joules: r.mj_per_tok_adjusted.map(|m| m / 1000.0),
-            ttft_median_ms: lat.ttft_median_ms,
-            ttft_p99_ms: lat.ttft_p99_ms,
-            tpot_median_ms: lat.tpot_median_ms,
-            e2e_p99_ms: lat.e2e_p99_ms,
-            warnings,
-        },
+        extra: llem_fields(path, r, &lat),
     };
     let facts = RunFacts {
         model_id,
