@@ -111,26 +111,14 @@ fn signal_group(pid: u32, sig: Signal) {
     }
 }
 
-/// Starts a cell and supervises it to the end.
-///
-/// `on_spawn` gets the child's PID (also its process-group id) before anything else happens;
-/// `on_message` every progress line; `stop` is polled every 50 ms.
-pub fn run_cell(
-    launcher: &Launcher,
-    spec_path: &Path,
-    log_path: &Path,
-    limits: CellLimits,
-    on_spawn: &mut dyn FnMut(u32),
-    on_message: &mut dyn FnMut(&CellMessage),
-    stop: &mut dyn FnMut() -> StopRequest,
-) -> Result<CellRun, SpawnError> {
+/// Starts the cell process in its own group, stdout piped, stderr into `log_path`.
+fn spawn(launcher: &Launcher, spec_path: &Path, log_path: &Path) -> Result<Child, SpawnError> {
     let spawn_err = |source| SpawnError {
         program: launcher.program.display().to_string(),
         source,
     };
     let log = File::create(log_path).map_err(spawn_err)?;
-    let started = Instant::now();
-    let mut child = Command::new(&launcher.program)
+    Command::new(&launcher.program)
         .args(&launcher.args)
         .arg(spec_path)
         .env(PARENT_PID_ENV, std::process::id().to_string())
@@ -141,10 +129,11 @@ pub fn run_cell(
         // everything the cell started.
         .process_group(0)
         .spawn()
-        .map_err(spawn_err)?;
-    let pid = child.id();
-    on_spawn(pid);
+        .map_err(spawn_err)
+}
 
+/// The cell's progress lines, parsed on a thread of their own.
+fn read_messages(child: &mut Child) -> mpsc::Receiver<CellMessage> {
     let (tx, rx) = mpsc::channel();
     if let Some(out) = child.stdout.take() {
         std::thread::spawn(move || {
@@ -158,11 +147,102 @@ pub fn run_cell(
             }
         });
     }
+    rx
+}
+
+/// How the runner ended a cell: why and when its group was sent SIGTERM, and whether SIGKILL
+/// followed.
+#[derive(Default)]
+struct Ending {
+    terminated: Option<(Termination, Instant)>,
+    killed: bool,
+}
+
+impl Ending {
+    /// Applies a stop request, the timeout and the kill grace to the group of `pid`.
+    fn enforce(&mut self, pid: u32, request: StopRequest, started: Instant, limits: CellLimits) {
+        match request {
+            StopRequest::Kill(cause) if !self.killed => {
+                signal_group(pid, Signal::SIGKILL);
+                self.killed = true;
+                // A kill from outside is reported as that, even over an earlier timeout.
+                self.terminated = Some((Termination::Stop(cause), Instant::now()));
+            }
+            StopRequest::Terminate(cause) if self.terminated.is_none() => {
+                signal_group(pid, Signal::SIGTERM);
+                self.terminated = Some((Termination::Stop(cause), Instant::now()));
+            }
+            _ => {}
+        }
+        if self.terminated.is_none() && started.elapsed() > limits.timeout {
+            signal_group(pid, Signal::SIGTERM);
+            self.terminated = Some((Termination::Timeout, Instant::now()));
+        }
+        if let Some((_, at)) = self.terminated
+            && !self.killed
+            && at.elapsed() > limits.kill_grace
+        {
+            signal_group(pid, Signal::SIGKILL);
+            self.killed = true;
+        }
+    }
+}
+
+/// Kills whatever is left of the group of `pid` and waits up to 1 s for it to go; returns the
+/// processes still there (stuck in the kernel).
+fn reap_group(pid: u32) -> Vec<u32> {
+    signal_group(pid, Signal::SIGKILL);
+    let mut survivors = group_members(pid);
+    let until = Instant::now() + Duration::from_secs(1);
+    while !survivors.is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+        survivors = group_members(pid);
+    }
+    survivors
+}
+
+/// A cell that died without stopping its server (SIGKILL, crash) leaves it running in its
+/// own group or container: stops those too, and returns the processes that were still there.
+fn stop_orphaned_servers(reported: &Reported) -> Vec<u32> {
+    let mut orphaned = Vec::new();
+    for &g in &reported.server_groups {
+        let left = group_members(g);
+        if !left.is_empty() {
+            signal_group(g, Signal::SIGKILL);
+            orphaned.extend(left);
+        }
+    }
+    for name in &reported.containers {
+        let _ = Command::new("docker")
+            .args(["rm", "-f", name])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+    orphaned
+}
+
+/// Starts a cell and supervises it to the end.
+///
+/// `on_spawn` gets the child's PID (also its process-group id) before anything else happens;
+/// `on_message` every progress line; `stop` is polled every 50 ms.
+pub fn run_cell(
+    launcher: &Launcher,
+    spec_path: &Path,
+    log_path: &Path,
+    limits: CellLimits,
+    on_spawn: &mut dyn FnMut(u32),
+    on_message: &mut dyn FnMut(&CellMessage),
+    stop: &mut dyn FnMut() -> StopRequest,
+) -> Result<CellRun, SpawnError> {
+    let started = Instant::now();
+    let mut child = spawn(launcher, spec_path, log_path)?;
+    let pid = child.id();
+    on_spawn(pid);
+    let rx = read_messages(&mut child);
 
     let mut reported = Reported::default();
-    // Why and when the group was sent SIGTERM, and whether SIGKILL followed.
-    let mut terminated: Option<(Termination, Instant)> = None;
-    let mut killed = false;
+    let mut ending = Ending::default();
     let mut last_check = Instant::now();
     let status = loop {
         match rx.recv_timeout(POLL) {
@@ -181,67 +261,21 @@ pub fn run_cell(
         if let Some(status) = try_wait(&mut child) {
             break status;
         }
-        match stop() {
-            StopRequest::Kill(cause) if !killed => {
-                signal_group(pid, Signal::SIGKILL);
-                killed = true;
-                // A kill from outside is reported as that, even over an earlier timeout.
-                terminated = Some((Termination::Stop(cause), Instant::now()));
-            }
-            StopRequest::Terminate(cause) if terminated.is_none() => {
-                signal_group(pid, Signal::SIGTERM);
-                terminated = Some((Termination::Stop(cause), Instant::now()));
-            }
-            _ => {}
-        }
-        if terminated.is_none() && started.elapsed() > limits.timeout {
-            signal_group(pid, Signal::SIGTERM);
-            terminated = Some((Termination::Timeout, Instant::now()));
-        }
-        if let Some((_, at)) = terminated
-            && !killed
-            && at.elapsed() > limits.kill_grace
-        {
-            signal_group(pid, Signal::SIGKILL);
-            killed = true;
-        }
+        ending.enforce(pid, stop(), started, limits);
     };
     let elapsed_s = started.elapsed().as_secs_f64();
     // Whatever the cell started and left behind goes with it.
-    signal_group(pid, Signal::SIGKILL);
-    let mut survivors = group_members(pid);
-    let until = Instant::now() + Duration::from_secs(1);
-    while !survivors.is_empty() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-        survivors = group_members(pid);
-    }
+    let survivors = reap_group(pid);
     // Lines written just before exit; a grandchild holding the pipe cannot stall us past 1 s.
     let drain_until = Instant::now() + Duration::from_secs(1);
     while let Ok(m) = rx.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
         reported.take(m, on_message);
     }
-    // A cell that died without stopping its server (SIGKILL, crash) leaves it running in its
-    // own group or container: stop those too, and report them when they were still there.
-    let mut orphaned_servers = Vec::new();
-    for &g in &reported.server_groups {
-        let left = group_members(g);
-        if !left.is_empty() {
-            signal_group(g, Signal::SIGKILL);
-            orphaned_servers.extend(left);
-        }
-    }
-    for name in &reported.containers {
-        let _ = Command::new("docker")
-            .args(["rm", "-f", name])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-
+    let orphaned_servers = stop_orphaned_servers(&reported);
     let end = classify(
         status,
-        terminated.map(|(t, _)| t),
-        killed,
+        ending.terminated.map(|(t, _)| t),
+        ending.killed,
         limits,
         reported,
         spec_path.parent().unwrap_or(Path::new(".")),
