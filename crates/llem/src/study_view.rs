@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
+use std::path::Path;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -114,6 +115,131 @@ fn outcome_line(e: &ManifestEntry) -> String {
     }
 }
 
+impl StudyView {
+    fn started(&mut self, dir: &Path, manifest: &Manifest, resumed: bool) {
+        let verb = if resumed { "resuming" } else { "study" };
+        let s = &manifest.summary;
+        if !self.quiet {
+            eprintln!(
+                "llem: {verb} '{}' ({}): {} cells ({} configurations x cycles), {} already done\n      {}",
+                manifest.study_name,
+                manifest.study_design_hash,
+                s.total_experiments,
+                s.unique_configurations.unwrap_or_default(),
+                s.completed,
+                dir.display()
+            );
+        }
+        if self.tty && !self.quiet {
+            let bar = self.multi.add(ProgressBar::new(s.total_experiments as u64));
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>8.bold} [{bar:30.green/blue}] {pos}/{len} {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_prefix("study");
+            bar.set_position(s.completed as u64);
+            bar.set_message(self.status_line(manifest));
+            self.study = Some(bar);
+        }
+    }
+
+    fn cell_started(&mut self, entry: &ManifestEntry, manifest: &Manifest) {
+        self.phase.clear();
+        if let Some(b) = &self.study {
+            b.set_message(self.status_line(manifest));
+        }
+        if self.quiet {
+            return;
+        }
+        if self.tty {
+            let bar = self.multi.add(ProgressBar::new_spinner());
+            bar.set_style(
+                ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.set_prefix(cell_name(entry));
+            bar.enable_steady_tick(Duration::from_millis(120));
+            self.cell = Some(bar);
+        } else {
+            eprintln!(
+                "llem: start  {} (pid {})",
+                cell_name(entry),
+                entry.pid.unwrap_or(0)
+            );
+        }
+    }
+
+    fn cell_message(&mut self, entry: &ManifestEntry, message: &CellMessage) {
+        match message {
+            CellMessage::Phase { phase, detail, .. } => {
+                self.phase.clone_from(phase);
+                if let Some(b) = &self.cell {
+                    b.set_message(format!("{phase}: {detail}"));
+                } else if !self.quiet && !self.tty {
+                    eprintln!("llem:   {} {phase} {detail}", cell_name(entry));
+                }
+            }
+            CellMessage::Advance {
+                done,
+                tokens,
+                elapsed_s,
+                power_w,
+            } => {
+                if let Some(b) = &self.cell {
+                    let tps = if *elapsed_s > 0.0 {
+                        *tokens as f64 / elapsed_s
+                    } else {
+                        0.0
+                    };
+                    let w = power_w.map_or_else(|| "- W".into(), |w| format!("{w:.1} W"));
+                    b.set_message(format!("{}: {done} done, {tps:.1} tok/s, {w}", self.phase));
+                }
+            }
+            CellMessage::Note { message } if !self.quiet => {
+                self.say(&format!("  warning {}: {message}", cell_name(entry)));
+            }
+            _ => {}
+        }
+    }
+
+    fn cell_finished(&mut self, entry: &ManifestEntry, manifest: &Manifest) {
+        if let Some(b) = self.cell.take() {
+            b.finish_and_clear();
+            self.multi.remove(&b);
+        }
+        if let Some(b) = &self.study {
+            b.set_position((manifest.summary.completed + manifest.summary.failed) as u64);
+            b.set_message(self.status_line(manifest));
+        }
+        if !self.quiet || entry.status != CellStatus::Completed {
+            self.say(&outcome_line(entry));
+        }
+    }
+
+    fn waiting(&mut self, reason: WaitReason, seconds: f64) {
+        if self.quiet {
+            return;
+        }
+        let why = match reason {
+            WaitReason::ExperimentGap => "experiment gap",
+            WaitReason::CycleGap => "cycle gap",
+            WaitReason::Cooldown => "circuit breaker cooldown",
+        };
+        let secs = if seconds < 10.0 {
+            format!("{seconds:.1} s")
+        } else {
+            format!("{seconds:.0} s")
+        };
+        match &self.study {
+            Some(b) => b.set_message(format!("{why}: {secs}")),
+            None => eprintln!("llem: {why} {secs}"),
+        }
+    }
+}
+
 impl Observer for StudyView {
     fn event(&mut self, e: StudyEvent<'_>) {
         match e {
@@ -121,122 +247,11 @@ impl Observer for StudyView {
                 dir,
                 manifest,
                 resumed,
-            } => {
-                let verb = if resumed { "resuming" } else { "study" };
-                let s = &manifest.summary;
-                if !self.quiet {
-                    eprintln!(
-                        "llem: {verb} '{}' ({}): {} cells ({} configurations x cycles), {} already done\n      {}",
-                        manifest.study_name,
-                        manifest.study_design_hash,
-                        s.total_experiments,
-                        s.unique_configurations.unwrap_or_default(),
-                        s.completed,
-                        dir.display()
-                    );
-                }
-                if self.tty && !self.quiet {
-                    let bar = self.multi.add(ProgressBar::new(s.total_experiments as u64));
-                    bar.set_style(
-                        ProgressStyle::with_template(
-                            "{prefix:>8.bold} [{bar:30.green/blue}] {pos}/{len} {msg}",
-                        )
-                        .unwrap_or_else(|_| ProgressStyle::default_bar())
-                        .progress_chars("=> "),
-                    );
-                    bar.set_prefix("study");
-                    bar.set_position(s.completed as u64);
-                    bar.set_message(self.status_line(manifest));
-                    self.study = Some(bar);
-                }
-            }
-            StudyEvent::CellStarted { entry, manifest } => {
-                self.phase.clear();
-                if let Some(b) = &self.study {
-                    b.set_message(self.status_line(manifest));
-                }
-                if self.quiet {
-                    return;
-                }
-                if self.tty {
-                    let bar = self.multi.add(ProgressBar::new_spinner());
-                    bar.set_style(
-                        ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {msg}")
-                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                    );
-                    bar.set_prefix(cell_name(entry));
-                    bar.enable_steady_tick(Duration::from_millis(120));
-                    self.cell = Some(bar);
-                } else {
-                    eprintln!(
-                        "llem: start  {} (pid {})",
-                        cell_name(entry),
-                        entry.pid.unwrap_or(0)
-                    );
-                }
-            }
-            StudyEvent::Cell { entry, message } => match message {
-                CellMessage::Phase { phase, detail, .. } => {
-                    self.phase.clone_from(phase);
-                    if let Some(b) = &self.cell {
-                        b.set_message(format!("{phase}: {detail}"));
-                    } else if !self.quiet && !self.tty {
-                        eprintln!("llem:   {} {phase} {detail}", cell_name(entry));
-                    }
-                }
-                CellMessage::Advance {
-                    done,
-                    tokens,
-                    elapsed_s,
-                    power_w,
-                } => {
-                    if let Some(b) = &self.cell {
-                        let tps = if *elapsed_s > 0.0 {
-                            *tokens as f64 / elapsed_s
-                        } else {
-                            0.0
-                        };
-                        let w = power_w.map_or_else(|| "- W".into(), |w| format!("{w:.1} W"));
-                        b.set_message(format!("{}: {done} done, {tps:.1} tok/s, {w}", self.phase));
-                    }
-                }
-                CellMessage::Note { message } if !self.quiet => {
-                    self.say(&format!("  warning {}: {message}", cell_name(entry)));
-                }
-                _ => {}
-            },
-            StudyEvent::CellFinished { entry, manifest } => {
-                if let Some(b) = self.cell.take() {
-                    b.finish_and_clear();
-                    self.multi.remove(&b);
-                }
-                if let Some(b) = &self.study {
-                    b.set_position((manifest.summary.completed + manifest.summary.failed) as u64);
-                    b.set_message(self.status_line(manifest));
-                }
-                if !self.quiet || entry.status != CellStatus::Completed {
-                    self.say(&outcome_line(entry));
-                }
-            }
-            StudyEvent::Waiting { reason, seconds } => {
-                if self.quiet {
-                    return;
-                }
-                let why = match reason {
-                    WaitReason::ExperimentGap => "experiment gap",
-                    WaitReason::CycleGap => "cycle gap",
-                    WaitReason::Cooldown => "circuit breaker cooldown",
-                };
-                let secs = if seconds < 10.0 {
-                    format!("{seconds:.1} s")
-                } else {
-                    format!("{seconds:.0} s")
-                };
-                match &self.study {
-                    Some(b) => b.set_message(format!("{why}: {secs}")),
-                    None => eprintln!("llem: {why} {secs}"),
-                }
-            }
+            } => self.started(dir, manifest, resumed),
+            StudyEvent::CellStarted { entry, manifest } => self.cell_started(entry, manifest),
+            StudyEvent::Cell { entry, message } => self.cell_message(entry, message),
+            StudyEvent::CellFinished { entry, manifest } => self.cell_finished(entry, manifest),
+            StudyEvent::Waiting { reason, seconds } => self.waiting(reason, seconds),
             StudyEvent::Note(n) => self.say(&format!("llem: {n}")),
         }
     }

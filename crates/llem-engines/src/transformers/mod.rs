@@ -229,6 +229,64 @@ fn unexpected(python: &str, ev: Event, expected: &str) -> String {
     }
 }
 
+/// The worker's first words: its protocol (another version is killed at once) and its
+/// Python version and interpreter.
+fn handshake(
+    worker: &mut WorkerProcess,
+    model: &str,
+    python: &str,
+) -> Result<(String, String), EngineError> {
+    match worker.reply(Wait::Total(Duration::from_secs(60)))? {
+        Event::Hello {
+            protocol,
+            python: version,
+            executable,
+        } => {
+            if protocol != protocol::PROTOCOL {
+                // It cannot be asked to shut down in a language it may not speak.
+                worker.kill();
+                return Err(fail_load(
+                    model,
+                    format!(
+                        "the worker speaks protocol {protocol}, this llem speaks {}",
+                        protocol::PROTOCOL
+                    ),
+                ));
+            }
+            Ok((version, executable.unwrap_or_else(|| python.to_string())))
+        }
+        other => Err(fail_load(model, unexpected(python, other, "hello"))),
+    }
+}
+
+/// Sends the model, every `transformers` field, the decoder and the passthrough keywords;
+/// waits for the worker to have loaded it (and probed `generate()` with them).
+fn load_model(
+    worker: &mut WorkerProcess,
+    cfg: &ExperimentConfig,
+    src: &ModelSource,
+    opts: &WorkerOptions,
+) -> Result<protocol::Loaded, EngineError> {
+    let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
+    let sampling = crate::sampling::SamplingParams::from_config(cfg);
+    let load = Op::Load {
+        model: src.model.clone(),
+        gguf_file: src.gguf_file.clone(),
+        dtype: cfg.dtype.map(|d| d.as_str().to_string()),
+        transformers: serde_json::to_value(&t).unwrap_or_default(),
+        sampling: serde_json::to_value(&sampling).unwrap_or_default(),
+        passthrough_kwargs: serde_json::to_value(&cfg.passthrough_kwargs).unwrap_or_default(),
+    };
+    worker.send(&load)?;
+    match worker.reply(Wait::Total(opts.load_timeout))? {
+        Event::Loaded(l) => Ok(*l),
+        other => Err(fail_load(
+            &src.model,
+            unexpected(&opts.python, other, "loaded"),
+        )),
+    }
+}
+
 impl TransformersEngine {
     /// Starts a worker for `cfg`, tells `on_spawn` its process id and container (so a
     /// supervisor can stop it if this process dies), and loads the model.
@@ -256,32 +314,7 @@ impl TransformersEngine {
         let launch = launch_for(cfg, opts, &src, ranks);
         let mut worker = WorkerProcess::spawn(&launch, &opts.log_path, &env, opts.cancel.clone())?;
         on_spawn(worker.pid(), worker.container().map(String::from));
-        let (py_version, executable) = match worker.reply(Wait::Total(Duration::from_secs(60)))? {
-            Event::Hello {
-                protocol,
-                python,
-                executable,
-            } => {
-                if protocol != protocol::PROTOCOL {
-                    // It cannot be asked to shut down in a language it may not speak.
-                    worker.kill();
-                    return Err(fail_load(
-                        &src.model,
-                        format!(
-                            "the worker speaks protocol {protocol}, this llem speaks {}",
-                            protocol::PROTOCOL
-                        ),
-                    ));
-                }
-                (python, executable.unwrap_or_else(|| opts.python.clone()))
-            }
-            other => {
-                return Err(fail_load(
-                    &src.model,
-                    unexpected(&opts.python, other, "hello"),
-                ));
-            }
-        };
+        let (py_version, executable) = handshake(&mut worker, &src.model, &opts.python)?;
         let (torch, transformers, cuda, devices) =
             match worker.reply(Wait::Total(opts.load_timeout))? {
                 Event::Ready {
@@ -297,28 +330,13 @@ impl TransformersEngine {
                     ));
                 }
             };
-        let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
-        let sampling = crate::sampling::SamplingParams::from_config(cfg);
-        let load = Op::Load {
-            model: src.model.clone(),
-            gguf_file: src.gguf_file.clone(),
-            dtype: cfg.dtype.map(|d| d.as_str().to_string()),
-            transformers: serde_json::to_value(&t).unwrap_or_default(),
-            sampling: serde_json::to_value(&sampling).unwrap_or_default(),
-            passthrough_kwargs: serde_json::to_value(&cfg.passthrough_kwargs).unwrap_or_default(),
-        };
-        worker.send(&load)?;
-        let loaded = match worker.reply(Wait::Total(opts.load_timeout))? {
-            Event::Loaded(l) => *l,
-            other => {
-                return Err(fail_load(
-                    &src.model,
-                    unexpected(&opts.python, other, "loaded"),
-                ));
-            }
-        };
+        let loaded = load_model(&mut worker, cfg, &src, opts)?;
         let (stream, _) = batch_plan(cfg);
-        let configured_batch = t.batch_size.unwrap_or(1);
+        let configured_batch = cfg
+            .transformers
+            .as_deref()
+            .and_then(|t| t.batch_size)
+            .unwrap_or(1);
         let on_gpu = loaded.device.starts_with("cuda");
         let device = match &loaded.device_name {
             Some(n) if on_gpu => format!("{} ({n})", loaded.device),

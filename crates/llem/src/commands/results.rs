@@ -190,42 +190,27 @@ fn study_status(dir: &Path, study: &str) -> Option<String> {
     })
 }
 
-fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
-    let runs = load(target, json)?;
-    let is_cell = target.join(layout::RESULT).is_file();
-    if json {
-        let mut v = serde_json::Map::new();
-        v.insert("runs".into(), export::to_json(&runs));
-        for (key, file) in [
-            ("manifest", layout::MANIFEST),
-            ("config", layout::EFFECTIVE_CONFIG),
-        ] {
-            if let Some(x) = std::fs::read(target.join(file))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            {
-                v.insert(key.into(), x);
-            }
-        }
-        print_json(&serde_json::Value::Object(v));
-        return Ok(());
-    }
-    if !is_cell {
-        if let Some(s) = target
-            .file_name()
-            .and_then(|n| study_status(target, &n.to_string_lossy()))
+/// `--json`: the runs, with the manifest and the effective config when the target has them.
+fn show_json(target: &Path, runs: &Runs) {
+    let mut v = serde_json::Map::new();
+    v.insert("runs".into(), export::to_json(runs));
+    for (key, file) in [
+        ("manifest", layout::MANIFEST),
+        ("config", layout::EFFECTIVE_CONFIG),
+    ] {
+        if let Some(x) = std::fs::read(target.join(file))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         {
-            outln!("study {}{s}", target.display());
+            v.insert(key.into(), x);
         }
-        print_runs(&runs);
-        print_configurations(&runs);
-        return Ok(());
     }
-    let Some(r) = runs.get(0) else {
-        return Err(RecordsError::NothingFound(target.to_path_buf()));
-    };
-    outln!("{}", compare::label(r));
-    let rows: Vec<(&str, String)> = vec![
+    print_json(&serde_json::Value::Object(v));
+}
+
+/// The headline lines of one run.
+fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
+    vec![
         ("engine", r.extra.engine.clone().unwrap_or_default()),
         ("model", r.model_id.clone()),
         ("task / dataset", r.task.clone()),
@@ -295,8 +280,31 @@ fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
                 r.unstable_reason.clone()
             },
         ),
-    ];
-    for (k, v) in rows {
+    ]
+}
+
+fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
+    let runs = load(target, json)?;
+    if json {
+        show_json(target, &runs);
+        return Ok(());
+    }
+    if !target.join(layout::RESULT).is_file() {
+        if let Some(s) = target
+            .file_name()
+            .and_then(|n| study_status(target, &n.to_string_lossy()))
+        {
+            outln!("study {}{s}", target.display());
+        }
+        print_runs(&runs);
+        print_configurations(&runs);
+        return Ok(());
+    }
+    let Some(r) = runs.get(0) else {
+        return Err(RecordsError::NothingFound(target.to_path_buf()));
+    };
+    outln!("{}", compare::label(r));
+    for (k, v) in cell_rows(r) {
         outln!("  {k:<22} {v}");
     }
     if let Some(w) = &r.extra.warnings {
