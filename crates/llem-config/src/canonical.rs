@@ -366,6 +366,7 @@ fn write_key(bytes: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The digest of a resolved configuration.
+#[cfg(test)]
 pub fn digest_of(config: &ExperimentConfig) -> ConfigDigest {
     CanonicalWriter::new().digest(config)
 }

@@ -5,22 +5,22 @@
 //! [`ExperimentConfig`]s with located errors, validated, hashed and put in execution order:
 //! the result is a [`StudyPlan`] ([`plan::plan`]).
 
-pub mod aliases;
-pub mod canonical;
-pub mod de;
-pub mod error;
-pub mod load;
+mod aliases;
+mod canonical;
+mod de;
+mod error;
+mod load;
 pub mod model;
 pub mod order;
 pub mod plan;
 pub mod reference;
 pub mod rng;
-pub mod rules;
+mod rules;
 pub mod schema;
 pub mod source;
-pub mod sweep;
+mod sweep;
 pub mod user_config;
-pub mod walk;
+mod walk;
 pub mod yaml;
 
 pub use canonical::ConfigDigest;

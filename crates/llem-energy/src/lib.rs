@@ -7,15 +7,15 @@
 //! warnings and carbon complete a [`summary::EnergyReport`]. Nothing here knows about LLMs.
 
 pub mod baseline;
-pub mod meter;
-pub mod quality;
+mod meter;
+mod quality;
 pub mod select;
-pub mod sensor;
+mod sensor;
 pub mod sensors;
-pub mod summary;
+mod summary;
 pub mod telemetry;
 pub mod throttle;
-pub mod value_file;
+mod value_file;
 
 pub use meter::{Meter, MeterConfig};
 pub use select::{SensorEnv, select};

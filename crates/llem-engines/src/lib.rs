@@ -11,8 +11,8 @@
 //! measures energy.
 
 pub mod assets;
-pub mod engine;
-pub mod launch;
+mod engine;
+mod launch;
 pub mod llamacpp;
 pub mod registry;
 pub mod sampling;

@@ -52,11 +52,6 @@ pub fn memory_total_mib() -> Option<f64> {
     kib_field("/proc/meminfo", "MemTotal:").map(|k| k / 1024.0)
 }
 
-/// Resident memory of this process, MiB.
-pub fn rss_mib() -> Option<f64> {
-    kib_field("/proc/self/status", "VmRSS:").map(|k| k / 1024.0)
-}
-
 /// Peak resident memory of this process, MiB.
 pub fn peak_rss_mib() -> Option<f64> {
     kib_field("/proc/self/status", "VmHWM:").map(|k| k / 1024.0)

@@ -6,15 +6,15 @@
 //! latency statistics, extended metrics, warnings) and writes the cell's artefacts. It does
 //! not schedule experiments.
 
-pub mod assemble;
+mod assemble;
 pub mod command;
 pub mod environment;
-pub mod flops;
-pub mod goodput;
-pub mod latency;
+mod flops;
+mod goodput;
+mod latency;
 pub mod lifecycle;
-pub mod progress;
-pub mod window;
+mod progress;
+mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};
 

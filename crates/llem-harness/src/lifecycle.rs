@@ -672,12 +672,10 @@ pub fn run_experiment(
     };
 
     let t_load = Instant::now();
-    let rss_before = environment::rss_mib();
     let engine = load_phase(req, model_path.as_ref(), progress)?;
     let plan = registry::context_plan(cfg, engine.n_ctx_train());
     let mut session = engine.open(plan)?;
     let load_s = t_load.elapsed().as_secs_f64();
-    let rss_after_load = environment::rss_mib();
     let (info, model_info) =
         finish_load(cfg, engine.as_ref(), plan, load_s, progress, &mut warnings);
 
@@ -743,8 +741,6 @@ pub fn run_experiment(
         gpu_driver: set.gpu_driver,
         load_s,
         memory: assemble::HostMemory {
-            rss_before_load_mib: rss_before,
-            rss_after_load_mib: rss_after_load,
             peak_rss_mib: run.peak_rss_mib,
         },
         process_cpu_s: run.process_cpu_s,

@@ -3,7 +3,7 @@
 //! This crate owns file formats, not measurements: it knows the columns of
 //! `timeseries.parquet`, not how a sensor produced them.
 
-pub mod atomic;
+mod atomic;
 pub mod layout;
 pub mod manifest;
 mod parquet_io;
@@ -11,12 +11,12 @@ pub mod records;
 pub mod report;
 pub mod requests;
 pub mod result;
-pub mod server_metrics;
-pub mod snapshot;
+mod server_metrics;
+mod snapshot;
 pub mod stats;
-pub mod study_result;
+mod study_result;
 pub mod time;
-pub mod timeseries;
+mod timeseries;
 
 pub use atomic::{write_atomic, write_json_atomic};
 pub use manifest::{CellStatus, Manifest, ManifestEntry, StudyStatus, StudySummary};

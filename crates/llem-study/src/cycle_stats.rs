@@ -1,7 +1,7 @@
 //! Statistics across cycles: mean, sample standard deviation, coefficient of variation and a
 //! 95 % confidence interval of the mean from Student's t with n - 1 degrees of freedom.
 
-pub use llem_results::stats::{describe, t_quantile_975};
+pub use llem_results::stats::describe;
 use llem_results::{ConfigurationStatistics, ExperimentResult, NamedStatistics};
 
 /// Above this coefficient of variation a metric's cycles disagree enough to warn.
@@ -124,6 +124,7 @@ pub fn configuration_statistics(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
+    use llem_results::stats::t_quantile_975;
 
     /// Two-sided 95 % critical values of Student's t, from published tables (e.g. NIST/SEMATECH
     /// e-Handbook, table 1.3.6.7.2), to 3 decimals.

@@ -7,13 +7,13 @@
 //! Ctrl-C, a crash or `kill -9` resumes where it stopped. At the end it computes statistics
 //! across cycles and writes `study_result.json`. It measures nothing itself.
 
-pub mod artefacts;
-pub mod breaker;
+mod artefacts;
+mod breaker;
 pub mod child;
-pub mod cycle_stats;
-pub mod locks;
-pub mod protocol;
-pub mod resume;
+mod cycle_stats;
+mod locks;
+mod protocol;
+mod resume;
 pub mod runner;
 pub mod schedule;
 pub mod supervise;

@@ -1,11 +1,11 @@
 //! The typed configuration: experiment fields, engine sections, study execution.
 
 pub mod engines;
-pub mod execution;
-pub mod experiment;
-pub mod names;
-pub mod runner;
-pub mod sections;
+pub(crate) mod execution;
+pub(crate) mod experiment;
+pub(crate) mod names;
+pub(crate) mod runner;
+pub(crate) mod sections;
 
 pub use execution::{StudyExecution, StudyExecutionConfig};
 pub use experiment::ExperimentConfig;

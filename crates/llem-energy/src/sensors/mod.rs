@@ -1,6 +1,6 @@
 //! One module per sensor family.
 
-pub mod amdgpu;
+pub(crate) mod amdgpu;
 pub mod estimate;
 pub mod nvml;
 pub mod rapl;

@@ -66,8 +66,6 @@ pub struct ServerProcess {
     stopper: Stopper,
     log_path: PathBuf,
     grace: Duration,
-    /// What was run, for error messages.
-    pub command: String,
 }
 
 impl ServerProcess {
@@ -121,7 +119,6 @@ impl ServerProcess {
             stopper,
             log_path: log_path.to_path_buf(),
             grace: Duration::from_secs(15),
-            command,
         })
     }
 

@@ -5,8 +5,8 @@
 //! measurement share the context and its allocation happens before the window opens.
 
 mod decode;
-pub mod info;
-pub mod plan;
+pub(crate) mod info;
+pub(crate) mod plan;
 mod prompt;
 
 pub use plan::plan_for_config;

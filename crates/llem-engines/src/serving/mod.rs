@@ -6,15 +6,15 @@
 //! schedule while a scraper reads `/metrics` every second. Dropping the engine stops the
 //! server. One tokio runtime per engine, kept for warmup and measurement alike.
 
-pub mod accounting;
-pub mod chunk;
-pub mod client;
-pub mod engines;
-pub mod flags;
+pub(crate) mod accounting;
+pub(crate) mod chunk;
+pub(crate) mod client;
+pub(crate) mod engines;
+pub(crate) mod flags;
 pub mod prometheus;
 mod request;
 mod session;
-pub mod sse;
+pub(crate) mod sse;
 mod start;
 
 pub use start::{check_launchable, find_llama_server};

@@ -8,7 +8,7 @@
 //! `true_streaming`); otherwise a batch is timed as a whole (mode `per_request_batch`).
 
 mod process;
-pub mod protocol;
+pub(crate) mod protocol;
 mod session;
 mod source;
 

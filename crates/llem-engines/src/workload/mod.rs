@@ -1,9 +1,9 @@
 //! The workload: prompts, how they are batched, how tokens are chosen.
 
-pub mod batching;
+pub(crate) mod batching;
 pub mod dataset;
-pub mod sharegpt;
-pub mod traffic;
+pub(crate) mod sharegpt;
+pub(crate) mod traffic;
 
 use llem_config::{BatchingStrategy, ExperimentConfig};
 

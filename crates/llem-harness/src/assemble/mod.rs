@@ -20,13 +20,9 @@ use crate::lifecycle::ExperimentRequest;
 use crate::{flops, latency};
 use llem_results::layout;
 
-/// Host memory of the llem process around the load, MiB.
+/// Host memory of the llem process, MiB.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostMemory {
-    /// Before the model was loaded.
-    pub rss_before_load_mib: Option<f64>,
-    /// After model and context were loaded.
-    pub rss_after_load_mib: Option<f64>,
     /// Peak over the whole process.
     pub peak_rss_mib: Option<f64>,
 }

@@ -42,6 +42,7 @@ pub fn gaps(token_times_s: &[f64]) -> Vec<f64> {
 }
 
 /// [`smooth_into`] into a new vector.
+#[cfg(test)]
 pub fn smooth(raw: &[f64]) -> Vec<f64> {
     let mut out = Vec::with_capacity(raw.len());
     smooth_into(raw, &mut out);

@@ -4,21 +4,21 @@
 //! reader `mlenergy-data` 0.4.0 (`../shared/reference/mlenergy-raw-format.md`).
 
 pub mod compare;
-pub mod compiled;
+pub(crate) mod compiled;
 pub mod diffusion;
 pub mod export;
-pub mod extract;
-pub mod itl;
-pub mod lenient;
-pub mod llem_cells;
-pub mod load;
-pub mod parallelism;
-pub mod pyfloat;
-pub mod raw_names;
+pub(crate) mod extract;
+pub(crate) mod itl;
+pub(crate) mod lenient;
+pub(crate) mod llem_cells;
+pub(crate) mod load;
+pub(crate) mod parallelism;
+pub(crate) mod pyfloat;
+pub(crate) mod raw_names;
 pub mod raw_tree;
 pub mod run;
 pub mod runs;
-pub mod stability;
+pub(crate) mod stability;
 pub mod table;
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! throughput and against tail latency, a power timeline per run with its measurement
 //! window shaded, latency CDFs, and a table of every run with its warnings.
 
-pub mod svg;
+pub(crate) mod svg;
 
 use std::fmt::Write as _;
 use std::path::Path;

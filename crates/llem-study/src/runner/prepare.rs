@@ -135,7 +135,9 @@ fn take_device_locks(
         started_at: iso8601_utc(unix_now_s()),
         purpose: format!("study '{}' in {}", plan.study_name, where_.display()),
     };
-    Ok(Some(locks::acquire(dir, &opts.lock_resources, &holder)?))
+    let held = locks::acquire(dir, &opts.lock_resources, &holder)?;
+    tracing::info!(devices = ?held.resources(), "holding the device locks");
+    Ok(Some(held))
 }
 
 /// Where the study lives and what it already did.

@@ -1,11 +1,11 @@
 //! Engine sections: one file per engine.
 
 pub mod llamacpp;
-pub mod sglang;
-pub mod tensorrt;
-pub mod tgi;
-pub mod transformers;
-pub mod vllm;
+pub(crate) mod sglang;
+pub(crate) mod tensorrt;
+pub(crate) mod tgi;
+pub(crate) mod transformers;
+pub(crate) mod vllm;
 
 pub use llamacpp::LlamaCppConfig;
 pub use sglang::SglangConfig;

@@ -2,11 +2,11 @@
 //! image and container port, readiness, the Prometheus series llem reads, and which config
 //! field is the engine's batch limit. [`crate::registry`] maps an engine name to its spec.
 
-pub mod llama_server;
-pub mod sglang;
-pub mod tensorrt;
-pub mod tgi;
-pub mod vllm;
+pub(crate) mod llama_server;
+pub(crate) mod sglang;
+pub(crate) mod tensorrt;
+pub(crate) mod tgi;
+pub(crate) mod vllm;
 
 use serde_json::{Map, Value};
 
