@@ -92,15 +92,9 @@ pub(super) fn process_result(
     (input, output): (u64, u64),
     duration: f64,
 ) -> ProcessResult {
-    let offloaded = m
-        .request
-        .config
-        .llamacpp
-        .as_deref()
-        .is_some_and(|l| l.n_gpu_layers != 0);
     ProcessResult {
         process_index: 0,
-        gpu_id: (offloaded && !m.gpus.is_empty()).then_some(0),
+        gpu_id: (m.offloaded() && !m.gpus.is_empty()).then_some(0),
         input_tokens: input,
         output_tokens: output,
         inference_time_sec: duration,

@@ -67,12 +67,6 @@ pub(super) fn memory(m: &Measured<'_>, output: u64) -> MemoryEfficiencyMetrics {
     let (t0, t1) = m.window;
     let gpu_peak = max_in_window(m.telemetry, t0, t1, |s| &s.memory_used_mib);
     let gpu_total = max_in_window(m.telemetry, t0, t1, |s| &s.memory_total_mib);
-    let offloaded = m
-        .request
-        .config
-        .llamacpp
-        .as_deref()
-        .is_some_and(|l| l.n_gpu_layers != 0);
     let weights_mb = m.model.weights_bytes.map(|b| b as f64 / 1_048_576.0);
     let kv_mb = m.summary.kv_cache_bytes.map(|b| b as f64 / 1_048_576.0);
     let (total_mb, peak_mb, source) = if let Some(em) = &m.summary.memory {
@@ -84,7 +78,7 @@ pub(super) fn memory(m: &Measured<'_>, output: u64) -> MemoryEfficiencyMetrics {
             gpu_total
         });
         (total, Some(em.peak_mib), em.source)
-    } else if (m.served || offloaded) && gpu_peak.is_some() {
+    } else if (m.served || m.offloaded()) && gpu_peak.is_some() {
         (gpu_total, gpu_peak, "nvml")
     } else if m.served {
         // llem's own memory says nothing about the server's.

@@ -78,6 +78,17 @@ pub struct Measured<'a> {
     pub process_cpu_s: Option<f64>,
 }
 
+impl Measured<'_> {
+    /// True when the embedded engine ran layers on a GPU (its memory is then the GPU's).
+    fn offloaded(&self) -> bool {
+        self.request
+            .config
+            .llamacpp
+            .as_deref()
+            .is_some_and(|l| l.n_gpu_layers != 0)
+    }
+}
+
 /// Input and output tokens of the window. A sub-window counts the tokens that arrived inside
 /// it; the whole run counts them all (the same number, without relying on every engine
 /// stamping every token).
