@@ -14,6 +14,7 @@ use crate::engine::{ContextPlan, Engine, EngineError};
 use crate::serving::engines::{
     LocalProgram, ServerSpec, llama_server, sglang, tensorrt, tgi, vllm,
 };
+use crate::serving::prometheus::Gauge;
 use crate::serving::{ServeOptions, ServerEngine};
 use crate::workload::{BatchingSpec, Prompt, Workload};
 use crate::{assets, llamacpp, transformers};
@@ -45,6 +46,43 @@ pub fn server(engine: EngineName) -> Option<&'static ServerSpec> {
 /// Every server spec llem knows (the metric names of any of them may show up in a scrape).
 pub fn servers() -> impl Iterator<Item = &'static ServerSpec> {
     EngineName::ALL.iter().filter_map(|e| server(*e))
+}
+
+/// What `name` means to llem: a gauge some registered engine names in its spec (vLLM v0 and
+/// v1, SGLang, llama.cpp, TGI).
+pub fn gauge_of(name: &str) -> Option<Gauge> {
+    let has = |names: &[&str]| names.contains(&name);
+    servers().find_map(|s| {
+        let m = &s.metrics;
+        if has(m.running) {
+            Some(Gauge::Running)
+        } else if has(m.waiting) {
+            Some(Gauge::Waiting)
+        } else if has(m.kv_cache_usage) {
+            Some(Gauge::KvCacheUsage)
+        } else {
+            None
+        }
+    })
+}
+
+/// Prefix-cache counters, whose hits-to-queries ratio over a window is the hit rate:
+/// `Some(true)` for hits, `Some(false)` for queries, `None` for other names.
+pub fn prefix_cache_counter(name: &str) -> Option<bool> {
+    servers().find_map(|s| {
+        if s.metrics.prefix_cache_hits.contains(&name) {
+            Some(true)
+        } else if s.metrics.prefix_cache_queries.contains(&name) {
+            Some(false)
+        } else {
+            None
+        }
+    })
+}
+
+/// Prefix-cache hit-rate gauges (vLLM v0, SGLang), fraction 0-1.
+pub fn is_prefix_hit_rate_gauge(name: &str) -> bool {
+    servers().any(|s| s.metrics.prefix_hit_rate.contains(&name))
 }
 
 /// Where `cfg`'s engine runs, given its runner.

@@ -3,7 +3,8 @@
 //! (`windowed`); and whether that slice can be trusted.
 
 use llem_config::{ExperimentConfig, Methodology};
-use llem_engines::serving::prometheus::{self, Gauge};
+use llem_engines::registry;
+use llem_engines::serving::prometheus::Gauge;
 use llem_results::result::SteadyStateInfo;
 use llem_results::{MetricSample, RequestRecord};
 
@@ -66,9 +67,10 @@ pub fn client_concurrency(records: &[RequestRecord], start: f64, end: f64) -> Op
 /// (one series per engine replica or model).
 pub fn gauge_mean(samples: &[MetricSample], gauge: Gauge, start: f64, end: f64) -> Option<f64> {
     let mut per_scrape: Vec<(f64, f64)> = Vec::new();
-    for s in samples.iter().filter(|s| {
-        s.t_s >= start && s.t_s <= end && prometheus::gauge_of(&s.metric) == Some(gauge)
-    }) {
+    for s in samples
+        .iter()
+        .filter(|s| s.t_s >= start && s.t_s <= end && registry::gauge_of(&s.metric) == Some(gauge))
+    {
         if !s.value.is_finite() {
             continue;
         }
@@ -101,7 +103,7 @@ pub fn prefix_hit_rate(samples: &[MetricSample], start: f64, end: f64) -> Option
     let inside = || samples.iter().filter(|s| s.t_s >= start && s.t_s <= end);
     let delta = |hits: bool| -> Option<f64> {
         let v: Vec<&MetricSample> = inside()
-            .filter(|s| prometheus::prefix_cache_counter(&s.metric) == Some(hits))
+            .filter(|s| registry::prefix_cache_counter(&s.metric) == Some(hits))
             .collect();
         Some(v.last()?.value - v.first()?.value)
     };
@@ -111,7 +113,7 @@ pub fn prefix_hit_rate(samples: &[MetricSample], start: f64, end: f64) -> Option
         return Some(h / q);
     }
     let g: Vec<f64> = inside()
-        .filter(|s| prometheus::is_prefix_hit_rate_gauge(&s.metric) && s.value.is_finite())
+        .filter(|s| registry::is_prefix_hit_rate_gauge(&s.metric) && s.value.is_finite())
         .map(|s| s.value)
         .collect();
     (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)

@@ -75,43 +75,6 @@ pub enum Gauge {
     KvCacheUsage,
 }
 
-/// What `name` means to llem: a gauge some registered engine names in its spec (vLLM v0 and
-/// v1, SGLang, llama.cpp, TGI). Values are normalised to fractions by [`normalise`].
-pub fn gauge_of(name: &str) -> Option<Gauge> {
-    let has = |names: &[&str]| names.contains(&name);
-    crate::registry::servers().find_map(|s| {
-        let m = &s.metrics;
-        if has(m.running) {
-            Some(Gauge::Running)
-        } else if has(m.waiting) {
-            Some(Gauge::Waiting)
-        } else if has(m.kv_cache_usage) {
-            Some(Gauge::KvCacheUsage)
-        } else {
-            None
-        }
-    })
-}
-
-/// Prefix-cache counters, whose hits-to-queries ratio over a window is the hit rate:
-/// `Some(true)` for hits, `Some(false)` for queries, `None` for other names.
-pub fn prefix_cache_counter(name: &str) -> Option<bool> {
-    crate::registry::servers().find_map(|s| {
-        if s.metrics.prefix_cache_hits.contains(&name) {
-            Some(true)
-        } else if s.metrics.prefix_cache_queries.contains(&name) {
-            Some(false)
-        } else {
-            None
-        }
-    })
-}
-
-/// Prefix-cache hit-rate gauges (vLLM v0, SGLang), fraction 0-1.
-pub fn is_prefix_hit_rate_gauge(name: &str) -> bool {
-    crate::registry::servers().any(|s| s.metrics.prefix_hit_rate.contains(&name))
-}
-
 /// True for series llem does not keep: histogram buckets (hundreds per scrape, and the
 /// latencies they summarise are measured per request by llem itself).
 pub fn dropped(name: &str) -> bool {
@@ -122,6 +85,7 @@ pub fn dropped(name: &str) -> bool {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+    use crate::registry::gauge_of;
 
     #[test]
     fn vllm_names_with_colons_and_odd_labels_parse() {
