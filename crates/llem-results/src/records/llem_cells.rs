@@ -91,12 +91,25 @@ fn cfg_int(c: &Value, path: &[&str]) -> Option<i64> {
 /// field existed, the window's target concurrency, the traffic cap, or the engine section's
 /// batch field as the typed config names it; else 1.
 fn max_num_seqs(r: &ExperimentResult, c: &Value) -> i64 {
-    let engine = r.engine.as_str();
-    r.extended_metrics
-        .batch
-        .configured_batch_size
-        .or_else(|| r.steady_state.as_ref().and_then(|s| s.target_concurrency))
-        .or_else(|| r.traffic.as_ref().and_then(|t| t.max_concurrency))
+    batch_limit(
+        r.extended_metrics.batch.configured_batch_size,
+        r.steady_state.as_ref().and_then(|s| s.target_concurrency),
+        r.traffic.as_ref().and_then(|t| t.max_concurrency),
+        &r.engine,
+        c,
+    )
+}
+
+fn batch_limit(
+    configured: Option<u32>,
+    window_target: Option<u32>,
+    traffic_cap: Option<u32>,
+    engine: &str,
+    c: &Value,
+) -> i64 {
+    configured
+        .or(window_target)
+        .or(traffic_cap)
         .map(i64::from)
         .or_else(|| cfg_int(c, &[engine, "engine", "max_num_seqs"]))
         .or_else(|| cfg_int(c, &[engine, "max_running_requests"]))
@@ -320,4 +333,29 @@ pub fn load_cells(dirs: &[PathBuf]) -> Result<(Vec<LlmRun>, Vec<LoadIssue>), Rec
         .collect();
     sort_runs(&mut runs);
     Ok((runs, issues))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_a_cell_resolved_comes_first_then_the_typed_keys() {
+        let vllm = serde_json::json!({"vllm": {"engine": {"max_num_seqs": 32}}});
+        // What the run resolved and wrote wins over anything in the config.
+        assert_eq!(batch_limit(Some(6), Some(4), Some(2), "vllm", &vllm), 6);
+        // Older results: the window's target, then the traffic cap.
+        assert_eq!(batch_limit(None, Some(4), Some(2), "vllm", &vllm), 4);
+        assert_eq!(batch_limit(None, None, Some(2), "vllm", &vllm), 2);
+        // vLLM's batch lives at vllm.engine.max_num_seqs in the typed config.
+        assert_eq!(batch_limit(None, None, None, "vllm", &vllm), 32);
+        let sglang = serde_json::json!({"sglang": {"max_running_requests": 16}});
+        assert_eq!(batch_limit(None, None, None, "sglang", &sglang), 16);
+        let llamacpp = serde_json::json!({"llamacpp": {"batch_size": 3}});
+        assert_eq!(batch_limit(None, None, None, "llamacpp", &llamacpp), 3);
+        assert_eq!(
+            batch_limit(None, None, None, "openai", &serde_json::json!({})),
+            1
+        );
+    }
 }
