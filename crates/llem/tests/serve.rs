@@ -392,3 +392,96 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     let lat = r.latency_stats.as_ref().unwrap();
     assert!(lat.scheduled_ttft_p99_ms.unwrap() > lat.ttft_p99_ms.unwrap());
 }
+
+/// A server that answers every request with HTTP 500 has measured nothing: the single run
+/// fails (exit 1, no `result.json`) quoting the server's error, and a study's cells are
+/// `failed` with that reason instead of `completed` with zero tokens.
+#[test]
+fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = fake_openai::spawn(fake_openai::FakeConfig::default());
+    let home = tempfile::tempdir().unwrap();
+    let prompts = home.path().join("failing.jsonl");
+    let lines: Vec<String> = (0..4)
+        .map(|i| format!("{{\"prompt\": \"FAIL request {i}\"}}"))
+        .collect();
+    std::fs::write(&prompts, lines.join("\n") + "\n").unwrap();
+    let experiment = format!(
+        "model: fake-model\n\
+         engine: openai\n\
+         runners: {{openai: \"external:{url}\"}}\n\
+         dataset: {{source: {}, n_prompts: 4}}\n\
+         warmup: {{enabled: false}}\n\
+         baseline: {{enabled: false}}\n",
+        prompts.display()
+    );
+
+    let single = home.path().join("single.yaml");
+    std::fs::write(&single, format!("name: failing\n{experiment}")).unwrap();
+    let out = home.path().join("results");
+    let o = llem_command(home.path(), Path::new("/nonexistent"))
+        .args(["run", single.to_str().unwrap(), "--output"])
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("nothing was measured: all 4 requests failed")
+            && stderr.contains("HTTP 500"),
+        "{stderr}"
+    );
+    let results: Vec<PathBuf> = walk(&out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .collect();
+    assert!(results.is_empty(), "a result was written: {results:?}");
+
+    let study = home.path().join("study.yaml");
+    std::fs::write(
+        &study,
+        format!(
+            "name: failing-study\n{experiment}\
+             sweep: {{max_output_tokens: [8, 16]}}\n\
+             study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}\n"
+        ),
+    )
+    .unwrap();
+    let out = home.path().join("study-results");
+    let o = llem_command(home.path(), Path::new("/nonexistent"))
+        .args(["run", study.to_str().unwrap(), "--output"])
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{stderr}");
+    let dir = only_entry(&out);
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let cells = m["experiments"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{m}");
+    for c in cells {
+        assert_eq!(c["status"], "failed", "{m}");
+        assert_eq!(c["error_type"], "NothingMeasured", "{m}");
+        assert!(
+            c["error_message"].as_str().unwrap().contains("HTTP 500"),
+            "{m}"
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
