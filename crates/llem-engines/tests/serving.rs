@@ -286,6 +286,42 @@ fn failures_stalls_and_error_chunks_are_recorded_per_request() {
 }
 
 #[test]
+fn a_page_or_an_empty_stream_is_a_failed_request_not_a_success() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig::default());
+    let cfg = config(&url, serde_json::json!({}), 6);
+    let (records, summary) = run(
+        &cfg,
+        vec![
+            prompt("ok", false),
+            prompt("HTML", false),
+            prompt("EMPTY", false),
+        ],
+        1,
+    );
+    assert!(records[0].success && records[0].output_tokens > 0);
+    let html = records[1].error.as_deref().unwrap_or_default();
+    assert!(
+        !records[1].success
+            && html.contains("content-type text/html")
+            && html.contains("Please log in"),
+        "{:?}",
+        records[1]
+    );
+    assert!(
+        !records[2].success
+            && records[2]
+                .error
+                .as_deref()
+                .unwrap_or_default()
+                .contains("without a single event"),
+        "{:?}",
+        records[2]
+    );
+    assert_eq!(summary.traffic.unwrap().requests_failed, 2);
+}
+
+#[test]
 fn open_loop_schedules_are_kept_without_drift_under_load() {
     let _serial = serial();
     let url = fake_openai::spawn(FakeConfig {

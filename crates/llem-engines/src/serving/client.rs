@@ -344,9 +344,25 @@ async fn stream(
         let text: String = text.chars().take(300).collect();
         return Err(format!("HTTP {status}: {}", text.trim()));
     }
+    if let Some(kind) = not_an_event_stream(&resp) {
+        // A proxy's login page or an API that ignored `stream: true` answers 200 with
+        // something else; counting it as a request with no tokens would be a success.
+        let text = tokio::time::timeout(stall, resp.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let text: String = text.chars().take(300).collect();
+        return Err(format!(
+            "HTTP {status} with content-type {kind}, not an event stream: {}",
+            text.trim()
+        ));
+    }
     let mut framer = SseFramer::new();
     let mut failure: Option<String> = None;
+    let mut events = 0usize;
     let mut on_event = |t: f64, data: &[u8]| -> bool {
+        events += 1;
         match chunk::parse(data) {
             Ok(None) => true,
             Ok(Some(c)) if c.is_error => {
@@ -411,8 +427,20 @@ async fn stream(
     framer.finish(&mut |d| on_event(t, d));
     match failure {
         Some(f) => Err(f),
+        None if events == 0 => Err("the stream ended without a single event".into()),
         None => Ok(()),
     }
+}
+
+/// The content type of a response that declares one other than `text/event-stream`.
+fn not_an_event_stream(resp: &reqwest::Response) -> Option<String> {
+    let ct = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)?
+        .to_str()
+        .unwrap_or("(not text)");
+    let media = ct.split(';').next().unwrap_or_default().trim();
+    (!media.eq_ignore_ascii_case("text/event-stream")).then(|| ct.to_string())
 }
 
 /// True when `e` is a connection that was closed before the request was sent.

@@ -4,7 +4,9 @@
 //! what a client measures can be checked against what was sent.
 //!
 //! Prompts steer failures: `FAIL` answers HTTP 500, `STALL` sends one chunk then hangs,
-//! `ERRCHUNK` sends one chunk then an error object, `CRASH` exits the process.
+//! `ERRCHUNK` sends one chunk then an error object, `CRASH` exits the process, `HTML`
+//! answers 200 with an HTML page (a proxy's login page), `EMPTY` answers 200 with an event
+//! stream that carries no event.
 
 #![allow(
     dead_code,
@@ -192,6 +194,22 @@ fn chunk(chat: bool, text: &str, finish: Option<&str>, usage: Option<Value>) -> 
 fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
     if prompt.contains("CRASH") {
         std::process::exit(3);
+    }
+    if prompt.contains("HTML") {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            "<html><body>Please log in</body></html>",
+        )
+            .into_response();
+    }
+    if prompt.contains("EMPTY") {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/event-stream")],
+            ": keep-alive comment only\n\n",
+        )
+            .into_response();
     }
     if prompt.contains("FAIL") {
         return (
