@@ -7,6 +7,7 @@ use crate::model::engines::{
 };
 use crate::model::{
     Arrival, BatchingStrategy, Dtype, Engine, ExperimentConfig, Methodology, RunnerSpec,
+    TrafficConfig,
 };
 use crate::schema::Violation;
 
@@ -203,6 +204,55 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
         out.push(violation(
             &["traffic", "burstiness"],
             "`traffic.burstiness` applies to gamma arrivals only".into(),
+        ));
+    }
+    check_schedule_length(cfg, t, out);
+}
+
+/// A schedule must fit [`TrafficConfig::MAX_SCHEDULE_S`]: a send duration past it, a gamma
+/// burstiness past [`TrafficConfig::MAX_BURSTINESS`], or a rate so low that the requests
+/// would be spread past it (unless a duration stops them first) is refused here, before
+/// anything runs.
+fn check_schedule_length(cfg: &ExperimentConfig, t: &TrafficConfig, out: &mut Vec<Violation>) {
+    let max_s = TrafficConfig::MAX_SCHEDULE_S;
+    if let Some(d) = t.duration_seconds.filter(|d| d.is_nan() || *d > max_s) {
+        out.push(violation(
+            &["traffic", "duration_seconds"],
+            format!(
+                "`traffic.duration_seconds` is {d:?} s; llem sends schedules of at most {max_s} s \
+                 (30 days)"
+            ),
+        ));
+    }
+    if let Some(b) = t
+        .burstiness
+        .filter(|b| b.is_nan() || *b > TrafficConfig::MAX_BURSTINESS)
+    {
+        out.push(violation(
+            &["traffic", "burstiness"],
+            format!(
+                "`traffic.burstiness` is {b:?}; gamma arrivals burstier than {} degenerate into a \
+                 few astronomically long gaps",
+                TrafficConfig::MAX_BURSTINESS
+            ),
+        ));
+    }
+    let Some(rate) = t.rate_qps.filter(|_| t.arrival != Arrival::AllAtOnce) else {
+        return;
+    };
+    if t.duration_seconds.is_some() {
+        return;
+    }
+    let n = t.n_requests.unwrap_or(cfg.dataset.n_prompts);
+    let span = f64::from(n) / rate;
+    if span.is_nan() || span > max_s {
+        out.push(violation(
+            &["traffic", "rate_qps"],
+            format!(
+                "`traffic.rate_qps: {rate:?}` spreads {n} requests over {span:.3e} s; llem sends \
+                 schedules of at most {max_s} s (30 days): raise the rate or set \
+                 `traffic.duration_seconds`"
+            ),
         ));
     }
 }

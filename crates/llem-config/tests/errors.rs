@@ -410,3 +410,48 @@ mod no_panics {
         }
     }
 }
+
+/// Traffic whose schedule cannot be sent (it would panic a dispatcher converting send times
+/// to durations) is refused at plan time, located at the field.
+#[test]
+fn traffic_schedules_past_thirty_days_are_refused() {
+    let cases = [
+        (
+            "model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-300}\n",
+            "traffic.rate_qps: 1e-300` spreads 100 requests",
+            3,
+        ),
+        (
+            "model: m\nengine: vllm\ntraffic: {arrival: constant, rate_qps: 1.0e-30, n_requests: 5}\n",
+            "spreads 5 requests",
+            3,
+        ),
+        (
+            "model: m\nengine: vllm\ntraffic: {arrival: gamma, rate_qps: 2, burstiness: 1.0e300}\n",
+            "`traffic.burstiness` is 1e300",
+            3,
+        ),
+        (
+            "model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 2, duration_seconds: 1.0e19}\n",
+            "`traffic.duration_seconds` is 1e19 s",
+            3,
+        ),
+    ];
+    for (text, want, line) in cases {
+        let e = err(text);
+        let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
+        assert!(
+            all.iter().any(|m| m.contains(want)),
+            "{want} not in {all:?}"
+        );
+        assert_eq!(at(&e).0, line, "{text}");
+    }
+    // A low rate with a duration that stops it, and an ordinary rate, plan.
+    assert!(
+        plan_text("model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-6, duration_seconds: 60}\n")
+            .is_ok()
+    );
+    assert!(
+        plan_text("model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 0.5}\n").is_ok()
+    );
+}

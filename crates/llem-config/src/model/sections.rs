@@ -269,6 +269,15 @@ pub struct TrafficConfig {
     pub slo: Option<SloConfig>,
 }
 
+impl TrafficConfig {
+    /// The longest arrival schedule llem plans and sends, s (30 days): past it a rate or a
+    /// duration is a typo, and its send times no longer fit a clock.
+    pub const MAX_SCHEDULE_S: f64 = 30.0 * 86_400.0;
+    /// The burstiest gamma arrivals llem draws (coefficient of variation of the gaps): past
+    /// it the process degenerates into a few gaps of astronomical length.
+    pub const MAX_BURSTINESS: f64 = 100.0;
+}
+
 impl Default for TrafficConfig {
     fn default() -> Self {
         TrafficConfig {

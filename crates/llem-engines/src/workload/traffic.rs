@@ -115,6 +115,20 @@ impl TrafficPlan {
             };
             t += gap;
         }
+        // The dispatcher turns each offset into a Duration from the start: one that is not
+        // finite, or past the longest schedule, would panic it (plan time refuses the configs
+        // that produce one; this covers plans built any other way).
+        let max_s = llem_config::TrafficConfig::MAX_SCHEDULE_S;
+        if let Some((i, bad)) = out
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.is_nan() || **t > max_s)
+        {
+            return Err(format!(
+                "traffic: request {i} would be sent {bad:?} s after the start (rate_qps {rate:?}, \
+                 burstiness {cv:?}); llem sends schedules of at most {max_s} s"
+            ));
+        }
         Ok(Some(out))
     }
 }
@@ -247,6 +261,18 @@ mod tests {
             ..p
         };
         assert!(no_rate.offsets(0).unwrap_err().contains("rate_qps"));
+        // Rates and burstiness the plan refuses never reach the dispatcher as send times.
+        let glacial = plan(Arrival::Poisson, 1e-300, 3);
+        let e = glacial.offsets(0).unwrap_err();
+        assert!(
+            e.contains("request 1 would be sent") && e.contains("1e-300"),
+            "{e}"
+        );
+        let wild = TrafficPlan {
+            burstiness: Some(1e300),
+            ..plan(Arrival::Gamma, 2.0, 50)
+        };
+        assert!(wild.offsets(0).is_err());
         let all = TrafficPlan::all_at_once(3).offsets(10).unwrap().unwrap();
         assert_eq!(all, vec![0.0; 3]);
         let open = TrafficPlan {
