@@ -373,6 +373,9 @@ impl crate::walk::Sink for RangeCheck<'_> {
 pub fn fmt_num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
+    } else if v != 0.0 && (v.abs() >= 1e15 || v.abs() < 1e-4) {
+        // Plain notation would print every digit of 1e300.
+        format!("{v:e}")
     } else {
         format!("{v}")
     }

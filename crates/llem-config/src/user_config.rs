@@ -93,11 +93,11 @@ pub struct UserMeasurement {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct UserExecution {
-    /// Pause between experiments, seconds (default 60).
-    #[schemars(range(min = 0.0))]
+    /// Pause between experiments, seconds (default 60; at most a day).
+    #[schemars(range(min = 0.0, max = 86400.0))]
     pub experiment_gap_seconds: Option<f64>,
-    /// Pause between cycles, seconds (default 300).
-    #[schemars(range(min = 0.0))]
+    /// Pause between cycles, seconds (default 300; at most a day).
+    #[schemars(range(min = 0.0, max = 86400.0))]
     pub cycle_gap_seconds: Option<f64>,
 }
 

@@ -455,3 +455,44 @@ fn traffic_schedules_past_thirty_days_are_refused() {
         plan_text("model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 0.5}\n").is_ok()
     );
 }
+
+/// Every duration the plan accepts converts to a Duration without overflow: each has an
+/// upper bound, reported like any range error.
+#[test]
+fn durations_have_upper_bounds() {
+    let cases = [
+        (
+            "model: m\nwarmup: {thermal_floor_seconds: 1.0e19}\n",
+            "`warmup.thermal_floor_seconds` must be at most 3600 (got 1e19)",
+        ),
+        (
+            "model: m\nstudy_execution: {experiment_gap_seconds: 1.0e300}\nsweep: {dtype: [float16]}\n",
+            "study_execution: `experiment_gap_seconds` must be at most 86400 (got 1e",
+        ),
+        (
+            "model: m\nstudy_execution: {cycle_gap_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "study_execution: `cycle_gap_seconds` must be at most 86400 (got 1e",
+        ),
+        (
+            "model: m\nstudy_execution: {circuit_breaker_cooldown_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "study_execution: `circuit_breaker_cooldown_seconds` must be at most 86400 (got 1e",
+        ),
+        (
+            "model: m\nstudy_execution: {wall_clock_timeout_hours: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "study_execution: `wall_clock_timeout_hours` must be at most 8760 (got 1e",
+        ),
+        (
+            "model: m\nstudy_execution: {experiment_timeout_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "study_execution: `experiment_timeout_seconds` must be at most 2592000 (got 1e",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = err(text);
+        let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
+        assert!(
+            all.iter().any(|m| m.starts_with(want)),
+            "{want} not in {all:?}"
+        );
+        assert_eq!(e.diagnostics[0].kind, ErrorKind::Range, "{all:?}");
+    }
+}

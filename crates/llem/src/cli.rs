@@ -100,6 +100,9 @@ pub struct MeasureArgs {
     pub command: Vec<String>,
 }
 
+/// The longest duration a flag takes (`--interval`, `--baseline`, `--every`), s: 30 days.
+const MAX_FLAG_SECONDS: f64 = 30.0 * 86_400.0;
+
 /// Parses `100ms`, `10ms`, `0.5s`, `1s`, `250us`, or a bare number of milliseconds.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let t = s.trim();
@@ -125,7 +128,11 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     if !v.is_finite() || v <= 0.0 {
         return Err(format!("`{s}` must be a positive duration"));
     }
-    Ok(std::time::Duration::from_secs_f64(v * scale))
+    let seconds = v * scale;
+    if seconds > MAX_FLAG_SECONDS {
+        return Err(format!("`{s}` is longer than 30 days"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
 /// `llem run`.
@@ -195,9 +202,9 @@ pub struct RunArgs {
 
 fn positive_hours(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(h) if h.is_finite() && h > 0.0 => Ok(h),
+        Ok(h) if h.is_finite() && h > 0.0 && h <= 8760.0 => Ok(h),
         _ => Err(format!(
-            "`{s}` is not a positive number of hours (e.g. 12, 0.5)"
+            "`{s}` is not a number of hours from 0 to 8760, a year (e.g. 12, 0.5)"
         )),
     }
 }

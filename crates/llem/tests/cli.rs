@@ -412,3 +412,25 @@ fn documented_hash_recipe_reproduces_llem_hashes() {
         );
     }
 }
+
+/// Duration flags past their range are usage errors (exit 2), never an overflow panic
+/// (exit 101) or a run that reports 0 J.
+#[test]
+fn duration_flags_past_their_range_are_refused() {
+    let h = Home::new();
+    for args in [
+        &["measure", "--interval", "1e19s", "--", "true"][..],
+        &["measure", "--baseline", "1e300s", "--", "true"][..],
+        &["run", "-m", "x.gguf", "--interval", "1e19s", "--dry-run"][..],
+        &["run", "-m", "x.gguf", "--timeout", "1e19", "--dry-run"][..],
+        &["schedule", "study.yaml", "--every", "1e19s"][..],
+    ] {
+        let o = h.llem(args, &[]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("longer than 30 days") || stderr.contains("0 to 8760"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

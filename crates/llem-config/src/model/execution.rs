@@ -18,23 +18,25 @@ pub struct StudyExecutionConfig {
     pub experiment_order: Option<ExperimentOrder>,
     /// Seed of the shuffle order (null = derived from study_design_hash).
     pub shuffle_seed: Option<i64>,
-    /// Pause between experiments in seconds (default: user config, else 60).
-    #[schemars(range(min = 0.0))]
+    /// Pause between experiments in seconds (default: user config, else 60; at most a day).
+    #[schemars(range(min = 0.0, max = 86400.0))]
     pub experiment_gap_seconds: Option<f64>,
-    /// Pause between cycles in seconds (default: user config, else 300).
-    #[schemars(range(min = 0.0))]
+    /// Pause between cycles in seconds (default: user config, else 300; at most a day).
+    #[schemars(range(min = 0.0, max = 86400.0))]
     pub cycle_gap_seconds: Option<f64>,
     /// Circuit breaker: stop after this many failures in a row (0 = off, 1 = fail fast;
     /// default 10).
     pub max_consecutive_failures: Option<u32>,
-    /// Pause before the circuit breaker's probe experiment, in seconds (default 60).
-    #[schemars(range(min = 0.0))]
+    /// Pause before the circuit breaker's probe experiment, in seconds (default 60; at most a
+    /// day).
+    #[schemars(range(min = 0.0, max = 86400.0))]
     pub circuit_breaker_cooldown_seconds: Option<f64>,
-    /// Hard limit for the whole study in hours (null = none).
-    #[schemars(extend("exclusiveMinimum" = 0))]
+    /// Hard limit for the whole study in hours (null = none; at most a year).
+    #[schemars(extend("exclusiveMinimum" = 0), range(max = 8760.0))]
     pub wall_clock_timeout_hours: Option<f64>,
-    /// Per-experiment limit in seconds; the cell is killed past it (default 600).
-    #[schemars(extend("exclusiveMinimum" = 0))]
+    /// Per-experiment limit in seconds; the cell is killed past it (default 600; at most 30
+    /// days).
+    #[schemars(extend("exclusiveMinimum" = 0), range(max = 2592000.0))]
     pub experiment_timeout_seconds: Option<f64>,
     /// Run configurations with equal measurement_config_hash once (default true).
     pub deduplicate_equivalent: Option<bool>,

@@ -148,8 +148,9 @@ pub struct WarmupConfig {
     #[schemars(range(min = 1))]
     pub n_warmup: u32,
     /// Wait after warmup so temperatures plateau, in seconds. The methodology recommends at
-    /// least 30 s; shorter waits are allowed (for demos and CPU runs) and flagged.
-    #[schemars(range(min = 0.0))]
+    /// least 30 s; shorter waits are allowed (for demos and CPU runs) and flagged. At most an
+    /// hour.
+    #[schemars(range(min = 0.0, max = 3600.0))]
     pub thermal_floor_seconds: f64,
     /// Adaptive warmup: run until the latency CV drops below cv_threshold.
     pub convergence_detection: bool,
