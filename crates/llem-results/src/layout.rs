@@ -36,6 +36,36 @@ pub fn experiment_id(study_dir_name: &str, index: usize, cycle: u32) -> String {
     format!("{study_dir_name}_{index:03}_c{cycle}")
 }
 
+/// Most suffixes tried for one name and second before giving up.
+const MAX_SAME_SECOND: u32 = 10_000;
+
+/// Creates a new study directory, `<results>/<name>_<stamp>`, or `<name>_<stamp>_2`, `_3`, ...
+/// when another run of the same name took that second, and returns it. The claim is
+/// exclusive (`create_dir`, not an existence check): two processes never get one directory,
+/// so one run's `result.json` never replaces another's.
+pub fn create_study_dir(results: &Path, name: &str, stamp: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(results)?;
+    for n in 1..=MAX_SAME_SECOND {
+        let dir = if n == 1 {
+            study_dir(results, name, stamp)
+        } else {
+            study_dir(results, name, &format!("{stamp}_{n}"))
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!(
+            "{MAX_SAME_SECOND} runs named `{name}` already started at {stamp} in {}",
+            results.display()
+        ),
+    ))
+}
+
 /// `<results>/<name>_<UTC stamp>`.
 pub fn study_dir(results: &Path, name: &str, stamp: &str) -> PathBuf {
     results.join(format!("{}_{stamp}", slug(name)))
@@ -70,6 +100,7 @@ pub const STUDY_ARTEFACTS: &str = "_study-artefacts";
 pub const STUDY_LOCK: &str = ".study.lock";
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -86,5 +117,16 @@ mod tests {
             study_dir(Path::new("results"), "quick start", "2026-11-21T10-00-00"),
             PathBuf::from("results/quick-start_2026-11-21T10-00-00")
         );
+    }
+
+    #[test]
+    fn two_runs_of_one_name_in_one_second_get_two_directories() {
+        let d = tempfile::tempdir().unwrap();
+        let results = d.path().join("results");
+        let a = create_study_dir(&results, "quick start", "2026-11-24T05-00-00").unwrap();
+        let b = create_study_dir(&results, "quick start", "2026-11-24T05-00-00").unwrap();
+        assert_ne!(a, b);
+        assert!(a.is_dir() && b.is_dir());
+        assert!(b.to_string_lossy().ends_with("_2"), "{}", b.display());
     }
 }

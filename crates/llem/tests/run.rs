@@ -382,3 +382,63 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
     let watts = r.total_energy_j / (t1 - t0);
     assert!((watts - 20.0).abs() < 1.0, "{watts} W");
 }
+
+/// Two single runs of one name into one directory, started together (in the same second,
+/// as a script's loop starts them): each gets its own directory and keeps its result.
+#[test]
+fn two_runs_started_together_keep_both_results() {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let yaml = home.path().join("tiny.yaml");
+    std::fs::write(
+        &yaml,
+        "name: tiny\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 4, distribution: fixed}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_llem"))
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("LLEM_CONFIG_PATH", home.path().join("none.yaml"))
+            .env("LLEM_ASSETS", assets())
+            .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
+            .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+            .args([
+                "run",
+                yaml.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "-q",
+            ])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for child in [a, b] {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let mut ids = Vec::new();
+    for dir in std::fs::read_dir(&out).unwrap() {
+        let dir = dir.unwrap().path();
+        let cells: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("result.json").is_file())
+            .collect();
+        assert_eq!(cells.len(), 1, "{}: {cells:?}", dir.display());
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(cells[0].join("result.json")).unwrap())
+                .unwrap();
+        ids.push(r["experiment_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_ne!(ids[0], ids[1]);
+}

@@ -188,15 +188,13 @@ pub(super) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared,
             _device_locks: device_locks,
         });
     }
-    let mut dir = layout::study_dir(&opts.results_dir, &plan.study_name, &stamp);
+    // The locks first: a study that cannot take them leaves no directory behind.
+    let nominal = layout::study_dir(&opts.results_dir, &plan.study_name, &stamp);
+    let device_locks = take_device_locks(opts, plan, &nominal)?;
     // Two studies of one name started in the same second get distinct directories.
-    let mut n = 1;
-    while dir.exists() {
-        n += 1;
-        dir = layout::study_dir(&opts.results_dir, &plan.study_name, &format!("{stamp}_{n}"));
-    }
-    let device_locks = take_device_locks(opts, plan, &dir)?;
-    std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+    let dir = layout::create_study_dir(&opts.results_dir, &plan.study_name, &stamp).map_err(
+        io_err("cannot create a study directory in", &opts.results_dir),
+    )?;
     let study_lock = lock_study_dir(&dir)?;
     artefacts::write_new(&dir.join(layout::STUDY_ARTEFACTS), plan, &opts.environment)?;
     Ok(Prepared {

@@ -193,7 +193,18 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     let hash = pc.digest.short();
     let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
     let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
-    let study_dir = layout::study_dir(&results, &plan.study_name, &stamp);
+    // Claimed now, exclusively: two runs into one directory in the same second must not
+    // share a cell (one result.json would replace the other).
+    let study_dir = match layout::create_study_dir(&results, &plan.study_name, &stamp) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!(
+                "llem: cannot create a run directory in {}: {e}",
+                results.display()
+            );
+            return exit::FAILURE;
+        }
+    };
     let cell_dir = study_dir.join(layout::cell_dir_name(
         run.index,
         run.cycle,
