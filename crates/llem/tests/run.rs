@@ -15,16 +15,23 @@ use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeseri
 mod common;
 use common::assets;
 
-fn llem(home: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_llem"))
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .env_clear()
+/// `llem` with a sandboxed HOME, no user config, the asset cache and sensor roots under
+/// `home`.
+fn llem_command(home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_llem"));
+    c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
         .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
         .env("LLEM_ASSETS", assets())
         .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
-        .env("LLEM_SYSFS_ROOT", home.join("sys"))
+        .env("LLEM_SYSFS_ROOT", home.join("sys"));
+    c
+}
+
+fn llem(home: &Path, args: &[&str]) -> std::process::Output {
+    llem_command(home)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .args(args)
         .output()
         .unwrap()
@@ -401,14 +408,7 @@ fn two_runs_started_together_keep_both_results() {
     .unwrap();
     let out = home.path().join("results");
     let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_llem"))
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", home.path())
-            .env("LLEM_CONFIG_PATH", home.path().join("none.yaml"))
-            .env("LLEM_ASSETS", assets())
-            .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
-            .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+        llem_command(home.path())
             .args([
                 "run",
                 yaml.to_str().unwrap(),

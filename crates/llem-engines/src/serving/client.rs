@@ -336,26 +336,14 @@ async fn stream(
     };
     let status = resp.status();
     if !status.is_success() {
-        let text = tokio::time::timeout(stall, resp.text())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        let text: String = text.chars().take(300).collect();
-        return Err(format!("HTTP {status}: {}", text.trim()));
+        return Err(format!("HTTP {status}: {}", body_start(resp, stall).await));
     }
     if let Some(kind) = not_an_event_stream(&resp) {
         // A proxy's login page or an API that ignored `stream: true` answers 200 with
         // something else; counting it as a request with no tokens would be a success.
-        let text = tokio::time::timeout(stall, resp.text())
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        let text: String = text.chars().take(300).collect();
         return Err(format!(
             "HTTP {status} with content-type {kind}, not an event stream: {}",
-            text.trim()
+            body_start(resp, stall).await
         ));
     }
     let mut framer = SseFramer::new();
@@ -430,6 +418,21 @@ async fn stream(
         None if events == 0 => Err("the stream ended without a single event".into()),
         None => Ok(()),
     }
+}
+
+/// The first 300 characters of a response body that is not a stream (an error, a page),
+/// for the request's error; empty when it does not arrive within `stall`.
+async fn body_start(resp: reqwest::Response, stall: Duration) -> String {
+    let text = tokio::time::timeout(stall, resp.text())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    text.chars()
+        .take(300)
+        .collect::<String>()
+        .trim()
+        .to_string()
 }
 
 /// The content type of a response that declares one other than `text/event-stream`.
