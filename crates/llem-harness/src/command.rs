@@ -86,22 +86,6 @@ pub enum CommandError {
     },
 }
 
-impl CommandError {
-    /// The exit code a shell gives the same failure (127: not found, 126: cannot execute).
-    pub fn spawn_exit_code(&self) -> Option<i32> {
-        match self {
-            CommandError::Spawn { source, .. } => {
-                Some(if source.kind() == std::io::ErrorKind::NotFound {
-                    127
-                } else {
-                    126
-                })
-            }
-            CommandError::Config(_) | CommandError::Baseline(_) => None,
-        }
-    }
-}
-
 /// A measured command, and whether its files were written.
 #[derive(Debug)]
 pub struct CommandOutcome {

@@ -155,8 +155,8 @@ impl ServerSession<'_> {
     }
 
     /// The traffic that was sent.
-    fn traffic(&self, plan: &TrafficPlan, requests: &[Prepared], tally: &Tally) -> TrafficSummary {
-        let lags_ms = stats::sorted(tally.lags_ms.clone());
+    fn traffic(&self, plan: &TrafficPlan, requests: &[Prepared], tally: Tally) -> TrafficSummary {
+        let lags_ms = stats::sorted(tally.lags_ms);
         let submits = &tally.submits;
         let send_span = {
             let lo = submits.iter().copied().fold(f64::INFINITY, f64::min);
@@ -232,11 +232,13 @@ impl Session for ServerSession<'_> {
             None => Vec::new(),
         };
         outcome?;
+        let warnings = self.warnings(workload, &tally);
+        let latency_mode = Some(tally.mode.as_str());
         Ok(RunSummary {
-            warnings: self.warnings(workload, &tally),
-            latency_mode: Some(tally.mode.as_str()),
+            warnings,
+            latency_mode,
             server_metrics: samples,
-            traffic: Some(self.traffic(&plan, &requests, &tally)),
+            traffic: Some(self.traffic(&plan, &requests, tally)),
             ..RunSummary::default()
         })
     }

@@ -51,7 +51,14 @@ pub fn run(args: &MeasureArgs) -> i32 {
             return match &e {
                 CommandError::Config(_) => exit::CONFIG,
                 CommandError::Baseline(_) => exit::FAILURE,
-                CommandError::Spawn { .. } => e.spawn_exit_code().unwrap_or(exit::FAILURE),
+                // A shell's codes: 127 not found, 126 found but not executable.
+                CommandError::Spawn { source, .. } => {
+                    if source.kind() == std::io::ErrorKind::NotFound {
+                        127
+                    } else {
+                        126
+                    }
+                }
             };
         }
     };

@@ -19,9 +19,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         running: &["llamacpp:requests_processing"],
         waiting: &["llamacpp:requests_deferred"],
         kv_cache_usage: &["llamacpp:kv_cache_usage_ratio"],
-        prefix_cache_hits: &[],
-        prefix_cache_queries: &[],
-        prefix_hit_rate: &[],
+        ..MetricNames::NONE
     },
     // Its slots (`-np`): the section's batch size, which the config always holds.
     batch_limit: |cfg| Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
@@ -71,8 +69,5 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     if !l.use_mmap {
         args.push("--no-mmap".into());
     }
-    Ok(ServerArgs {
-        args,
-        extra_options: None,
-    })
+    Ok(ServerArgs::plain(args))
 }

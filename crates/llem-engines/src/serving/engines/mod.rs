@@ -40,6 +40,18 @@ pub struct MetricNames {
     pub prefix_hit_rate: &'static [&'static str],
 }
 
+impl MetricNames {
+    /// An engine that exposes none of the series llem reads.
+    pub const NONE: MetricNames = MetricNames {
+        running: &[],
+        waiting: &[],
+        kv_cache_usage: &[],
+        prefix_cache_hits: &[],
+        prefix_cache_queries: &[],
+        prefix_hit_rate: &[],
+    };
+}
+
 /// Where a launched server listens and what it serves.
 #[derive(Clone, Copy, Debug)]
 pub struct Listen<'a> {
@@ -58,6 +70,16 @@ pub struct ServerArgs {
     pub args: Vec<String>,
     /// An options file passed by path: its flag and contents (TensorRT-LLM).
     pub extra_options: Option<(String, Value)>,
+}
+
+impl ServerArgs {
+    /// A command line with no options file.
+    pub(crate) fn plain(args: Vec<String>) -> ServerArgs {
+        ServerArgs {
+            args,
+            extra_options: None,
+        }
+    }
 }
 
 /// One serving engine: how it is launched, reached and read.

@@ -19,9 +19,8 @@ pub static SPEC: ServerSpec = ServerSpec {
         running: &["sglang:num_running_reqs"],
         waiting: &["sglang:num_queue_reqs"],
         kv_cache_usage: &["sglang:token_usage"],
-        prefix_cache_hits: &[],
-        prefix_cache_queries: &[],
         prefix_hit_rate: &["sglang:cache_hit_rate"],
+        ..MetricNames::NONE
     },
     batch_limit: |cfg| cfg.sglang.as_deref().and_then(|s| s.max_running_requests),
     args,
@@ -79,8 +78,5 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     }
     let section = to_value(cfg.sglang.as_deref())?;
     append(&mut args, "sglang", section, FLAGS, &mut None)?;
-    Ok(ServerArgs {
-        args,
-        extra_options: None,
-    })
+    Ok(ServerArgs::plain(args))
 }

@@ -18,10 +18,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     metrics: MetricNames {
         running: &["tgi_batch_current_size"],
         waiting: &["tgi_queue_size"],
-        kv_cache_usage: &[],
-        prefix_cache_hits: &[],
-        prefix_cache_queries: &[],
-        prefix_hit_rate: &[],
+        ..MetricNames::NONE
     },
     batch_limit: |cfg| cfg.tgi.as_deref().and_then(|t| t.max_batch_size),
     args,
@@ -63,8 +60,5 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
         FLAGS,
         &mut None,
     )?;
-    Ok(ServerArgs {
-        args,
-        extra_options: None,
-    })
+    Ok(ServerArgs::plain(args))
 }

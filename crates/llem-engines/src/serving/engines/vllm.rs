@@ -99,10 +99,7 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
         FLAGS,
         &mut None,
     )?;
-    Ok(ServerArgs {
-        args,
-        extra_options: None,
-    })
+    Ok(ServerArgs::plain(args))
 }
 
 /// `vllm.sampling.*` and `vllm.beam_search` go with every request.
