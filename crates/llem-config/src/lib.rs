@@ -13,6 +13,7 @@ mod load;
 pub mod model;
 pub mod order;
 pub mod plan;
+pub mod redact;
 pub mod reference;
 pub mod rng;
 mod rules;

@@ -322,6 +322,61 @@ fn a_page_or_an_empty_stream_is_a_failed_request_not_a_success() {
 }
 
 #[test]
+fn every_misbehaviour_of_a_server_is_a_failed_request_with_its_reason() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig::default());
+    let cfg = config(&url, serde_json::json!({}), 6);
+    let modes = [
+        "RATELIMIT",
+        "BROKEN",
+        "BADSSE",
+        "BADUSAGE",
+        "HUGE",
+        "ECHOAUTH",
+    ];
+    let mut prompts = vec![prompt("ok", false)];
+    prompts.extend(modes.iter().map(|m| prompt(m, false)));
+    let engine = start_with_key(&cfg, 5, Some("sk-secret-in-flight-0123456789"));
+    let plan = ContextPlan {
+        slots: 1,
+        tokens_per_slot: 1,
+        n_threads: 1,
+    };
+    let wl = llem_engines::registry::workload(&cfg, prompts);
+    let mut sink = Sink {
+        epoch: Instant::now(),
+        records: Vec::new(),
+        tokens: 0,
+    };
+    let summary = engine.open(plan).unwrap().run(&wl, &mut sink).unwrap();
+    let mut records = sink.records;
+    records.sort_by_key(|r| r.request_id);
+    assert!(
+        records[0].success && records[0].output_tokens > 0,
+        "{:?}",
+        records[0]
+    );
+    let expected = [
+        "HTTP 429",
+        "stream broken",
+        "unreadable stream chunk",
+        "unreadable stream chunk",
+        "longer than 4 MiB",
+        "HTTP 400",
+    ];
+    for ((mode, want), r) in modes.iter().zip(expected).zip(&records[1..]) {
+        let err = r.error.as_deref().unwrap_or_default();
+        assert!(!r.success && err.contains(want), "{mode}: {r:?}");
+    }
+    let echoed = records[6].error.as_deref().unwrap_or_default();
+    assert!(
+        echoed.contains("[REDACTED]") && !echoed.contains("sk-secret-in-flight"),
+        "{echoed}"
+    );
+    assert_eq!(summary.traffic.unwrap().requests_failed, 6);
+}
+
+#[test]
 fn open_loop_schedules_are_kept_without_drift_under_load() {
     let _serial = serial();
     let url = fake_openai::spawn(FakeConfig {

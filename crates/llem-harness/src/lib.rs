@@ -14,6 +14,7 @@ mod goodput;
 mod latency;
 pub mod lifecycle;
 mod progress;
+mod verdict;
 mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};

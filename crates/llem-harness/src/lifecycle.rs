@@ -20,6 +20,7 @@ use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 use crate::assemble::{self, Measured};
 use crate::environment;
 use crate::progress::{Event, Phase, Progress};
+use crate::verdict;
 use llem_results::{layout, stats};
 
 /// The methodology's recommended minimum thermal floor, s.
@@ -80,6 +81,9 @@ pub enum HarnessError {
     /// The run produced nothing to measure: no request returned a token.
     #[error("{0}")]
     NothingMeasured(String),
+    /// More requests failed than `measurement.max_failed_request_fraction` allows.
+    #[error("{0}")]
+    RequestsFailed(String),
     /// Stopped by the user.
     #[error("cancelled")]
     Cancelled,
@@ -569,53 +573,6 @@ fn measure_phase(
     })
 }
 
-/// Errors quoted when a run measured nothing: the first few distinct ones, each cut to a
-/// line's length (a server may answer with a whole HTML page).
-const QUOTED_ERRORS: usize = 3;
-const QUOTED_ERROR_CHARS: usize = 200;
-
-/// A run in which no request returned a token measured nothing: its figures would be zeros
-/// dressed as a result. Fails with the requests' first errors quoted.
-fn require_tokens(records: &[RequestRecord]) -> Result<(), HarnessError> {
-    if records.iter().any(|r| r.success && r.output_tokens > 0) {
-        return Ok(());
-    }
-    let failed = records.iter().filter(|r| !r.success).count();
-    let mut quoted: Vec<String> = Vec::new();
-    for e in records.iter().filter_map(|r| r.error.as_deref()) {
-        let cut: String = e.chars().take(QUOTED_ERROR_CHARS).collect();
-        let cut = if cut.len() < e.len() {
-            cut + "…"
-        } else {
-            cut
-        };
-        if !quoted.contains(&cut) {
-            quoted.push(cut);
-        }
-        if quoted.len() == QUOTED_ERRORS {
-            break;
-        }
-    }
-    let what = if records.is_empty() {
-        "no request was completed".to_string()
-    } else if failed == records.len() {
-        format!("all {failed} requests failed")
-    } else {
-        format!(
-            "{} requests returned no token ({failed} failed)",
-            records.len()
-        )
-    };
-    let errors = if quoted.is_empty() {
-        String::new()
-    } else {
-        format!("; first errors: {}", quoted.join(" | "))
-    };
-    Err(HarnessError::NothingMeasured(format!(
-        "nothing was measured: {what}{errors}"
-    )))
-}
-
 /// Warnings about what the engine did to the workload: cut prompts, failed requests.
 fn run_warnings(cfg: &ExperimentConfig, run: &MeasuredRun) -> Vec<String> {
     let mut warnings = run.summary.warnings.clone();
@@ -748,7 +705,7 @@ pub fn run_experiment(
         meter.as_ref(),
         cancel,
     )?;
-    require_tokens(&run.records)?;
+    verdict::check_requests(&run.records, cfg.measurement.max_failed_request_fraction)?;
 
     // Teardown: stop telemetry, free the context and the model.
     let telemetry: Telemetry = meter.map(Meter::stop).unwrap_or_default();
@@ -797,69 +754,4 @@ pub fn run_experiment(
         process_cpu_s: run.process_cpu_s,
     };
     save_phase(&measured, progress)
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use llem_results::FinishReason;
-
-    fn rec(id: u32, success: bool, tokens: u32, error: Option<&str>) -> RequestRecord {
-        RequestRecord {
-            request_id: id,
-            batch_index: None,
-            input_tokens: 4,
-            output_tokens: tokens,
-            reference_output_tokens: None,
-            scheduled_s: None,
-            submit_s: 0.0,
-            first_token_s: None,
-            end_s: 1.0,
-            success,
-            error: error.map(String::from),
-            finish_reason: if success {
-                FinishReason::Stop
-            } else {
-                FinishReason::Error
-            },
-            token_times_s: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_run_without_a_single_token_measured_nothing() {
-        let all_failed: Vec<RequestRecord> = (0..4)
-            .map(|i| {
-                rec(
-                    i,
-                    false,
-                    0,
-                    Some(if i < 3 { "HTTP 500: boom" } else { "stalled" }),
-                )
-            })
-            .collect();
-        let e = require_tokens(&all_failed).unwrap_err();
-        assert!(matches!(e, HarnessError::NothingMeasured(_)));
-        assert_eq!(
-            e.to_string(),
-            "nothing was measured: all 4 requests failed; first errors: HTTP 500: boom | stalled"
-        );
-        // Successes that carried no token (a 200 with an empty or non-stream body) are
-        // nothing measured either.
-        let empty = vec![
-            rec(0, true, 0, None),
-            rec(1, false, 0, Some("x".repeat(300).as_str())),
-        ];
-        let msg = require_tokens(&empty).unwrap_err().to_string();
-        assert!(
-            msg.contains("2 requests returned no token (1 failed)"),
-            "{msg}"
-        );
-        assert!(msg.ends_with('…') && msg.len() < 320, "{msg}");
-        assert!(require_tokens(&[]).is_err());
-        // One request with a token is a measurement (failures are warned about, not fatal).
-        let one = vec![rec(0, false, 0, Some("HTTP 500")), rec(1, true, 3, None)];
-        assert!(require_tokens(&one).is_ok());
-    }
 }

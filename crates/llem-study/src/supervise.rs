@@ -452,7 +452,8 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
     out
 }
 
-/// The last `n` non-empty lines of a log, joined with ` | ` (at most the last 4 KiB read).
+/// The last `n` non-empty lines of a log, joined with ` | ` (at most the last 4 KiB read),
+/// credentials redacted.
 pub fn log_tail(path: &Path, n: usize) -> String {
     let Ok(mut f) = File::open(path) else {
         return String::new();
@@ -467,8 +468,9 @@ pub fn log_tail(path: &Path, n: usize) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    lines
+    let tail = lines
         .get(lines.len().saturating_sub(n)..)
         .unwrap_or_default()
-        .join(" | ")
+        .join(" | ");
+    llem_config::redact::text(&tail, &[]).into_owned()
 }

@@ -320,9 +320,18 @@ fn config_reports_the_environment() {
     );
     let o = h.llem(
         &["config", "-v"],
-        &[("LLEM_DATACENTER_PUE", "1.3"), ("LLEM_RUNER_VLLM", "x")],
+        &[
+            ("LLEM_DATACENTER_PUE", "1.3"),
+            ("LLEM_RUNER_VLLM", "x"),
+            ("LLEM_API_KEY", "sk-live-do-not-print-4242"),
+        ],
     );
     let out = stdout(&o);
+    // The output people paste into bug reports says the key is set, never what it is.
+    assert!(
+        out.contains("LLEM_API_KEY=[REDACTED] (25 chars)") && !out.contains("do-not-print"),
+        "{out}"
+    );
     assert!(
         out.contains("runners.vllm") && out.contains("docker  (line 2)"),
         "{out}"

@@ -472,6 +472,75 @@ fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
     }
 }
 
+/// One rate-limited request in four fails the run by default (strict); allowing a quarter of
+/// the requests to fail measures the rest and says how many failed.
+#[test]
+fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = fake_openai::spawn(fake_openai::FakeConfig::default());
+    let home = tempfile::tempdir().unwrap();
+    let prompts = home.path().join("mixed.jsonl");
+    let lines: Vec<String> = (0..4)
+        .map(|i| {
+            let p = if i == 2 {
+                "RATELIMIT me"
+            } else {
+                "hello there"
+            };
+            format!("{{\"prompt\": \"{p} {i}\"}}")
+        })
+        .collect();
+    std::fs::write(&prompts, lines.join("\n") + "\n").unwrap();
+    let experiment = format!(
+        "model: fake-model\n\
+         engine: openai\n\
+         runners: {{openai: \"external:{url}\"}}\n\
+         dataset: {{source: {}, n_prompts: 4}}\n\
+         max_output_tokens: 4\n\
+         warmup: {{enabled: false}}\n\
+         baseline: {{enabled: false}}\n",
+        prompts.display()
+    );
+    let run = |name: &str, extra: &str| {
+        let file = home.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, format!("name: {name}\n{experiment}{extra}")).unwrap();
+        let out = home.path().join(name);
+        let o = llem_command(home.path(), Path::new("/nonexistent"))
+            .args(["run", file.to_str().unwrap(), "--output"])
+            .arg(&out)
+            .arg("-q")
+            .output()
+            .unwrap();
+        let results: Vec<PathBuf> = walk(&out)
+            .into_iter()
+            .filter(|p| p.ends_with("result.json"))
+            .collect();
+        (o, results)
+    };
+
+    let (o, results) = run("strict", "");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("1 of 4 requests failed (25.0 %)")
+            && stderr.contains("max_failed_request_fraction = 0")
+            && stderr.contains("HTTP 429"),
+        "{stderr}"
+    );
+    assert!(results.is_empty(), "{results:?}");
+
+    let (o, results) = run(
+        "tolerant",
+        "measurement: {max_failed_request_fraction: 0.25}\n",
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results[0]).unwrap()).unwrap();
+    let warnings = r["measurement_warnings"].to_string();
+    assert!(warnings.contains("1 of 4 requests failed"), "{warnings}");
+}
+
 /// Every file under `dir`.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

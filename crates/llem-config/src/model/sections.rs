@@ -230,6 +230,10 @@ pub struct MeasurementConfig {
     pub latency_profiling: bool,
     /// `[start_s, end_s]` relative to the start of the workload; methodology windowed only.
     pub window: Option<[f64; 2]>,
+    /// Share of failed requests a cell may have and still count as measured (null = 0:
+    /// any failed request fails the cell).
+    #[schemars(range(min = 0, max = 1))]
+    pub max_failed_request_fraction: Option<f64>,
 }
 
 impl Default for MeasurementConfig {
@@ -238,6 +242,7 @@ impl Default for MeasurementConfig {
             methodology: Methodology::Total,
             latency_profiling: false,
             window: None,
+            max_failed_request_fraction: None,
         }
     }
 }

@@ -24,7 +24,7 @@ pub fn free_port() -> Result<u16, EngineError> {
         .map_err(|e| EngineError::Config(format!("no free local port: {e}")))
 }
 
-/// The last `max_lines` lines of a log file.
+/// The last `max_lines` lines of a log file, credentials redacted.
 pub fn log_tail(path: &Path, max_lines: usize) -> String {
     let Ok(mut f) = File::open(path) else {
         return String::new();
@@ -35,10 +35,11 @@ pub fn log_tail(path: &Path, max_lines: usize) -> String {
     let _ = f.read_to_end(&mut buf);
     let text = String::from_utf8_lossy(&buf);
     let lines: Vec<&str> = text.lines().collect();
-    lines
+    let tail = lines
         .get(lines.len().saturating_sub(max_lines)..)
         .unwrap_or_default()
-        .join("\n")
+        .join("\n");
+    llem_config::redact::text(&tail, &[]).into_owned()
 }
 
 /// Opens (appending) the log a child process writes to.

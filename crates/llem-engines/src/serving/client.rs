@@ -255,9 +255,13 @@ async fn one(
         usage: (None, None),
         finish: None,
     };
+    // Error bodies may echo the request's headers: the key llem sent, or any credential,
+    // must not reach requests.parquet or a log.
+    let known: Vec<&str> = endpoint.api_key.as_deref().into_iter().collect();
     let error = stream(http, endpoint, req, clock, shared, &mut st)
         .await
-        .err();
+        .err()
+        .map(|e| llem_config::redact::text(&e, &known).into_owned());
     let StreamState {
         chunks,
         usage: final_usage,
@@ -413,6 +417,12 @@ async fn stream(
     }
     let t = clock.now();
     framer.finish(&mut |d| on_event(t, d));
+    if framer.overflowed() {
+        return Err(format!(
+            "stream event longer than {} MiB: not an OpenAI chunk stream",
+            super::sse::MAX_EVENT_BYTES >> 20
+        ));
+    }
     match failure {
         Some(f) => Err(f),
         None if events == 0 => Err("the stream ended without a single event".into()),
@@ -422,18 +432,28 @@ async fn stream(
 
 /// The first 300 characters of a response body that is not a stream (an error, a page),
 /// for the request's error; empty when it does not arrive within `stall`.
-async fn body_start(resp: reqwest::Response, stall: Duration) -> String {
-    let text = tokio::time::timeout(stall, resp.text())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    text.chars()
+async fn body_start(mut resp: reqwest::Response, stall: Duration) -> String {
+    // Read a bounded prefix: an error page may be any size, and only its start is quoted.
+    let mut buf: Vec<u8> = Vec::new();
+    while buf.len() < BODY_QUOTE_READ_BYTES {
+        match tokio::time::timeout(stall, resp.chunk()).await {
+            Ok(Ok(Some(bytes))) => buf.extend_from_slice(&bytes),
+            _ => break,
+        }
+    }
+    buf.truncate(BODY_QUOTE_READ_BYTES);
+    let text = String::from_utf8_lossy(&buf);
+    // Redacted before the cut, so a credential cut in half is still recognised.
+    llem_config::redact::text(&text, &[])
+        .chars()
         .take(300)
         .collect::<String>()
         .trim()
         .to_string()
 }
+
+/// How much of an error body is read to quote its start.
+const BODY_QUOTE_READ_BYTES: usize = 64 * 1024;
 
 /// The content type of a response that declares one other than `text/event-stream`.
 fn not_an_event_stream(resp: &reqwest::Response) -> Option<String> {

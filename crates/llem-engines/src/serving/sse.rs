@@ -5,12 +5,18 @@
 //! token costs no allocation. Only what OpenAI-compatible servers send is interpreted (`data:`
 //! lines, blank-line dispatch, `:` comments); `event:`, `id:` and `retry:` are ignored.
 
+/// The largest event llem buffers, bytes: a chunk of an OpenAI stream is a few hundred bytes
+/// (a few KiB with logprobs); past this a server is sending something else, and buffering it
+/// without a bound would let it take the host's memory.
+pub const MAX_EVENT_BYTES: usize = 4 << 20;
+
 /// Splits a byte stream into SSE events.
 #[derive(Debug, Default)]
 pub struct SseFramer {
     line: Vec<u8>,
     data: Vec<u8>,
     has_data: bool,
+    overflowed: bool,
 }
 
 impl SseFramer {
@@ -20,7 +26,13 @@ impl SseFramer {
             line: Vec::with_capacity(1024),
             data: Vec::with_capacity(1024),
             has_data: false,
+            overflowed: false,
         }
+    }
+
+    /// Whether feeding stopped because an event grew past [`MAX_EVENT_BYTES`].
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
     }
 
     /// Feeds bytes; calls `on_event` with each complete event's data (lines joined by `\n`).
@@ -57,6 +69,14 @@ impl SseFramer {
             if !keep_going {
                 return false;
             }
+            if self.data.len() > MAX_EVENT_BYTES {
+                self.overflowed = true;
+                return false;
+            }
+        }
+        if self.line.len() + rest.len() + self.data.len() > MAX_EVENT_BYTES {
+            self.overflowed = true;
+            return false;
         }
         self.line.extend_from_slice(rest);
         true
@@ -65,6 +85,9 @@ impl SseFramer {
     /// Ends the stream: an event not closed by a blank line is still delivered (some servers
     /// close the connection right after the last `data:` line).
     pub fn finish(&mut self, on_event: &mut dyn FnMut(&[u8]) -> bool) {
+        if self.overflowed {
+            return;
+        }
         if !self.line.is_empty() {
             let _ = self.feed(b"\n", on_event);
         }
@@ -113,5 +136,34 @@ mod tests {
     #[test]
     fn an_unterminated_last_event_is_delivered() {
         assert_eq!(events(&[b"data: x\n\ndata: y"]), vec!["x", "y"]);
+    }
+
+    #[test]
+    fn an_endless_line_or_event_stops_the_framer_at_the_bound() {
+        let piece = vec![b'x'; 64 * 1024];
+        let mut f = SseFramer::new();
+        let mut fed = 0usize;
+        let mut n_events = 0;
+        f.feed(b"data: ", &mut |_| true);
+        while f.feed(&piece, &mut |_| {
+            n_events += 1;
+            true
+        }) {
+            fed += piece.len();
+            assert!(fed <= MAX_EVENT_BYTES + piece.len(), "never stopped");
+        }
+        assert!(f.overflowed() && n_events == 0);
+        assert!(f.line.capacity() <= 2 * MAX_EVENT_BYTES);
+        // Many short data lines that never end the event are bounded too.
+        let mut g = SseFramer::new();
+        let lines =
+            b"data: yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\n".repeat(4096);
+        let mut rounds = 0;
+        while g.feed(&lines, &mut |_| true) {
+            rounds += 1;
+            assert!(rounds < 10_000, "never stopped");
+        }
+        assert!(g.overflowed());
+        assert_eq!(events(&[b"data: ok\n\n"]), vec!["ok"]);
     }
 }

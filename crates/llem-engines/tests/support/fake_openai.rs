@@ -6,7 +6,11 @@
 //! Prompts steer failures: `FAIL` answers HTTP 500, `STALL` sends one chunk then hangs,
 //! `ERRCHUNK` sends one chunk then an error object, `CRASH` exits the process, `HTML`
 //! answers 200 with an HTML page (a proxy's login page), `EMPTY` answers 200 with an event
-//! stream that carries no event.
+//! stream that carries no event, `RATELIMIT` answers 429, `BROKEN` sends one chunk then
+//! resets the stream, `BADSSE` sends one chunk then a truncated JSON payload, `BADUSAGE`
+//! streams normally but with a usage whose counts are not numbers, `HUGE` sends one chunk
+//! then an event that never ends, `ECHOAUTH` answers 400 with the request's
+//! `Authorization` header echoed in the body.
 
 #![allow(
     dead_code,
@@ -163,7 +167,7 @@ async fn completions(State(s): State<Arc<AppState>>, headers: HeaderMap, body: B
     }
     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let prompt = v["prompt"].as_str().unwrap_or("").to_string();
-    stream(s, v, prompt, false)
+    stream(s, v, prompt, false, &headers)
 }
 
 async fn chat(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -175,7 +179,7 @@ async fn chat(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -
         .as_str()
         .unwrap_or("")
         .to_string();
-    stream(s, v, prompt, true)
+    stream(s, v, prompt, true, &headers)
 }
 
 fn chunk(chat: bool, text: &str, finish: Option<&str>, usage: Option<Value>) -> String {
@@ -191,9 +195,44 @@ fn chunk(chat: bool, text: &str, finish: Option<&str>, usage: Option<Value>) -> 
     format!("data: {c}\n\n")
 }
 
-fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
+/// The answers that refuse a request before any token: rate limiting, an echoing 400.
+fn refusal(prompt: &str, headers: &HeaderMap) -> Option<Response> {
+    if prompt.contains("RATELIMIT") {
+        return Some(
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, "1")],
+                axum::Json(
+                    json!({"error": {"message": "rate limit exceeded", "type": "rate_limit"}}),
+                ),
+            )
+                .into_response(),
+        );
+    }
+    if prompt.contains("ECHOAUTH") {
+        let auth = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        return Some(
+            (
+                StatusCode::BAD_REQUEST,
+                axum::Json(
+                    json!({"error": "bad request", "request_headers": {"authorization": auth}}),
+                ),
+            )
+                .into_response(),
+        );
+    }
+    None
+}
+
+fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool, headers: &HeaderMap) -> Response {
     if prompt.contains("CRASH") {
         std::process::exit(3);
+    }
+    if let Some(r) = refusal(&prompt, headers) {
+        return r;
     }
     if prompt.contains("HTML") {
         return (
@@ -261,6 +300,29 @@ fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
             if j == 0 && prompt.contains("STALL") {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
             }
+            if j == 0 && prompt.contains("BROKEN") {
+                let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "induced");
+                let _ = tx.send(Err(reset)).await;
+                return;
+            }
+            if j == 0 && prompt.contains("BADSSE") {
+                let _ = tx
+                    .send(Ok(Bytes::from_static(
+                        b"data: {\"choices\": [{\"text\": \"tok\n\n",
+                    )))
+                    .await;
+            }
+            if j == 0 && prompt.contains("HUGE") {
+                let piece = Bytes::from(vec![b'x'; 64 * 1024]);
+                let _ = tx.send(Ok(Bytes::from_static(b"data: "))).await;
+                // Bounded by the test's patience, not the client's: 64 MiB at most.
+                for _ in 0..1024 {
+                    if tx.send(Ok(piece.clone())).await.is_err() {
+                        return;
+                    }
+                }
+                return;
+            }
             if j == 0 && prompt.contains("ERRCHUNK") {
                 let _ = tx
                     .send(Ok(Bytes::from(
@@ -271,7 +333,10 @@ fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool) -> Response {
             }
             j += 1;
         }
-        if include_usage {
+        if prompt.contains("BADUSAGE") {
+            let u = json!({"id": "x", "choices": [], "usage": {"prompt_tokens": "some", "completion_tokens": "many"}});
+            let _ = tx.send(Ok(Bytes::from(format!("data: {u}\n\n")))).await;
+        } else if include_usage {
             let u = json!({"id": "x", "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + u64::from(n)}});
             let _ = tx.send(Ok(Bytes::from(format!("data: {u}\n\n")))).await;
         }

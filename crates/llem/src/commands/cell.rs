@@ -96,6 +96,7 @@ pub fn run(args: &CellArgs) -> i32 {
                 HarnessError::Energy(_) => ("EnergyError", exit::FAILURE),
                 HarnessError::Results(_) => ("ResultsError", exit::FAILURE),
                 HarnessError::NothingMeasured(_) => ("NothingMeasured", exit::FAILURE),
+                HarnessError::RequestsFailed(_) => ("RequestsFailed", exit::FAILURE),
                 HarnessError::Cancelled => ("Interrupted", exit::INTERRUPTED),
             };
             fail(kind, e.to_string(), code)

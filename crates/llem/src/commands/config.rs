@@ -148,7 +148,12 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
     if !vars.is_empty() || verbose {
         let _ = writeln!(out, "\nEnvironment");
         for (k, v) in &vars {
-            let _ = writeln!(out, "  {k}={v}");
+            // People paste this output into bug reports.
+            if llem_config::redact::is_secret_name(k) {
+                let _ = writeln!(out, "  {k}={}", llem_config::redact::masked(v));
+            } else {
+                let _ = writeln!(out, "  {k}={v}");
+            }
         }
         if verbose {
             let _ = writeln!(out, "  known variables: {}", known_env_vars().join(", "));
