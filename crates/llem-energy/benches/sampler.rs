@@ -92,7 +92,9 @@ fn main() {
                 continue;
             };
             std::thread::sleep(Duration::from_secs_f64(seconds));
-            let t = m.stop();
+            let Ok(t) = m.stop() else {
+                continue;
+            };
             let wall = epoch.elapsed().as_secs_f64();
             let cpu = cpu_seconds() - cpu0;
             println!(

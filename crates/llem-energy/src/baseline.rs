@@ -228,7 +228,7 @@ pub fn obtain_with_sensors(
         on_measure(duration);
         let m = crate::Meter::start(s, meter, epoch).map_err(|e| e.to_string())?;
         std::thread::sleep(duration);
-        let (t, back) = m.finish();
+        let (t, back) = m.finish().map_err(|e| e.to_string())?;
         held = Some(back);
         Ok(BaselineRecord::from_window(
             &t.total_energy(),

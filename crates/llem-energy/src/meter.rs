@@ -49,6 +49,10 @@ pub enum MeterError {
     /// The thread could not be started.
     #[error("cannot start the sampler thread: {0}")]
     Spawn(std::io::Error),
+    /// The sampler thread died (a sensor panicked): its samples are lost, so the window
+    /// has no energy.
+    #[error("the energy sampler died: {0}")]
+    SamplerDied(String),
 }
 
 /// CPU time the calling thread has used, s (the sampler's own cost, reported with results).
@@ -112,29 +116,39 @@ impl Meter {
         p.is_finite().then_some(p)
     }
 
-    /// Stops sampling (after a final sample) and returns the recording and the sensors.
-    pub fn finish(mut self) -> Recording {
+    /// Stops sampling (after a final sample) and returns the recording and the sensors;
+    /// an error when the sampler died, since its recording died with it.
+    pub fn finish(mut self) -> Result<Recording, MeterError> {
         self.stop_thread()
-            .unwrap_or_else(|| (Telemetry::default(), Vec::new()))
     }
 
     /// Stops sampling and returns the recording.
-    pub fn stop(self) -> Telemetry {
-        self.finish().0
+    pub fn stop(self) -> Result<Telemetry, MeterError> {
+        self.finish().map(|(t, _)| t)
     }
 
-    fn stop_thread(&mut self) -> Option<Recording> {
-        let thread = self.thread.take()?;
+    fn stop_thread(&mut self) -> Result<Recording, MeterError> {
+        let Some(thread) = self.thread.take() else {
+            return Err(MeterError::SamplerDied("already stopped".into()));
+        };
         self.stop.store(true, Ordering::Release);
         thread.thread().unpark();
-        // A sensor that panicked takes its recording with it; nothing else can be returned.
-        thread.join().ok()
+        thread.join().map_err(|payload| {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a sensor panicked".into());
+            MeterError::SamplerDied(why)
+        })
     }
 }
 
 impl Drop for Meter {
     fn drop(&mut self) {
-        let _ = self.stop_thread();
+        if self.thread.is_some() {
+            let _ = self.stop_thread();
+        }
     }
 }
 
@@ -351,7 +365,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(300));
         assert!(m.live_power_w().is_some_and(|p| (p - 50.0).abs() < 1e-9));
         let stopped_at = epoch.elapsed().as_secs_f64();
-        let t = m.stop();
+        let t = m.stop().unwrap();
         let s = &t.series[0];
         assert!(s.len() >= 15, "{} samples in 300 ms at 10 ms", s.len());
         assert!((t.end_s - stopped_at).abs() < 0.05, "final sample at stop");
@@ -381,7 +395,7 @@ mod tests {
         };
         let m = Meter::start(vec![clocked(epoch, 3)], cfg, epoch).unwrap();
         std::thread::sleep(Duration::from_millis(100));
-        let t = m.stop();
+        let t = m.stop().unwrap();
         assert!(t.series[0].errors > 0);
         assert_eq!(t.series[0].first_error.as_deref(), Some("NVML: transient"));
     }
@@ -423,5 +437,55 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("too long for package-0"));
+    }
+
+    #[test]
+    fn a_sampler_that_dies_is_an_error_not_an_empty_recording() {
+        struct Doomed {
+            domain: Domain,
+            reads: u32,
+        }
+        impl Sensor for Doomed {
+            fn domain(&self) -> &Domain {
+                &self.domain
+            }
+            fn kind(&self) -> SensorKind {
+                SensorKind::Nvml
+            }
+            fn has_counter(&self) -> bool {
+                true
+            }
+            fn has_power(&self) -> bool {
+                true
+            }
+            fn read(&mut self, _: bool) -> Result<Reading, SensorError> {
+                self.reads += 1;
+                assert!(self.reads < 3, "driver returned garbage");
+                Ok(Reading::default())
+            }
+        }
+        let d = Domain {
+            name: "gpu0".into(),
+            kind: DomainKind::Gpu,
+            index: 0,
+            device: "t".into(),
+        };
+        let cfg = MeterConfig {
+            interval: Duration::from_millis(5),
+            ..MeterConfig::default()
+        };
+        let m = Meter::start(
+            vec![Box::new(Doomed {
+                domain: d,
+                reads: 0,
+            })],
+            cfg,
+            Instant::now(),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let e = m.stop().err().unwrap();
+        assert!(matches!(e, MeterError::SamplerDied(_)));
+        assert!(e.to_string().contains("driver returned garbage"), "{e}");
     }
 }

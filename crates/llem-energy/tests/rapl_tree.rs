@@ -123,7 +123,7 @@ fn record_two_zones() -> Recording {
     };
     let meter = Meter::start(sensors, cfg, epoch).unwrap();
     std::thread::sleep(Duration::from_millis(2500));
-    let t = meter.stop();
+    let t = meter.stop().unwrap();
     stop.store(true, Ordering::Relaxed);
     let writer_stall_s = writer.join().unwrap();
 

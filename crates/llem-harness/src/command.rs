@@ -76,6 +76,9 @@ pub enum CommandError {
     /// The baseline could not be taken.
     #[error("baseline: {0}")]
     Baseline(String),
+    /// The energy meter failed while the command ran.
+    #[error("energy meter: {0}")]
+    Energy(String),
     /// The command could not be started.
     #[error("cannot run `{program}`: {source}")]
     Spawn {
@@ -217,7 +220,10 @@ fn run_metered(
     if let Some(h) = signals {
         h.close();
     }
-    let telemetry = meter.stop();
+    // A sampler that died took the window's energy with it: no figure to report.
+    let telemetry = meter
+        .stop()
+        .map_err(|e| CommandError::Energy(e.to_string()))?;
     // The window is still the command's run: report it, with the failure as a note.
     let code = match status {
         Ok(s) => exit_code(s),

@@ -708,7 +708,11 @@ pub fn run_experiment(
     verdict::check_requests(&run.records, cfg.measurement.max_failed_request_fraction)?;
 
     // Teardown: stop telemetry, free the context and the model.
-    let telemetry: Telemetry = meter.map(Meter::stop).unwrap_or_default();
+    let telemetry: Telemetry = meter
+        .map(Meter::stop)
+        .transpose()
+        .map_err(|e| HarnessError::Energy(e.to_string()))?
+        .unwrap_or_default();
     drop(session);
     drop(engine);
     let end_unix = llem_results::time::unix_now_s();

@@ -164,8 +164,9 @@ pub struct Dispatch {
     pub done: Sender<Finished>,
 }
 
-/// Sends the requests on the plan's schedule; each finished request goes to `done`.
-pub async fn drive(d: Dispatch) {
+/// Sends the requests on the plan's schedule; each finished request goes to `done`. An
+/// error when a request's task died (a panic): its record is lost, so the run is not whole.
+pub async fn drive(d: Dispatch) -> Result<(), String> {
     let Dispatch {
         http,
         endpoint,
@@ -177,8 +178,9 @@ pub async fn drive(d: Dispatch) {
         done,
     } = d;
     if requests.is_empty() {
-        return;
+        return Ok(());
     }
+    let mut died: Option<String> = None;
     let sem = plan
         .max_concurrency
         .map(|c| Arc::new(tokio::sync::Semaphore::new(c as usize)));
@@ -233,9 +235,40 @@ pub async fn drive(d: Dispatch) {
         });
         i += 1;
         // Reap finished tasks so a long run does not keep their handles.
-        while tasks.try_join_next().is_some() {}
+        while let Some(joined) = tasks.try_join_next() {
+            note_death(joined, &mut died);
+        }
     }
-    while tasks.join_next().await.is_some() {}
+    while let Some(joined) = tasks.join_next().await {
+        note_death(joined, &mut died);
+    }
+    died.map_or(Ok(()), Err)
+}
+
+/// Keeps the first reason a request task died.
+fn note_death(joined: Result<(), tokio::task::JoinError>, died: &mut Option<String>) {
+    if let Err(e) = joined
+        && died.is_none()
+    {
+        *died = Some(format!("a request task died: {}", join_reason(e)));
+    }
+}
+
+/// What a task that did not finish says about why.
+pub fn join_reason(e: tokio::task::JoinError) -> String {
+    if e.is_cancelled() {
+        return "cancelled".into();
+    }
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| format!("panicked: {s}"))
+        .or_else(|| {
+            payload
+                .downcast_ref::<String>()
+                .map(|s| format!("panicked: {s}"))
+        })
+        .unwrap_or_else(|| "panicked".into())
 }
 
 /// Sends one request and reads its stream to the end.
@@ -482,4 +515,37 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         src = x.source();
     }
     s
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_task_that_panics_is_reported_not_swallowed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let died = rt.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            tasks.spawn(async {});
+            tasks.spawn(async { panic!("cannot convert float seconds to Duration") });
+            tasks.spawn(async {});
+            let mut died = None;
+            while let Some(joined) = tasks.join_next().await {
+                note_death(joined, &mut died);
+            }
+            died
+        });
+        assert_eq!(
+            died.as_deref(),
+            Some("a request task died: panicked: cannot convert float seconds to Duration")
+        );
+        let whole = rt.block_on(async {
+            let h = tokio::spawn(async { panic!("{}", String::from("dispatcher bug")) });
+            h.await.map_err(join_reason)
+        });
+        assert_eq!(whole, Err("panicked: dispatcher bug".to_string()));
+    }
 }

@@ -226,12 +226,29 @@ impl Session for ServerSession<'_> {
         let outcome = self.receive(&rx, &shared, sink, &mut tally);
         shared.stop.store(true, Ordering::Relaxed);
         shared.stopped.notify_one();
-        driver.abort();
+        // Received to the end, the dispatcher has returned (its senders are gone): a panic
+        // in it or in a request's task is a run with requests missing, so an error.
+        let dispatched = if outcome.is_ok() {
+            e.rt.block_on(driver)
+                .map_err(client::join_reason)
+                .and_then(|r| r)
+                .map_err(|why| EngineError::Inference(format!("the request dispatcher: {why}")))
+        } else {
+            driver.abort();
+            Ok(())
+        };
         let samples = match scraper {
-            Some(h) => e.rt.block_on(h).unwrap_or_default(),
-            None => Vec::new(),
+            Some(h) => e.rt.block_on(h).map_err(|j| {
+                EngineError::Inference(format!(
+                    "the metrics scraper died: {}",
+                    client::join_reason(j)
+                ))
+            }),
+            None => Ok(Vec::new()),
         };
         outcome?;
+        dispatched?;
+        let samples = samples?;
         let warnings = self.warnings(workload, &tally);
         let latency_mode = Some(tally.mode.as_str());
         Ok(RunSummary {

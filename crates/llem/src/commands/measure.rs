@@ -50,7 +50,7 @@ pub fn run(args: &MeasureArgs) -> i32 {
             eprintln!("llem: {e}");
             return match &e {
                 CommandError::Config(_) => exit::CONFIG,
-                CommandError::Baseline(_) => exit::FAILURE,
+                CommandError::Baseline(_) | CommandError::Energy(_) => exit::FAILURE,
                 // A shell's codes: 127 not found, 126 found but not executable.
                 CommandError::Spawn { source, .. } => {
                     if source.kind() == std::io::ErrorKind::NotFound {
