@@ -212,7 +212,8 @@ pub fn obtain(
 }
 
 /// Obtains the baseline by sampling `sensors` idle (each measurement in its own meter run);
-/// the sensors are handed back either way. `on_measure` is told each idle period first.
+/// the sensors are handed back either way. `wait` spends each idle period (the caller's
+/// sleep, which may end early with an error when the user cancels).
 pub fn obtain_with_sensors(
     config: &BaselineConfig,
     identity: &BaselineIdentity,
@@ -220,16 +221,16 @@ pub fn obtain_with_sensors(
     sensors: Vec<Box<dyn crate::Sensor>>,
     meter: crate::MeterConfig,
     epoch: std::time::Instant,
-    on_measure: &mut dyn FnMut(Duration),
+    wait: &mut dyn FnMut(Duration) -> Result<(), String>,
 ) -> (Result<BaselineOutcome, String>, Vec<Box<dyn crate::Sensor>>) {
     let mut held = Some(sensors);
     let mut idle = |duration: Duration| -> Result<BaselineRecord, String> {
         let s = held.take().ok_or("sensors lost")?;
-        on_measure(duration);
         let m = crate::Meter::start(s, meter, epoch).map_err(|e| e.to_string())?;
-        std::thread::sleep(duration);
+        let waited = wait(duration);
         let (t, back) = m.finish().map_err(|e| e.to_string())?;
         held = Some(back);
+        waited?;
         Ok(BaselineRecord::from_window(
             &t.total_energy(),
             identity,

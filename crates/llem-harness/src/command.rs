@@ -179,7 +179,11 @@ fn baseline(
         std::mem::take(sensors),
         meter_cfg,
         epoch,
-        on_baseline,
+        &mut |d| {
+            on_baseline(d);
+            std::thread::sleep(d);
+            Ok(())
+        },
     );
     *sensors = back;
     let o = got.map_err(CommandError::Baseline)?;

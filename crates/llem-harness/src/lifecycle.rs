@@ -434,9 +434,10 @@ fn baseline_phase(
         std::mem::take(&mut set.sensors),
         meter_cfg,
         epoch,
-        &mut |_| {},
+        &mut |d| sleep_cancellable(d, &req.cancel).map_err(|e| e.to_string()),
     );
     set.sensors = back;
+    check_cancel(&req.cancel)?;
     let outcome = got.map_err(HarnessError::Energy)?;
     progress.event(Event::Finish {
         phase: Phase::Baseline,

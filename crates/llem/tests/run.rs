@@ -263,21 +263,24 @@ fn a_missing_model_is_a_clear_error_and_leaves_nothing_behind() {
     assert!(left.is_empty() || left == [0], "{left:?}");
 }
 
-#[test]
-fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
+/// Runs `yaml` (with a RAPL zone when `rapl`), sends SIGINT once the line of `phase` is
+/// printed, and returns how long the run took to stop after it, with what it printed then.
+fn interrupt_during(
+    phase: &str,
+    yaml_text: &str,
+    rapl: bool,
+) -> (std::time::Duration, Vec<String>) {
     use std::io::{BufRead, BufReader};
     let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    std::fs::create_dir_all(home.path().join("sys")).unwrap();
+    let zone = if rapl {
+        Some(common::rapl_zone(&home.path().join("powercap"), 20.0))
+    } else {
+        std::fs::create_dir_all(home.path().join("powercap")).unwrap();
+        None
+    };
     let yaml = home.path().join("long.yaml");
-    std::fs::write(
-        &yaml,
-        "name: long\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
-         dataset: {source: synthetic, n_prompts: 50, synthetic: {input_tokens: 32, output_tokens: 200}}\n\
-         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
-    )
-    .unwrap();
+    std::fs::write(&yaml, yaml_text).unwrap();
     let out = home.path().join("results");
     let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
         .env_clear()
@@ -291,26 +294,33 @@ fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // stderr is not a terminal, so each phase is a plain line; interrupt once measuring.
+    // stderr is not a terminal, so each phase is a plain line; interrupt once in `phase`.
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
-        let measuring = line.starts_with("llem: measure");
+        let there = line.starts_with(&format!("llem: {phase}"));
         seen.push(line);
-        if measuring {
+        if there {
             break;
         }
     }
     assert!(
-        seen.iter().any(|l| l.starts_with("llem: measure")),
+        seen.iter()
+            .any(|l| l.starts_with(&format!("llem: {phase}"))),
         "{seen:?}"
     );
     std::thread::sleep(std::time::Duration::from_millis(500));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let sent = std::time::Instant::now();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
+    let took = sent.elapsed();
+    if let Some((stop, writer)) = zone {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = writer.join();
+    }
     assert_eq!(status.code(), Some(130), "{rest:?}");
     assert!(rest.iter().any(|l| l.contains("cancelled")), "{rest:?}");
     // Nothing half-written: no result, and the empty directories are gone.
@@ -318,6 +328,34 @@ fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
+    (took, rest)
+}
+
+#[test]
+fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
+    interrupt_during(
+        "measure",
+        "name: long\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         dataset: {source: synthetic, n_prompts: 50, synthetic: {input_tokens: 32, output_tokens: 200}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
+        false,
+    );
+}
+
+/// A 60 s baseline is not waited out: Ctrl-C reaches it within a second.
+#[test]
+fn ctrl_c_during_the_baseline_stops_within_a_second() {
+    let (took, rest) = interrupt_during(
+        "baseline",
+        "name: idle\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 8}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: true, duration_seconds: 60}\n",
+        true,
+    );
+    assert!(
+        took < std::time::Duration::from_millis(1000),
+        "stopped {took:?} after SIGINT: {rest:?}"
+    );
 }
 
 #[test]
