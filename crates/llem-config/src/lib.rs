@@ -9,6 +9,7 @@ mod aliases;
 mod canonical;
 mod de;
 mod error;
+pub mod files;
 mod load;
 pub mod model;
 pub mod order;

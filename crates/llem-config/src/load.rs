@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::aliases::normalize_keys;
 use crate::error::{ConfigError, Diagnostic, ErrorKind};
+use crate::files;
 use crate::source::{SourceMap, Span};
 use crate::yaml::{self, Node, NodeKind, deep_merge};
 
@@ -30,6 +31,34 @@ impl<'a> Loader<'a> {
         }
     }
 
+    /// A file that is not UTF-8: located at its first invalid byte.
+    fn not_utf8(&mut self, path: &Path, e: &std::string::FromUtf8Error) -> ConfigError {
+        let valid = e
+            .as_bytes()
+            .get(..e.utf8_error().valid_up_to())
+            .unwrap_or_default();
+        let before = String::from_utf8_lossy(valid);
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let bad = e.as_bytes().get(valid.len()).copied().unwrap_or(0);
+        let id = self
+            .sources
+            .add_file(path, Arc::from(String::from_utf8_lossy(e.as_bytes())));
+        let span = Span {
+            source: id,
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            col: u32::try_from(col).unwrap_or(u32::MAX),
+        };
+        ConfigError::from(
+            Diagnostic::new(
+                ErrorKind::Syntax,
+                format!("not UTF-8 text (byte 0x{bad:02x}): YAML files are UTF-8"),
+            )
+            .at(self.sources.location(span))
+            .with_help("re-save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)"),
+        )
+    }
+
     fn not_found(&self, path: &Path, referrer: Option<Span>) -> ConfigError {
         let mut d = Diagnostic::new(
             ErrorKind::Inheritance,
@@ -50,8 +79,21 @@ impl<'a> Loader<'a> {
         path: &Path,
         referrer: Option<Span>,
     ) -> Result<Node, ConfigError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        if referrer.is_some() && !has_config_extension(path) {
+            return Err(self.located(
+                Diagnostic::new(
+                    ErrorKind::Inheritance,
+                    format!(
+                        "{} is not a configuration file: `base:` and `_extends` name a \
+                         .yaml, .yml or .json file",
+                        path.display()
+                    ),
+                ),
+                referrer,
+            ));
+        }
+        let bytes = match files::read_regular(path, files::CONFIG_MAX_BYTES) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(self.not_found(path, referrer));
             }
@@ -65,7 +107,10 @@ impl<'a> Loader<'a> {
                 ));
             }
         };
-        let text: Arc<str> = Arc::from(text);
+        let text: Arc<str> = match String::from_utf8(bytes) {
+            Ok(t) => Arc::from(t),
+            Err(e) => return Err(self.not_utf8(path, &e)),
+        };
         let id = self.sources.add_file(path, text.clone());
         let node = yaml::parse(&text, id).map_err(|e| {
             ConfigError::from(
@@ -76,16 +121,23 @@ impl<'a> Loader<'a> {
         let mut node = match &node.kind {
             NodeKind::Null => Node::empty_map(node.span),
             NodeKind::Map(_) => node,
-            _ => {
+            // Pointed at where the file was named, not into it: a file that is not a
+            // configuration may be anything (`/etc/passwd`), and its text is not quoted.
+            other => {
+                let found = match other {
+                    NodeKind::Seq(_) => "a list",
+                    _ => "a single value",
+                };
                 return Err(self.located(
                     Diagnostic::new(
                         ErrorKind::Type,
                         format!(
-                            "a configuration file holds a mapping of keys (`model: ...`), found {}",
-                            node.describe()
+                            "{} is not a configuration file: it holds {found}, not a mapping \
+                             of keys (`model: ...`)",
+                            path.display()
                         ),
                     ),
-                    Some(node.span),
+                    referrer,
                 ));
             }
         };
@@ -179,4 +231,11 @@ impl<'a> Loader<'a> {
             None => node,
         })
     }
+}
+
+/// Whether `path` is named like a configuration file.
+fn has_config_extension(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| ["yaml", "yml", "json"].contains(&e.to_ascii_lowercase().as_str()))
 }

@@ -235,7 +235,8 @@ impl UserSettings {
     /// Reads the user config file (missing is fine) and applies `LLEM_*` variables.
     pub fn load(env: &Env, sources: &mut SourceMap) -> Result<UserSettings, ConfigError> {
         let path = user_config_path(env);
-        let (mut tree, file_found) = match std::fs::read_to_string(&path) {
+        let read = crate::files::read_regular_string(&path, crate::files::CONFIG_MAX_BYTES);
+        let (mut tree, file_found) = match read {
             Ok(text) => {
                 let text: Arc<str> = Arc::from(text);
                 let id = sources.add_file(&path, text.clone());

@@ -199,10 +199,17 @@ impl Node {
 
     /// A short description of the node's type for messages: "a mapping", "a list", ...
     pub fn describe(&self) -> String {
+        const DESCRIBED_CHARS: usize = 60;
         match &self.kind {
             NodeKind::Null => "null".into(),
             NodeKind::Seq(_) => "a list".into(),
             NodeKind::Map(_) => "a mapping".into(),
+            // Quoted in errors: a value pasted by mistake may be a whole file.
+            NodeKind::Scalar(s) if s.text.chars().count() > DESCRIBED_CHARS => format!(
+                "`{}…` ({} characters)",
+                s.text.chars().take(DESCRIBED_CHARS).collect::<String>(),
+                s.text.chars().count()
+            ),
             NodeKind::Scalar(s) => format!("`{}`", s.text),
         }
     }

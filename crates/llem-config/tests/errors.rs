@@ -263,6 +263,73 @@ fn missing_base_file() {
     assert!(d.help.as_deref().unwrap().contains("relative to the file"));
 }
 
+/// Files that are not configurations are refused without being quoted or waited on:
+/// a system file, a device, a FIFO, a YAML file whose top level is not a mapping.
+#[test]
+fn special_and_foreign_files_are_refused_without_echo_or_hang() {
+    let f = Files::new();
+    let fifo = f.dir.path().join("pipe.yaml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    f.write("secret.txt", "password: hunter2\n");
+    f.write("list.yaml", "- root:x:0:0:root:/root:/bin/bash\n");
+    let t = std::time::Instant::now();
+    let cases = [
+        (
+            "base: /etc/passwd",
+            "/etc/passwd is not a configuration file",
+        ),
+        (
+            "_extends: /dev/zero",
+            "/dev/zero is not a configuration file",
+        ),
+        (
+            "base: /dev/urandom",
+            "/dev/urandom is not a configuration file",
+        ),
+        ("base: secret.txt", "is not a configuration file"),
+        ("base: pipe.yaml", "a FIFO, not a regular file"),
+        ("_extends: list.yaml", "it holds a list, not a mapping"),
+    ];
+    for (line, want) in cases {
+        let e = f
+            .plan("study.yaml", &format!("{line}\nmodel: m\n"))
+            .unwrap_err();
+        let text = e.to_string();
+        let d = &e.diagnostics[0];
+        assert!(d.message.contains(want), "{line}: {text}");
+        // Located where the file was named, and nothing of the file itself is shown.
+        assert_eq!(at(&e).0, 1, "{line}: {text}");
+        for leak in ["hunter2", "root:x:0", "/bin/bash"] {
+            assert!(!text.contains(leak), "{line} leaked {leak}: {text}");
+        }
+    }
+    assert!(t.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// A file that is not UTF-8 is located at its first bad byte.
+#[test]
+fn non_utf8_files_are_located() {
+    let f = Files::new();
+    let p = f.dir.path().join("latin1.yaml");
+    std::fs::write(&p, b"model: m\nname: caf\xe9\n").unwrap();
+    let e = common::plan_path(&p).unwrap_err();
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Syntax);
+    assert!(
+        d.message.contains("not UTF-8 text (byte 0xe9)"),
+        "{}",
+        d.message
+    );
+    assert_eq!(at(&e), (2, 10));
+    assert!(d.location.as_ref().unwrap().file.ends_with("latin1.yaml"));
+}
+
 #[test]
 fn base_strips_study_only_keys() {
     let f = Files::new();

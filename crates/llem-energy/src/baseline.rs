@@ -130,7 +130,7 @@ pub struct BaselineOutcome {
 }
 
 fn load(path: &Path) -> Option<BaselineRecord> {
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    serde_json::from_slice(&llem_config::files::read_record(path).ok()?).ok()
 }
 
 fn save(path: &Path, r: &BaselineRecord) -> Result<(), String> {

@@ -62,7 +62,7 @@ pub(crate) fn encode_batch(
 
 /// Opens `path` for reading record batches.
 pub(crate) fn open(path: &Path) -> Result<ParquetRecordBatchReader, ResultsError> {
-    let file = std::fs::File::open(path).map_err(|source| ResultsError::Io {
+    let file = llem_config::files::open_regular(path).map_err(|source| ResultsError::Io {
         what: "cannot open",
         path: path.to_path_buf(),
         source,

@@ -20,7 +20,7 @@ pub fn emit(m: &CellMessage) {
 
 /// Reads the cell spec the runner wrote.
 pub fn read_spec(path: &Path) -> Result<CellSpec, String> {
-    let text = std::fs::read_to_string(path)
+    let text = llem_config::files::read_record_string(path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not a cell spec: {e}", path.display()))
 }

@@ -73,7 +73,11 @@ pub fn lock_path(dir: &Path, resource: &str) -> PathBuf {
 /// Reads who holds a lock file, if it says.
 pub fn read_holder(path: &Path) -> Option<Holder> {
     let mut s = String::new();
-    File::open(path).ok()?.read_to_string(&mut s).ok()?;
+    llem_config::files::open_regular(path)
+        .ok()?
+        .take(64 * 1024)
+        .read_to_string(&mut s)
+        .ok()?;
     serde_json::from_str(&s).ok()
 }
 

@@ -14,14 +14,15 @@ use crate::StudyError;
 /// Reads a study directory's manifest.
 pub fn load_manifest(dir: &Path) -> Result<Manifest, StudyError> {
     let path = dir.join(layout::MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|e| StudyError::BadManifest {
-        path: path.clone(),
-        message: if e.kind() == std::io::ErrorKind::NotFound {
-            "no manifest.json: not a study directory".to_string()
-        } else {
-            e.to_string()
-        },
-    })?;
+    let text =
+        llem_config::files::read_record_string(&path).map_err(|e| StudyError::BadManifest {
+            path: path.clone(),
+            message: if e.kind() == std::io::ErrorKind::NotFound {
+                "no manifest.json: not a study directory".to_string()
+            } else {
+                e.to_string()
+            },
+        })?;
     serde_json::from_str(&text).map_err(|e| StudyError::BadManifest {
         path,
         message: e.to_string(),
@@ -78,7 +79,7 @@ pub fn drift_details(dir: &Path, plan: &StudyPlan) -> Vec<String> {
     let old_path = dir
         .join(layout::STUDY_ARTEFACTS)
         .join(crate::artefacts::PLAN);
-    let old: Option<Value> = std::fs::read_to_string(&old_path)
+    let old: Option<Value> = llem_config::files::read_record_string(&old_path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     let Some(old) = old else {

@@ -455,7 +455,7 @@ pub fn group_members(pgid: u32) -> Vec<u32> {
 /// The last `n` non-empty lines of a log, joined with ` | ` (at most the last 4 KiB read),
 /// credentials redacted.
 pub fn log_tail(path: &Path, n: usize) -> String {
-    let Ok(mut f) = File::open(path) else {
+    let Ok(mut f) = llem_config::files::open_regular(path) else {
         return String::new();
     };
     let len = f.metadata().map_or(0, |m| m.len());

@@ -327,3 +327,94 @@ fn study_cells_load_round_trip_query_export_and_report() {
         std::fs::copy(&html, keep.join("report.html")).unwrap();
     }
 }
+
+/// `llem` with a deadline: a command that blocks (on a FIFO, say) is killed and reported.
+fn llem_within(home: &Path, args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
+        .env("COLUMNS", "200")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!("llem {args:?} hung past {limit:?}: {}", text(&o.stderr));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// FIFOs where a results tree has files (a cell's result, a study's manifest, a
+/// timeseries) hang no command: each is skipped with a warning that says what it is.
+#[test]
+fn fifos_in_a_results_tree_hang_no_command() {
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let dir = study(home);
+    let cells: Vec<PathBuf> = walk_files(&dir)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .map(|p| p.parent().unwrap().to_path_buf())
+        .collect();
+    assert_eq!(cells.len(), 4);
+    let fifo = |p: &Path| {
+        std::fs::remove_file(p).unwrap();
+        assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+    };
+    fifo(&cells[0].join("result.json"));
+    fifo(&cells[1].join("timeseries.parquet"));
+    fifo(&cells[2].join("effective_config.json"));
+    let d = dir.to_str().unwrap();
+    let limit = std::time::Duration::from_secs(10);
+    let report = home.join("report.html");
+    for args in [
+        vec!["results", "list", d],
+        vec!["results", "show", d],
+        vec!["results", "query", d, "--json"],
+        vec![
+            "results",
+            "export",
+            d,
+            "--format",
+            "csv",
+            "-o",
+            home.join("all.csv").to_str().unwrap(),
+        ],
+        vec!["report", d, "-o", report.to_str().unwrap()],
+    ] {
+        let o = llem_within(home, &args, limit);
+        let err = text(&o.stderr);
+        assert!(
+            err.contains("a FIFO, not a regular file"),
+            "{args:?} said nothing of the FIFO (exit {:?}): {err}",
+            o.status.code()
+        );
+    }
+    // The study's manifest as a FIFO: refused, not waited on.
+    fifo(&dir.join("manifest.json"));
+    let o = llem_within(home, &["results", "list", d], limit);
+    assert!(text(&o.stderr).contains("FIFO"), "{}", text(&o.stderr));
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -26,7 +26,7 @@ pub fn free_port() -> Result<u16, EngineError> {
 
 /// The last `max_lines` lines of a log file, credentials redacted.
 pub fn log_tail(path: &Path, max_lines: usize) -> String {
-    let Ok(mut f) = File::open(path) else {
+    let Ok(mut f) = llem_config::files::open_regular(path) else {
         return String::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);

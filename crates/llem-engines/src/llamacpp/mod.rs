@@ -78,7 +78,8 @@ pub struct LlamaCppEngine {
 fn is_gguf(path: &Path) -> std::io::Result<bool> {
     use std::io::Read;
     let mut magic = [0u8; 4];
-    let mut f = std::fs::File::open(path)?;
+    // A model path that is a FIFO or a device would hang or feed the loader forever.
+    let mut f = llem_config::files::open_regular(path)?;
     Ok(f.read_exact(&mut magic).is_ok() && &magic == b"GGUF")
 }
 

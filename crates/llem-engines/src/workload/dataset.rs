@@ -134,8 +134,11 @@ fn builtin(assets: &Path, (alias, file): (&str, &str)) -> Result<PathBuf, Datase
     }
 }
 
+/// The largest dataset file llem reads whole (ShareGPT's full dump is ~650 MiB).
+const DATASET_MAX_BYTES: u64 = 4 << 30;
+
 fn read(path: &Path) -> Result<Vec<u8>, DatasetError> {
-    std::fs::read(path).map_err(|source| DatasetError::Io {
+    llem_config::files::read_regular(path, DATASET_MAX_BYTES).map_err(|source| DatasetError::Io {
         path: path.to_path_buf(),
         source,
     })

@@ -187,7 +187,7 @@ fn as_int(x: Option<f64>) -> Option<i64> {
 
 fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String> {
     let raw: RawDiffusion =
-        serde_json::from_slice(&std::fs::read(file).map_err(|e| e.to_string())?)
+        serde_json::from_slice(&llem_config::files::read_record(file).map_err(|e| e.to_string())?)
             .map_err(|e| format!("results.json: {e}"))?;
     let kv: BTreeMap<&str, &str> = p
         .run_config
@@ -229,7 +229,8 @@ fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String>
         .join(&p.model)
         .join("model_info.json");
     let info: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(&info_path).map_err(|e| format!("{}: {e}", info_path.display()))?,
+        &llem_config::files::read_record(&info_path)
+            .map_err(|e| format!("{}: {e}", info_path.display()))?,
     )
     .map_err(|e| format!("{}: {e}", info_path.display()))?;
     let m = raw_names::model_facts(&info, &model_id, &p.model)?;

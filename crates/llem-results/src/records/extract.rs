@@ -102,7 +102,7 @@ struct RequestsOnly {
 }
 
 fn raw_requests(path: &str) -> Result<Vec<RawRequest>, RecordsError> {
-    let bytes = std::fs::read(path).map_err(|e| err(path, e.to_string()))?;
+    let bytes = llem_config::files::read_record(path).map_err(|e| err(path, e.to_string()))?;
     let r: RequestsOnly = serde_json::from_slice(&bytes).map_err(|e| err(path, e.to_string()))?;
     r.results
         .ok_or_else(|| err(path, "results.json has no `results` array"))
@@ -335,7 +335,7 @@ fn device_order(m: BTreeMap<String, Vec<(f64, f64)>>) -> DeviceSeries {
 }
 
 fn raw_series(path: &str, metric: &str) -> Result<(DeviceSeries, (f64, f64)), RecordsError> {
-    let bytes = std::fs::read(path).map_err(|e| err(path, e.to_string()))?;
+    let bytes = llem_config::files::read_record(path).map_err(|e| err(path, e.to_string()))?;
     let f: RawTimelineFile =
         serde_json::from_slice(&bytes).map_err(|e| err(path, e.to_string()))?;
     let tl = f
@@ -362,7 +362,7 @@ pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)
     let dir = Path::new(&r.results_path);
     let ts = crate::timeseries::read_timeseries(&dir.with_file_name(layout::TIMESERIES))?;
     let result: crate::ExperimentResult = serde_json::from_slice(
-        &std::fs::read(dir).map_err(|e| err(&r.results_path, e.to_string()))?,
+        &llem_config::files::read_record(dir).map_err(|e| err(&r.results_path, e.to_string()))?,
     )
     .map_err(|e| err(&r.results_path, e.to_string()))?;
     let window = result

@@ -55,10 +55,10 @@ struct Cell {
 }
 
 fn read_cell(path: &Path) -> Result<Cell, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
     let result: ExperimentResult =
         serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
-    let config = std::fs::read(path.with_file_name(layout::EFFECTIVE_CONFIG))
+    let config = llem_config::files::read_record(path.with_file_name(layout::EFFECTIVE_CONFIG))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);

@@ -200,7 +200,7 @@ struct Parsed {
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
     serde_json::from_slice(&bytes).map_err(|e| e.to_string())
 }
 
@@ -304,7 +304,8 @@ impl ConfigCache {
                     .model_config_dir(&dir)
                     .join(&p.gpu_sku)
                     .join("monolithic.config.yaml");
-                std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))
+                llem_config::files::read_record_string(&f)
+                    .map_err(|e| format!("{}: {e}", f.display()))
             })
             .clone()?;
         parallelism::from_monolithic_config(&text, num_gpus)

@@ -225,7 +225,7 @@ fn recover_finished_cells(dir: &Path, old: &Manifest, manifest: &mut Manifest) {
 }
 
 pub(super) fn read_result(path: &Path) -> Option<ExperimentResult> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = llem_config::files::read_record_string(path).ok()?;
     serde_json::from_str(&text).ok()
 }
 

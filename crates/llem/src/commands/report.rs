@@ -6,7 +6,7 @@ use crate::exit;
 
 /// Runs `llem report` and returns the exit code.
 pub fn run(args: &ReportArgs) -> i32 {
-    let runs = match load(&args.dir, false) {
+    let runs = match load(&args.dir) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -78,10 +78,11 @@ pub fn terminal_width() -> usize {
         .unwrap_or(120)
 }
 
-/// Loads `dir` and reports runs that were found but not loaded on stderr.
-pub fn load(dir: &Path, quiet: bool) -> Result<Runs, RecordsError> {
+/// Loads `dir` and reports runs that were found but not loaded on stderr (with `--json`
+/// too: stdout stays machine-readable, and a dropped run is never silent).
+pub fn load(dir: &Path) -> Result<Runs, RecordsError> {
     let l = load_any(&[dir.to_path_buf()])?;
-    if !quiet && !l.issues.is_empty() {
+    if !l.issues.is_empty() {
         eprintln!(
             "warning: {} run(s) under {} not loaded:",
             l.issues.len(),
@@ -146,7 +147,7 @@ fn print_runs(runs: &Runs) {
 }
 
 fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
-    let runs = load(dir, json)?;
+    let runs = load(dir)?;
     if json {
         print_json(&export::to_json(&runs));
         return Ok(());
@@ -178,7 +179,8 @@ fn study_status(dir: &Path, study: &str) -> Option<String> {
         .iter()
         .map(|d| d.join(layout::MANIFEST))
         .find(|p| p.is_file())?;
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(m).ok()?).ok()?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&llem_config::files::read_record(m).ok()?).ok()?;
     let status = v.get("status")?.as_str()?.to_string();
     let cells = v
         .get("experiments")
@@ -198,7 +200,7 @@ fn show_json(target: &Path, runs: &Runs) {
         ("manifest", layout::MANIFEST),
         ("config", layout::EFFECTIVE_CONFIG),
     ] {
-        if let Some(x) = std::fs::read(target.join(file))
+        if let Some(x) = llem_config::files::read_record(target.join(file))
             .ok()
             .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         {
@@ -284,7 +286,7 @@ fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
 }
 
 fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
-    let runs = load(target, json)?;
+    let runs = load(target)?;
     if json {
         show_json(target, &runs);
         return Ok(());
@@ -313,7 +315,7 @@ fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
             outln!("  - {line}");
         }
     }
-    if let Ok(b) = std::fs::read(target.join(layout::EFFECTIVE_CONFIG)) {
+    if let Ok(b) = llem_config::files::read_record(target.join(layout::EFFECTIVE_CONFIG)) {
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
         outln!("configuration ({}):", layout::EFFECTIVE_CONFIG);
         if let Some(m) = v.as_object() {
@@ -355,8 +357,8 @@ fn print_configurations(runs: &Runs) {
 }
 
 fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
-    let ra = load(a, json)?;
-    let rb = load(b, json)?;
+    let ra = load(a)?;
+    let rb = load(b)?;
     let rows = compare::compare(&ra, &rb);
     if json {
         let arr: Vec<serde_json::Value> = rows
@@ -426,7 +428,7 @@ fn export_runs(
             "--format parquet needs -o FILE (Parquet is binary)".into(),
         ));
     }
-    let runs = load(dir, false)?;
+    let runs = load(dir)?;
     let bytes = exporter.serialize(&runs)?;
     match output {
         Some(p) => {
@@ -453,7 +455,7 @@ fn query(
         .iter()
         .map(|f| llem_results::records::runs::resolve_field(f.trim()).map(String::from))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut runs = load(dir, json)?.filter(|r| conds.iter().all(|c| c.matches(r)));
+    let mut runs = load(dir)?.filter(|r| conds.iter().all(|c| c.matches(r)));
     if stable {
         runs = runs.stable();
     }
