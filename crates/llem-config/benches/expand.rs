@@ -85,5 +85,16 @@ fn main() {
     times.sort_by(f64::total_cmp);
     let median = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
     println!("median of {repeats}: {median:.3} s for {cells} cells");
+    // Peak resident memory of the whole process (the plan is the only large allocation).
+    if let Some(kb) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+    {
+        println!("peak resident memory: {:.0} MB", kb / 1024.0);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

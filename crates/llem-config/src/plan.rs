@@ -21,7 +21,7 @@ use crate::model::{
 use crate::order::{execution_order, williams_row_count};
 use crate::schema::{Violation, experiment_rules, study_execution_rules};
 use crate::source::{SourceKind, SourceMap, Span};
-use crate::sweep::{self, Point};
+use crate::sweep::{self, OnPoint, Point};
 use crate::user_config::{Env, UserConfig, UserSettings};
 use crate::yaml::{Map, Node, deep_merge};
 
@@ -498,15 +498,17 @@ fn with_base(
     Ok(merged)
 }
 
-/// The points of the plan: the sweep and `experiments:` of a study, or the one experiment
-/// (labelled by its `name:`).
+/// The points of the plan, each handed to `on_point` as it is built: the sweep and
+/// `experiments:` of a study, or the one experiment (labelled by its `name:`). Returns how
+/// many there were.
 fn expand_points(
     fixed: &Node,
     root_map: &Map,
     kind: PlanKind,
     dir: &Path,
     sources: &mut SourceMap,
-) -> Result<Vec<Point>, ConfigError> {
+    on_point: &mut OnPoint<'_>,
+) -> Result<usize, ConfigError> {
     let mut loader = Loader::new(sources);
     match kind {
         PlanKind::Study => sweep::expand(
@@ -515,20 +517,21 @@ fn expand_points(
             root_map.get("experiments"),
             &mut loader,
             dir,
+            on_point,
         ),
         PlanKind::Experiment => {
-            let mut pts = sweep::expand(fixed, None, None, &mut loader, dir)?;
             let label = root_map
                 .get("name")
                 .and_then(Node::as_str)
                 .unwrap_or_default()
                 .to_string();
-            for p in &mut pts {
+            let mut labelled = |mut p: Point, s: &SourceMap| {
                 if p.label.is_empty() {
                     p.label.clone_from(&label);
                 }
-            }
-            Ok(pts)
+                on_point(p, s)
+            };
+            sweep::expand(fixed, None, None, &mut loader, dir, &mut labelled)
         }
     }
 }
@@ -541,40 +544,86 @@ struct Finished {
     duplicates: Vec<Duplicate>,
 }
 
-fn finish_points(
-    points: Vec<Point>,
-    cli: &CliNodes,
-    user: &UserSettings,
-    sources: &SourceMap,
+/// Types, validates, hashes and deduplicates points one at a time.
+struct Finisher<'a> {
+    cli: &'a CliNodes,
+    user: &'a UserSettings,
     dedup: bool,
-) -> Result<Finished, ConfigError> {
-    let mut out = Finished {
-        configs: Vec::with_capacity(points.len()),
-        skipped: Vec::new(),
-        duplicates: Vec::new(),
-    };
-    let mut seen: HashMap<ConfigDigest, usize> = HashMap::with_capacity(points.len());
-    let mut writer = CanonicalWriter::new();
-    for point in points {
-        match finish(point, cli, user, sources, &mut writer)? {
-            Outcome::Skipped(s) => out.skipped.push(s),
+    seen: HashMap<ConfigDigest, usize>,
+    writer: CanonicalWriter,
+    out: Finished,
+}
+
+impl<'a> Finisher<'a> {
+    fn new(cli: &'a CliNodes, user: &'a UserSettings, dedup: bool) -> Self {
+        Finisher {
+            cli,
+            user,
+            dedup,
+            seen: HashMap::new(),
+            writer: CanonicalWriter::new(),
+            out: Finished {
+                configs: Vec::new(),
+                skipped: Vec::new(),
+                duplicates: Vec::new(),
+            },
+        }
+    }
+
+    fn add(&mut self, point: Point, sources: &SourceMap) -> Result<(), ConfigError> {
+        match finish(point, self.cli, self.user, sources, &mut self.writer)? {
+            Outcome::Skipped(s) => self.out.skipped.push(s),
             Outcome::Valid(c) => {
-                if dedup {
-                    if let Some(&first) = seen.get(&c.digest) {
-                        out.duplicates.push(Duplicate {
+                if self.dedup {
+                    if let Some(&first) = self.seen.get(&c.digest) {
+                        self.out.duplicates.push(Duplicate {
                             label: c.label,
                             config_hash: c.digest.short(),
                             duplicate_of: first,
                         });
-                        continue;
+                        return Ok(());
                     }
-                    seen.insert(c.digest, out.configs.len());
+                    self.seen.insert(c.digest, self.out.configs.len());
                 }
-                out.configs.push(*c);
+                self.out.configs.push(*c);
             }
         }
+        Ok(())
     }
-    Ok(out)
+}
+
+/// Most runs (configurations x cycles) one plan may hold: past it a study would take years
+/// and its plan alone gigabytes, so a typo in `n_cycles` is refused before anything is
+/// allocated.
+pub const MAX_RUNS: u64 = 1_000_000;
+
+/// Refuses a plan of more than [`MAX_RUNS`] runs, pointing at `n_cycles` when it is written.
+fn check_run_count(
+    configs: usize,
+    n_cycles: u32,
+    root_map: &Map,
+    sources: &SourceMap,
+) -> Result<(), ConfigError> {
+    let runs = (configs as u64).saturating_mul(u64::from(n_cycles));
+    if runs <= MAX_RUNS {
+        return Ok(());
+    }
+    let mut d = Diagnostic::new(
+        ErrorKind::Rule,
+        format!(
+            "the plan has {runs} runs ({configs} configurations x {n_cycles} cycles); llem \
+             plans at most {MAX_RUNS}"
+        ),
+    )
+    .with_help("split the study, or lower `study_execution.n_cycles`");
+    if let Some(n) = root_map
+        .get("study_execution")
+        .and_then(|e| e.as_map())
+        .and_then(|m| m.get("n_cycles"))
+    {
+        d = d.at(sources.location(n.span));
+    }
+    Err(d.into())
 }
 
 /// The error of a plan with no valid configuration: every distinct problem, at most 12.
@@ -721,12 +770,13 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     };
     let exec_yaml = execution_block(&root_map, &sources)?;
     let fixed = with_base(&root, &root_map, kind, &dir, &mut sources)?;
-    let points = expand_points(&fixed, &root_map, kind, &dir, &mut sources)?;
-
     let cli = CliNodes::new(&req.overrides, &mut sources);
-    let n_points = points.len();
     let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
-    let finished = finish_points(points, &cli, &user, &sources, dedup)?;
+    let mut finisher = Finisher::new(&cli, &user, dedup);
+    let n_points = expand_points(&fixed, &root_map, kind, &dir, &mut sources, &mut |p, s| {
+        finisher.add(p, s)
+    })?;
+    let finished = finisher.out;
     if finished.configs.is_empty() {
         return Err(all_invalid(kind, n_points, &finished.skipped));
     }
@@ -735,6 +785,12 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let design = design_digest(&digests);
     let uc = &user.config;
     let execution = resolve_execution(req, &exec_yaml, uc, kind == PlanKind::Study, dedup);
+    check_run_count(
+        finished.configs.len(),
+        execution.n_cycles,
+        &root_map,
+        &sources,
+    )?;
     let (runs, shuffle_seed) = planned_runs(&execution, finished.configs.len(), &design);
     plan_warnings(&execution, n_points, &finished, &mut warnings);
 

@@ -240,7 +240,19 @@ fn check_schedule_length(cfg: &ExperimentConfig, t: &TrafficConfig, out: &mut Ve
     let Some(rate) = t.rate_qps.filter(|_| t.arrival != Arrival::AllAtOnce) else {
         return;
     };
-    if t.duration_seconds.is_some() {
+    if let Some(d) = t.duration_seconds {
+        let expected = rate * d;
+        let cap = f64::from(TrafficConfig::MAX_REQUESTS);
+        if t.n_requests.is_none() && (expected.is_nan() || expected > cap) {
+            out.push(violation(
+                &["traffic", "rate_qps"],
+                format!(
+                    "`traffic.rate_qps: {rate:?}` for {d:?} s schedules about {expected:.3e} \
+                     requests; one cell sends at most {cap} (set `traffic.n_requests`, or lower \
+                     the rate or the duration)"
+                ),
+            ));
+        }
         return;
     }
     let n = t.n_requests.unwrap_or(cfg.dataset.n_prompts);

@@ -24,12 +24,16 @@ use crate::model::Engine;
 use crate::source::Span;
 use crate::yaml::{Node, NodeKind, deep_merge};
 
-/// Most configurations one plan may expand to.
-pub const MAX_POINTS: u128 = 5_000_000;
+/// Most configurations one plan may expand to (each costs about 1.5 KB planned).
+pub const MAX_POINTS: u128 = 1_000_000;
 
 /// Deepest dotted path a sweep key may have (configs are a few levels deep; the bound keeps
 /// every recursive pass over the trees shallow).
 const MAX_PATH_SEGMENTS: usize = 16;
+
+/// Takes each point as it is built (typed, hashed and dropped there), so a plan never
+/// holds every point's tree at once.
+pub type OnPoint<'a> = dyn FnMut(Point, &crate::source::SourceMap) -> Result<(), ConfigError> + 'a;
 
 /// One configuration before typing: its tree and a label naming what makes it different.
 #[derive(Clone, Debug)]
@@ -247,7 +251,8 @@ pub fn expand(
     experiments: Option<&Node>,
     loader: &mut Loader<'_>,
     study_dir: &Path,
-) -> Result<Vec<Point>, ConfigError> {
+    on_point: &mut OnPoint<'_>,
+) -> Result<usize, ConfigError> {
     let explicit: &[Node] = match experiments.map(|e| &e.kind) {
         None | Some(NodeKind::Null) => &[],
         Some(NodeKind::Seq(items)) => items,
@@ -274,16 +279,23 @@ pub fn expand(
             ));
         }
     };
-    let mut points = Vec::new();
+    let mut n_points = 0usize;
     let has_sweep = sweep_map.as_ref().is_some_and(|m| !m.entries.is_empty());
     if has_sweep || explicit.is_empty() {
         let empty = crate::yaml::Map::default();
-        points = expand_sweep(fixed, sweep_map.as_deref().unwrap_or(&empty), loader)?;
+        n_points = expand_sweep(
+            fixed,
+            sweep_map.as_deref().unwrap_or(&empty),
+            loader,
+            on_point,
+        )?;
     }
     for (i, entry) in explicit.iter().enumerate() {
-        points.push(expand_explicit(fixed, entry, i, loader, study_dir)?);
+        let p = expand_explicit(fixed, entry, i, loader, study_dir)?;
+        on_point(p, loader.sources)?;
+        n_points += 1;
     }
-    if points.is_empty() {
+    if n_points == 0 {
         return Err(err(
             loader,
             ErrorKind::Sweep,
@@ -291,7 +303,7 @@ pub fn expand(
             fixed.span,
         ));
     }
-    Ok(points)
+    Ok(n_points)
 }
 
 fn expand_explicit(
@@ -597,7 +609,8 @@ fn expand_sweep(
     fixed: &Node,
     sweep: &crate::yaml::Map,
     loader: &mut Loader<'_>,
-) -> Result<Vec<Point>, ConfigError> {
+    on_point: &mut OnPoint<'_>,
+) -> Result<usize, ConfigError> {
     let mut d = Declared {
         axes: Vec::new(),
         groups: Vec::new(),
@@ -613,7 +626,7 @@ fn expand_sweep(
     let total = check_size(&d, &engines, fixed, loader)?;
     let fixed_engine = fixed.as_map().and_then(|m| m.get("engine"));
 
-    let mut points = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+    let mut n_points = 0usize;
     for engine in engines {
         let eff = engine.unwrap_or(Engine::DEFAULT);
         let mut base = fixed.clone();
@@ -634,13 +647,15 @@ fn expand_sweep(
         loop {
             let mut axis_idx = vec![0usize; my_axes.len()];
             loop {
-                points.push(point(
+                let p = point(
                     &base,
                     engine_label,
                     (&my_axes, &axis_idx),
                     (&my_groups, &group_idx),
                     loader,
-                )?);
+                )?;
+                on_point(p, loader.sources)?;
+                n_points += 1;
                 if !advance(&mut axis_idx, |k| {
                     my_axes.get(k).map_or(1, |a| a.values.len())
                 }) {
@@ -654,7 +669,8 @@ fn expand_sweep(
             }
         }
     }
-    Ok(points)
+    debug_assert_eq!(n_points as u128, total);
+    Ok(n_points)
 }
 
 /// Odometer increment, last position fastest; false when it wraps around.

@@ -563,3 +563,60 @@ fn durations_have_upper_bounds() {
         assert_eq!(e.diagnostics[0].kind, ErrorKind::Range, "{all:?}");
     }
 }
+
+/// Plans past the documented caps are refused before anything is allocated: a typo'd
+/// `n_cycles`, `n_requests`, a rate over a duration, or a sweep of millions.
+#[test]
+fn plans_past_the_caps_are_refused_before_allocating() {
+    let t = std::time::Instant::now();
+    let e = err("name: s\nmodel: m\nsweep: {dtype: [float16, float32]}\n\
+                 study_execution: {n_cycles: 4294967295}\n");
+    let d = &e.diagnostics[0];
+    assert!(
+        d.message
+            .contains("the plan has 8589934590 runs (2 configurations x 4294967295 cycles)")
+            && d.message.contains("at most 1000000"),
+        "{}",
+        d.message
+    );
+    assert_eq!(at(&e), (4, 29));
+
+    let e = err(
+        "model: m\nengine: openai\nrunners: {openai: \"external:http://h\"}\n\
+                 traffic: {n_requests: 4294967295}\n",
+    );
+    assert!(
+        e.diagnostics[0].message.contains("must be at most 1000000"),
+        "{e}"
+    );
+    let e = err(
+        "model: m\nengine: openai\nrunners: {openai: \"external:http://h\"}\n\
+                 traffic: {arrival: poisson, rate_qps: 1e6, duration_seconds: 86400}\n",
+    );
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("schedules about 8.640e10 requests"),
+        "{e}"
+    );
+
+    let axis = (0..101)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let e = err(&format!(
+        "name: s\nmodel: m\nsweep:\n  random_seed: [{axis}]\n  max_output_tokens: [{axis}]\n  \
+         max_input_tokens: [{axis}]\n"
+    ));
+    assert!(
+        e.diagnostics[0]
+            .message
+            .contains("expands to 1030301 configurations; llem plans at most 1000000"),
+        "{e}"
+    );
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        t.elapsed()
+    );
+}

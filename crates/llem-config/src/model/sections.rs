@@ -18,7 +18,7 @@ pub struct DatasetConfig {
     /// Built-in alias (`aienergyscore`, `sharegpt`, `synthetic`) or a `.jsonl` file path.
     pub source: String,
     /// Number of prompts to load.
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1_000_000))]
     pub n_prompts: u32,
     /// Prompt ordering: interleaved (round-robin by source), grouped, shuffled (seeded).
     pub order: DatasetOrder,
@@ -267,7 +267,7 @@ pub struct TrafficConfig {
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub duration_seconds: Option<f64>,
     /// Send this many requests (prompts are reused in order when it exceeds the dataset).
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 1_000_000))]
     pub n_requests: Option<u32>,
     /// Seed of the arrival process (null = `random_seed`).
     pub seed: Option<i64>,
@@ -282,6 +282,9 @@ impl TrafficConfig {
     /// The burstiest gamma arrivals llem draws (coefficient of variation of the gaps): past
     /// it the process degenerates into a few gaps of astronomical length.
     pub const MAX_BURSTINESS: f64 = 100.0;
+    /// The most requests one cell sends (`n_requests`, or a rate times a duration): each
+    /// is a record held in memory and a row of `requests.parquet`.
+    pub const MAX_REQUESTS: u32 = 1_000_000;
 }
 
 impl Default for TrafficConfig {

@@ -28,8 +28,9 @@ pub struct TrafficPlan {
     pub seed: u64,
 }
 
-/// Hard cap on a duration-limited schedule, so a typo'd rate cannot exhaust memory.
-pub const MAX_SCHEDULED: usize = 10_000_000;
+/// Hard cap on a duration-limited schedule, so a typo'd rate cannot exhaust memory (the
+/// plan refuses such a rate first).
+pub const MAX_SCHEDULED: usize = llem_config::TrafficConfig::MAX_REQUESTS as usize;
 
 impl TrafficPlan {
     /// From the config's `traffic:` block (defaults when absent); `default_seed` is the
