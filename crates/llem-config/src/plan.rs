@@ -850,33 +850,39 @@ struct PlanView<'a> {
     shuffle_seed: Option<u64>,
     output_dir: &'a str,
     execution: &'a StudyExecution,
-    runs: Vec<RunView<'a>>,
+    runs: RunsView<'a>,
     skipped: &'a [SkippedPoint],
     duplicates: &'a [Duplicate],
     warnings: &'a [String],
 }
 
+/// The runs, each serialised as it is written (a plan's JSON can be hundreds of MB; its
+/// views are never all built at once).
+struct RunsView<'a>(&'a StudyPlan);
+
+impl Serialize for RunsView<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let plan = self.0;
+        s.collect_seq(plan.runs.iter().filter_map(|r| {
+            let c = plan.configs.get(r.config)?;
+            Some(RunView {
+                index: r.index,
+                cycle: r.cycle,
+                config_index: r.config,
+                config_hash: c.digest.short(),
+                engine: c.config.engine,
+                model: &c.config.model,
+                label: &c.label,
+                warnings: &c.warnings,
+                config: &c.config,
+            })
+        }))
+    }
+}
+
 impl Serialize for StudyPlan {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let hashes: Vec<String> = self.configs.iter().map(|c| c.digest.short()).collect();
-        let runs = self
-            .runs
-            .iter()
-            .filter_map(|r| {
-                let c = self.configs.get(r.config)?;
-                Some(RunView {
-                    index: r.index,
-                    cycle: r.cycle,
-                    config_index: r.config,
-                    config_hash: hashes.get(r.config).cloned().unwrap_or_default(),
-                    engine: c.config.engine,
-                    model: &c.config.model,
-                    label: &c.label,
-                    warnings: &c.warnings,
-                    config: &c.config,
-                })
-            })
-            .collect();
+        let runs = RunsView(self);
         PlanView {
             llem_version: env!("CARGO_PKG_VERSION"),
             kind: self.kind,

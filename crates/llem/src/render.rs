@@ -15,9 +15,17 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// Aligns rows into columns separated by two spaces.
 fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    table_of(out, header, rows.len(), &|i| {
+        rows.get(i).cloned().unwrap_or_default()
+    });
+}
+
+/// A table of `n` rows made on demand by `row`, twice (widths, then lines), so a plan of
+/// 100 000 configurations is printed without holding 600 000 cells at once.
+fn table_of(out: &mut String, header: &[&str], n: usize, row: &dyn Fn(usize) -> Vec<String>) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
-        for (w, c) in widths.iter_mut().zip(r) {
+    for i in 0..n {
+        for (w, c) in widths.iter_mut().zip(&row(i)) {
             *w = (*w).max(c.chars().count());
         }
     }
@@ -33,7 +41,8 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
         s.trim_end().to_string()
     };
     let _ = writeln!(out, "{}", line(header.to_vec()));
-    for r in rows {
+    for i in 0..n {
+        let r = row(i);
         let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
     }
 }
@@ -99,31 +108,28 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
 /// The whole plan: header, configurations, execution order, skipped points, warnings.
 pub fn plan(plan: &StudyPlan) -> String {
     let mut out = plan_summary(plan);
-    let hashes: Vec<String> = plan.configs.iter().map(|c| c.digest.short()).collect();
-
     let _ = writeln!(out, "\nConfigurations");
-    let rows: Vec<Vec<String>> = plan
-        .configs
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            vec![
-                format!("#{}", i + 1),
-                hashes.get(i).cloned().unwrap_or_default(),
-                c.config.engine.to_string(),
-                c.config
-                    .runner()
-                    .map(ToString::to_string)
-                    .unwrap_or_default(),
-                c.config.model.clone(),
-                c.label.clone(),
-            ]
-        })
-        .collect();
-    table(
+    let config_row = |i: usize| {
+        let Some(c) = plan.configs.get(i) else {
+            return Vec::new();
+        };
+        vec![
+            format!("#{}", i + 1),
+            c.digest.short(),
+            c.config.engine.to_string(),
+            c.config
+                .runner()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
+            c.config.model.clone(),
+            c.label.clone(),
+        ]
+    };
+    table_of(
         &mut out,
         &["#", "hash", "engine", "runner", "model", "varies"],
-        &rows,
+        plan.configs.len(),
+        &config_row,
     );
 
     let _ = writeln!(out, "\nExecution order");
@@ -133,7 +139,7 @@ pub fn plan(plan: &StudyPlan) -> String {
             format!("{:03}", r.index),
             format!("c{}", r.cycle),
             format!("#{}", r.config + 1),
-            hashes.get(r.config).cloned().unwrap_or_default(),
+            c.map(|c| c.digest.short()).unwrap_or_default(),
             c.map(|c| c.label.clone()).unwrap_or_default(),
         ]
     };

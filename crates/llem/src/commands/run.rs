@@ -31,20 +31,22 @@ pub fn run(args: &RunArgs) -> i32 {
     if !args.dry_run {
         return super::execute::execute(&plan, args);
     }
-    let out = if args.json {
-        match serde_json::to_string_pretty(&plan) {
-            Ok(s) => s + "\n",
-            Err(e) => {
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    // Streamed: the JSON of a 100 000-cell plan is a few hundred MB, never held whole.
+    // A closed pipe (`llem run ... | head`) is not an error worth reporting.
+    if args.json {
+        if let Err(e) = serde_json::to_writer_pretty(&mut stdout, &plan) {
+            if !e.is_io() {
                 eprintln!("llem: cannot serialise the plan: {e}");
                 return exit::FAILURE;
             }
+            return exit::OK;
         }
+        let _ = stdout.write_all(b"\n");
     } else {
-        render::plan(&plan)
-    };
-    let mut stdout = std::io::stdout().lock();
-    // A closed pipe (`llem run ... | head`) is not an error worth reporting.
-    let _ = stdout.write_all(out.as_bytes());
+        let _ = stdout.write_all(render::plan(&plan).as_bytes());
+    }
+    let _ = stdout.flush();
     exit::OK
 }
 
