@@ -394,6 +394,16 @@ fn classify(
     } else {
         format!("; last log lines: {tail}")
     };
+    // A cell that died without saying why on a full filesystem died of it: say so, and
+    // where, rather than the signal of whatever failed to write first.
+    if !status.success()
+        && let Some(message) = disk_full(cell_dir, free_bytes(cell_dir))
+    {
+        return CellEnd::Failed {
+            error_type: "DiskFull".into(),
+            message,
+        };
+    }
     if let Some(sig) = status.signal() {
         let name =
             Signal::try_from(sig).map_or_else(|_| format!("signal {sig}"), |s| s.to_string());
@@ -423,6 +433,29 @@ fn classify(
             message: format!("the cell process ended abnormally{tail}"),
         },
     }
+}
+
+/// Below this many free bytes a filesystem counts as full (a cell writes its artefacts in
+/// one go; a few blocks left is as good as none).
+const FULL_BELOW_BYTES: u64 = 1 << 20;
+
+/// Bytes an unprivileged writer may still use on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let s = nix::sys::statvfs::statvfs(dir).ok()?;
+    // The field types differ between targets (u32 on some 32-bit libcs).
+    #[allow(clippy::useless_conversion)]
+    let (blocks, size) = (u64::from(s.blocks_available()), u64::from(s.fragment_size()));
+    Some(blocks.saturating_mul(size))
+}
+
+/// The failure message of a cell whose results filesystem is full, if it is.
+fn disk_full(dir: &Path, free: Option<u64>) -> Option<String> {
+    let free = free.filter(|&b| b < FULL_BELOW_BYTES)?;
+    Some(format!(
+        "No space left on device: the filesystem of {} has {free} bytes free; the cell could \
+         not write its results or its log",
+        dir.display()
+    ))
 }
 
 /// Live (not zombie) processes whose process group is `pgid`, from `/proc`.
@@ -473,4 +506,24 @@ pub fn log_tail(path: &Path, n: usize) -> String {
         .unwrap_or_default()
         .join(" | ");
     llem_config::redact::text(&tail, &[]).into_owned()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_results_filesystem_is_named_as_the_cause() {
+        let dir = Path::new("/results/s/cell");
+        let msg = disk_full(dir, Some(4096)).unwrap();
+        assert!(msg.starts_with("No space left on device"), "{msg}");
+        assert!(msg.contains("/results/s/cell has 4096 bytes free"), "{msg}");
+        assert!(disk_full(dir, Some(10 << 30)).is_none());
+        assert!(disk_full(dir, None).is_none());
+        // The probe reads the real filesystem: this one is not full.
+        let here = tempfile::tempdir().unwrap();
+        let free = free_bytes(here.path()).unwrap();
+        assert!(free > 0);
+    }
 }

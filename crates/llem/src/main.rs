@@ -1,5 +1,33 @@
 //! `llem`: measure what LLM inference costs.
 
+// std's print macros panic when the write fails (a full disk under a cell's log, a closed
+// terminal); the panic then fails to print too and the process aborts, hiding the cause.
+// llem's own output is best-effort: these shadow them crate-wide, dropping write errors.
+macro_rules! println {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! eprintln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! eprint {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! print {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod cli;
 mod commands;
 mod exit;

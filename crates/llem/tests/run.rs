@@ -480,3 +480,56 @@ fn two_runs_started_together_keep_both_results() {
     assert_eq!(ids.len(), 2, "{ids:?}");
     assert_ne!(ids[0], ids[1]);
 }
+
+/// Output that cannot be written (a full disk under the log, here `/dev/full`, which
+/// answers every write with ENOSPC) does not abort the run: the measurement is still
+/// made and saved, and a study's cells still complete.
+#[test]
+fn unwritable_output_does_not_abort_the_run() {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let yaml = home.path().join("s.yaml");
+    std::fs::write(
+        &yaml,
+        "name: full\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+         dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 4}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n\
+         sweep: {llamacpp.batch_size: [1, 2]}\n\
+         study_execution: {n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let status = llem_command(home.path())
+        .args(["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .stdout(full())
+        .stderr(full())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let results: Vec<PathBuf> = walk(&out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
