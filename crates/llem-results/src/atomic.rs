@@ -23,6 +23,38 @@ fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// Removes the temporary files that writers killed mid-write left in `dir` and the
+/// directories right under it (`.manifest.json.tmp-<pid>`), other than this process's own.
+/// Call only while holding the lock that makes this process the directory's one writer.
+pub fn remove_stale_temps(dir: &Path) -> usize {
+    let mine = format!(".tmp-{}", std::process::id());
+    let mut removed = 0;
+    let mut sweep = |d: &Path| {
+        for e in fs::read_dir(d).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let stale = name.starts_with('.')
+                && name.rsplit_once(".tmp-").is_some_and(|(_, pid)| {
+                    !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+                })
+                && !name.ends_with(&mine);
+            if stale
+                && e.file_type().is_ok_and(|t| t.is_file())
+                && fs::remove_file(e.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    };
+    sweep(dir);
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            sweep(&e.path());
+        }
+    }
+    removed
+}
+
 /// Writes `bytes` to `path` atomically, creating the parent directory if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ResultsError> {
     write_atomic_with(path, |f| f.write_all(bytes))

@@ -18,7 +18,7 @@ mod study_result;
 pub mod time;
 mod timeseries;
 
-pub use atomic::{write_atomic, write_json_atomic};
+pub use atomic::{remove_stale_temps, write_atomic, write_json_atomic};
 pub use manifest::{CellStatus, Manifest, ManifestEntry, StudyStatus, StudySummary};
 pub use requests::{FinishReason, RequestRecord, read_requests, write_requests};
 pub use result::ExperimentResult;

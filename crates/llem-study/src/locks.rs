@@ -140,6 +140,21 @@ pub fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {
     }
 }
 
+/// Whether a runner holds the lock of the study in `dir`: `Some(false)` when the manifest
+/// says running but its runner is gone (killed), `None` when there is no lock file. Opens
+/// the lock read-only and creates nothing, so a read-only results tree can be asked.
+pub fn study_runner_alive(dir: &Path) -> Option<bool> {
+    let file = OpenOptions::new()
+        .read(true)
+        .open(dir.join(llem_results::layout::STUDY_LOCK))
+        .ok()?;
+    match file.try_lock() {
+        Ok(()) => Some(false),
+        Err(TryLockError::WouldBlock) => Some(true),
+        Err(TryLockError::Error(_)) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]

@@ -444,7 +444,10 @@ fn free_bytes(dir: &Path) -> Option<u64> {
     let s = nix::sys::statvfs::statvfs(dir).ok()?;
     // The field types differ between targets (u32 on some 32-bit libcs).
     #[allow(clippy::useless_conversion)]
-    let (blocks, size) = (u64::from(s.blocks_available()), u64::from(s.fragment_size()));
+    let (blocks, size) = (
+        u64::from(s.blocks_available()),
+        u64::from(s.fragment_size()),
+    );
     Some(blocks.saturating_mul(size))
 }
 

@@ -348,6 +348,37 @@ fn kill_9_of_the_runner_leaves_no_orphan_and_resume_finishes_without_rerunning()
         "a killed runner cannot write its end"
     );
     assert_eq!(m.experiments[1].status, CellStatus::Running);
+    // `results list` does not believe the manifest: the runner's lock is free.
+    let listed = sb
+        .cmd(&["results", "list", sb.results().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains("(interrupted: its runner is gone, --resume continues it"),
+        "{listed}"
+    );
+
+    // What a writer killed mid-write would have left; and a study_result.json that cannot
+    // be written (a directory in its place).
+    std::fs::write(dir.join(".manifest.json.tmp-999999"), "{\"half\":").unwrap();
+    let cell0 = dir.join(&m.experiments[0].cell_dir);
+    std::fs::write(cell0.join(".result.json.tmp-999998"), "{").unwrap();
+    let blocker = dir.join("study_result.json");
+    std::fs::create_dir_all(blocker.join("occupied")).unwrap();
+    let o = sb.run(&yaml, &["--resume"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("study_result.json"), "{}", stderr(&o));
+    assert!(!dir.join(".manifest.json.tmp-999999").exists());
+    assert!(!cell0.join(".result.json.tmp-999998").exists());
+    let m = manifest(&dir);
+    assert_eq!(
+        m.status,
+        StudyStatus::Interrupted,
+        "not ended without its result"
+    );
+    assert_eq!(m.summary.completed, 4);
+    std::fs::remove_dir_all(&blocker).unwrap();
 
     let o = sb.run(&yaml, &["--resume"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -483,8 +483,18 @@ pub fn run_study(
     cp.manifest.end_time = Some(iso8601_utc(unix_now_s()));
     cp.manifest.runner_pid = None;
     let result = assemble(plan, &dir, &mut cp.manifest);
+    // The result first: a manifest that says the study ended while its result is missing
+    // would make --resume refuse the one thing that can write it.
+    if let Err(e) = llem_results::write_json_atomic(&dir.join(layout::STUDY_RESULT), &result) {
+        cp.manifest.status = StudyStatus::Interrupted;
+        cp.manifest.summary.warnings.push(format!(
+            "{} could not be written ({e}); --resume writes it",
+            layout::STUDY_RESULT
+        ));
+        cp.save();
+        return Err(e.into());
+    }
     cp.save();
-    llem_results::write_json_atomic(&dir.join(layout::STUDY_RESULT), &result)?;
     Ok(StudyOutcome {
         dir,
         manifest: cp.manifest,

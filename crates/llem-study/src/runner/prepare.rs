@@ -164,6 +164,12 @@ pub(super) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared,
     if let Some(dir) = resume_dir {
         let old = resume::load_manifest(&dir)?;
         let study_lock = lock_study_dir(&dir)?;
+        // Holding the lock, this runner is the directory's one writer: what a killed
+        // writer left half-written is garbage.
+        let removed = llem_results::remove_stale_temps(&dir);
+        if removed > 0 {
+            tracing::info!("removed {removed} temporary files left by a killed writer");
+        }
         if old.study_design_hash != fresh.study_design_hash {
             return Err(StudyError::Drift {
                 details: resume::drift_details(&dir, plan),

@@ -175,13 +175,18 @@ fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
 /// ` (completed, 9/9 cells)` from the study's manifest, when it can be found.
 fn study_status(dir: &Path, study: &str) -> Option<String> {
     let candidates = [dir.join(study), dir.to_path_buf()];
-    let m = candidates
+    let study_dir = candidates
         .iter()
-        .map(|d| d.join(layout::MANIFEST))
-        .find(|p| p.is_file())?;
+        .find(|d| d.join(layout::MANIFEST).is_file())?;
+    let m = study_dir.join(layout::MANIFEST);
     let v: serde_json::Value =
         serde_json::from_slice(&llem_config::files::read_record(m).ok()?).ok()?;
-    let status = v.get("status")?.as_str()?.to_string();
+    let mut status = v.get("status")?.as_str()?.to_string();
+    // The manifest says running until its runner writes the end; a killed runner never
+    // does. The runner's lock tells the truth.
+    if status == "running" && llem_study::study_runner_alive(study_dir) != Some(true) {
+        status = "interrupted: its runner is gone, --resume continues it".into();
+    }
     let cells = v
         .get("experiments")
         .and_then(|e| e.as_array())
