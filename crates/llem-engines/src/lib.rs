@@ -12,6 +12,7 @@
 
 pub mod assets;
 mod engine;
+pub mod engine_log;
 mod launch;
 pub mod llamacpp;
 pub mod registry;

@@ -23,6 +23,7 @@ pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_expe
 /// depend on `llem-engines`).
 pub mod engines {
     pub use llem_engines::assets::{assets_dir, cache_dir, resolve_model};
+    pub use llem_engines::engine_log;
     pub use llem_engines::registry::availability;
     pub use llem_engines::serving::find_llama_server;
 }

@@ -30,6 +30,7 @@ macro_rules! print {
 
 mod cli;
 mod commands;
+mod engine_log;
 mod exit;
 mod paths;
 mod progress;

@@ -445,6 +445,12 @@ fn the_circuit_breaker_trips_cools_down_and_its_probe_closes_it() {
     assert_eq!(m.status, StudyStatus::Failed);
     let e = &m.experiments[0];
     assert_eq!(e.error_type.as_deref(), Some("EngineError"), "{e:?}");
+    // llama.cpp's own reason, not the bindings' bare "null result".
+    let why = e.error_message.as_deref().unwrap_or_default();
+    assert!(
+        why.contains("failed to read header") && !why.contains("null result"),
+        "{why}"
+    );
     assert!(
         m.summary
             .warnings

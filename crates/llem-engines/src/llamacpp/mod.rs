@@ -103,8 +103,17 @@ impl LlamaCppEngine {
         let params = LlamaModelParams::default()
             .with_n_gpu_layers(n_gpu_layers)
             .with_use_mmap(settings.use_mmap);
-        let model = LlamaModel::load_from_file(backend, path, &params)
-            .map_err(|e| fail(format!("llama.cpp could not load it: {e}")))?;
+        crate::engine_log::clear();
+        let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| {
+            // The bindings only say the result was null; llama.cpp's log says why.
+            let said = crate::engine_log::take_recent();
+            let why = if said.is_empty() {
+                e.to_string()
+            } else {
+                said.join("; ")
+            };
+            fail(format!("llama.cpp could not load it: {why}"))
+        })?;
         let size = std::fs::metadata(path).ok().map(|m| m.len());
         let info = info::model_info(&model, size);
         let template = model.chat_template(None).ok();

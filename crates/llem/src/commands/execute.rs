@@ -13,18 +13,23 @@ use llem_results::layout;
 use crate::cli::RunArgs;
 use crate::exit;
 
-/// Logs to stderr at info (`-v`) or debug (`-vv`); `LLEM_LOG` overrides the filter.
+/// Logs to stderr at info (`-v`) or debug (`-vv`); `LLEM_LOG` overrides the filter. Engine
+/// warnings are kept for error messages at any verbosity ([`crate::engine_log`]).
 pub fn init_logging(verbose: u8) {
-    if verbose == 0 {
-        return;
-    }
-    let level = if verbose == 1 { "info" } else { "debug" };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LLEM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
+    let printed = (verbose > 0).then(|| {
+        let level = if verbose == 1 { "info" } else { "debug" };
+        let filter = EnvFilter::try_from_env("LLEM_LOG").unwrap_or_else(|_| EnvFilter::new(level));
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(filter)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(printed)
+        .with(crate::engine_log::EngineWarnings)
         .try_init();
 }
 
