@@ -4,7 +4,7 @@
 CARGO ?= cargo
 LLEM := target/release/llem
 
-.PHONY: demo test build bench-expand bench-decode bench-client bench-records ci
+.PHONY: demo test build bench-expand bench-decode bench-client bench-records fuzz ci
 
 build:
 	scripts/build-deps.sh
@@ -40,6 +40,12 @@ bench-client:
 
 bench-records:
 	bench/records.sh
+
+# The long fuzz run behind the figures in issue notes (make test runs a few thousand cases):
+# 100 000 configuration mutants and 10 000 result-file mutants, optimised. fuzz/README.md.
+fuzz:
+	LLEM_FUZZ_CASES=100000 $(CARGO) test --release -p llem-config --test fuzz_config -- --nocapture
+	LLEM_FUZZ_CASES=10000 $(CARGO) test --release -p llem-results --test fuzz_results -- --nocapture
 
 ci:
 	bash .ci/run

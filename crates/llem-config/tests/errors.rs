@@ -611,7 +611,7 @@ fn plans_past_the_caps_are_refused_before_allocating() {
     assert!(
         e.diagnostics[0]
             .message
-            .contains("expands to 1030301 configurations; llem plans at most 1000000"),
+            .contains("expands to 1030301 configurations; llem plans at most 250000"),
         "{e}"
     );
     assert!(

@@ -132,6 +132,10 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     if seconds > MAX_FLAG_SECONDS {
         return Err(format!("`{s}` is longer than 30 days"));
     }
+    // A positive value that rounds to no time at all would be a zero interval (a busy loop).
+    if seconds < 1e-6 {
+        return Err(format!("`{s}` is shorter than a microsecond"));
+    }
     Ok(std::time::Duration::from_secs_f64(seconds))
 }
 
@@ -338,4 +342,122 @@ pub enum SchemaKind {
     StudyExecution,
     /// The user config file.
     User,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod fuzz {
+    //! Every flag of every subcommand, given hostile values: parsing never panics, and a
+    //! duration it accepts is one llem can sleep, sample or schedule by.
+
+    use clap::CommandFactory;
+
+    use crate::fuzz_mutate as mutate;
+
+    use super::*;
+
+    const VALUES: &[&str] = &[
+        "",
+        "0",
+        "-1",
+        "1",
+        "1e19s",
+        "1e-300ms",
+        "0.0000001us",
+        "NaN",
+        "inf",
+        "-inf",
+        "1e309",
+        "4294967296",
+        "18446744073709551616",
+        "100ms",
+        "25h",
+        "31d",
+        "1d",
+        "12:00",
+        "25:61",
+        "vllm",
+        "llamacpp",
+        "shuffle",
+        "json",
+        "parquet",
+        "/dev/zero",
+        "\u{0}",
+        "é",
+        "--",
+        "-",
+        "x=1",
+        "engine=vllm",
+        "batch>=8",
+        "3.5e-5s",
+        " 7 ",
+        "1,2",
+    ];
+
+    /// `(subcommand path, long flags)` of every command.
+    fn commands() -> Vec<(Vec<String>, Vec<String>)> {
+        fn walk(c: &clap::Command, path: Vec<String>, out: &mut Vec<(Vec<String>, Vec<String>)>) {
+            let flags = c
+                .get_arguments()
+                .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+                .collect();
+            out.push((path.clone(), flags));
+            for s in c.get_subcommands() {
+                let mut p = path.clone();
+                p.push(s.get_name().to_string());
+                walk(s, p, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(&Cli::command(), Vec::new(), &mut out);
+        out
+    }
+
+    #[test]
+    fn no_flag_value_panics_the_parser() {
+        let cmds = commands();
+        assert!(cmds.len() > 10, "{cmds:?}");
+        let mut rng = mutate::Rng::new(18);
+        let (mut ok, mut refused) = (0u32, 0u32);
+        for _ in 0..20_000 {
+            let (path, flags) = rng.pick(&cmds).unwrap();
+            let mut argv: Vec<String> = vec!["llem".into()];
+            argv.extend(path.iter().cloned());
+            for _ in 0..=rng.below(4) {
+                match rng.below(3) {
+                    0 => argv.push((*rng.pick(VALUES).unwrap()).to_string()),
+                    _ => {
+                        if let Some(f) = rng.pick(flags) {
+                            argv.push(f.clone());
+                            argv.push((*rng.pick(VALUES).unwrap()).to_string());
+                        }
+                    }
+                }
+            }
+            let parsed = std::panic::catch_unwind(|| Cli::try_parse_from(&argv));
+            match parsed {
+                Ok(Ok(_)) => ok += 1,
+                Ok(Err(_)) => refused += 1,
+                Err(_) => panic!("the parser panicked on {argv:?}"),
+            }
+        }
+        assert!(ok > 0 && refused > 0, "{ok} parsed, {refused} refused");
+    }
+
+    #[test]
+    fn accepted_durations_are_positive_and_at_most_30_days() {
+        for v in VALUES {
+            for unit in ["", "us", "ms", "s", "m", "h", "d"] {
+                let s = format!("{v}{unit}");
+                if let Ok(d) = parse_duration(&s) {
+                    assert!(
+                        d >= std::time::Duration::from_micros(1)
+                            && d.as_secs_f64() <= MAX_FLAG_SECONDS,
+                        "{s} -> {d:?}"
+                    );
+                }
+            }
+        }
+        assert!(parse_duration("1e-300ms").is_err());
+    }
 }

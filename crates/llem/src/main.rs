@@ -32,6 +32,10 @@ mod cli;
 mod commands;
 mod engine_log;
 mod exit;
+#[cfg(test)]
+#[path = "../../../fuzz/mutate.rs"]
+#[allow(dead_code)]
+mod fuzz_mutate;
 mod paths;
 mod progress;
 mod render;
