@@ -60,17 +60,39 @@ pub(crate) fn encode_batch(
     w.into_inner().map_err(|e| e.to_string())
 }
 
-/// Opens `path` for reading record batches.
-pub(crate) fn open(path: &Path) -> Result<ParquetRecordBatchReader, ResultsError> {
+/// The record batches of `path`, read whole.
+pub(crate) fn open(path: &Path) -> Result<std::vec::IntoIter<Batch>, ResultsError> {
     let file = llem_config::files::open_regular(path).map_err(|source| ResultsError::Io {
         what: "cannot open",
         path: path.to_path_buf(),
         source,
     })?;
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
+    // The parquet crate asserts (panics) on some corrupt metadata instead of returning an
+    // error (fuzzing found "column start and length should not be negative"): a corrupt
+    // file in a results tree is an error of that file, not a crash of `llem results`.
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(ParquetRecordBatchReaderBuilder::build)
+            .map(|r: ParquetRecordBatchReader| {
+                // Up to the first error: a corrupt file's reader may yield errors forever.
+                let mut out: Vec<Batch> = Vec::new();
+                for b in r {
+                    let failed = b.is_err();
+                    out.push(b);
+                    if failed {
+                        break;
+                    }
+                }
+                out
+            })
+    }))
+    .map_err(|_| parquet_error(path, "the Parquet reader failed on corrupt data".into()))?;
+    read.map(Vec::into_iter)
         .map_err(|e| parquet_error(path, e.to_string()))
 }
+
+/// One record batch as the reader yields it.
+type Batch = Result<RecordBatch, arrow_schema::ArrowError>;
 
 /// The column `name` of `batch` as array type `T`.
 pub(crate) fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {

@@ -123,6 +123,20 @@ fn no_mutated_results_file_panics_or_hangs_loading_export_or_report() {
     let originals: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
     assert_eq!(consume(&tree), Ok(2), "the seed tree loads whole");
 
+    // Mutants that once failed (`<file name>--<what>`) stand in for that file of the first
+    // cell, every run.
+    let regressions = corpus().join("../results-regressions");
+    for e in std::fs::read_dir(&regressions).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let (target, _) = name.split_once("--").unwrap();
+        let i = files.iter().position(|f| f.ends_with(target)).unwrap();
+        std::fs::copy(e.path(), &files[i]).unwrap();
+        let got = std::panic::catch_unwind(|| consume(&tree));
+        std::fs::write(&files[i], &originals[i]).unwrap();
+        assert!(got.is_ok(), "{name} panics");
+    }
+
     let current = Arc::new(AtomicU64::new(0));
     let started = Arc::new(AtomicU64::new(u64::MAX));
     let epoch = Instant::now();
