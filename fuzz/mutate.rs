@@ -177,3 +177,81 @@ fn mutate_somewhere(rng: &mut Rng, v: &mut Value, depth: usize) {
         }
     }
 }
+
+/// Mutants per campaign: `LLEM_FUZZ_CASES`, else `default`.
+pub fn cases(default: u64) -> u64 {
+    std::env::var("LLEM_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Where failing inputs are kept: `target/fuzz-failures/`.
+pub fn failure_dir() -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/fuzz-failures");
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
+/// How long one input may take: 10 s optimised (`make fuzz`); an unoptimised test build is
+/// about ten times slower on the largest legal inputs, so it is given 100 s.
+pub fn hang_limit() -> std::time::Duration {
+    std::time::Duration::from_secs(if cfg!(debug_assertions) { 100 } else { 10 })
+}
+
+/// Aborts the process when one case runs past [`hang_limit`], keeping a copy of `input`
+/// (the file the case reads) in [`failure_dir`].
+pub struct Watchdog {
+    case: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    started_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    epoch: std::time::Instant,
+}
+
+impl Watchdog {
+    /// Starts watching; `name` prefixes the kept file.
+    pub fn start(name: &'static str, input: std::path::PathBuf) -> Watchdog {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let case = std::sync::Arc::new(AtomicU64::new(0));
+        let started_ms = std::sync::Arc::new(AtomicU64::new(u64::MAX));
+        let epoch = std::time::Instant::now();
+        let (c, s) = (case.clone(), started_ms.clone());
+        std::thread::spawn(move || {
+            loop {
+                std::thread::sleep(std::time::Duration::from_millis(250));
+                let start = s.load(Ordering::Relaxed);
+                let now = epoch.elapsed().as_millis() as u64;
+                if start != u64::MAX && now.saturating_sub(start) > hang_limit().as_millis() as u64
+                {
+                    let n = c.load(Ordering::Relaxed);
+                    let keep = failure_dir().join(format!("{name}-case-{n}-hang"));
+                    let _ = std::fs::copy(&input, &keep);
+                    eprintln!(
+                        "fuzz case {n} ran past {:?}: {}",
+                        hang_limit(),
+                        keep.display()
+                    );
+                    std::process::abort();
+                }
+            }
+        });
+        Watchdog {
+            case,
+            started_ms,
+            epoch,
+        }
+    }
+
+    /// Case `n` begins.
+    pub fn begin(&self, n: u64) {
+        use std::sync::atomic::Ordering;
+        self.case.store(n, Ordering::Relaxed);
+        self.started_ms
+            .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// The case ended.
+    pub fn end(&self) {
+        self.started_ms
+            .store(u64::MAX, std::sync::atomic::Ordering::Relaxed);
+    }
+}

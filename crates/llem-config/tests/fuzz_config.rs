@@ -20,8 +20,6 @@ mod mutate;
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mutate::Rng;
@@ -136,48 +134,6 @@ fn seed_files() -> Vec<PathBuf> {
     out
 }
 
-fn cases() -> u64 {
-    std::env::var("LLEM_FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(3_000)
-}
-
-/// Aborts the process, naming the case, when one case runs past `limit` (a hang).
-fn watchdog(current: Arc<AtomicU64>, started_ms: Arc<AtomicU64>, limit: Duration, input: PathBuf) {
-    let epoch = Instant::now();
-    std::thread::spawn(move || {
-        loop {
-            std::thread::sleep(Duration::from_millis(250));
-            let start = started_ms.load(Ordering::Relaxed);
-            let now = epoch.elapsed().as_millis() as u64;
-            if start != u64::MAX && now.saturating_sub(start) > limit.as_millis() as u64 {
-                let case = current.load(Ordering::Relaxed);
-                let keep = failure_dir().join(format!("config-case-{case}-hang.yaml"));
-                let _ = std::fs::copy(&input, &keep);
-                eprintln!("fuzz case {case} ran past {limit:?}: {}", keep.display());
-                std::process::abort();
-            }
-        }
-    });
-}
-
-/// 10 s per input in an optimised build (`make fuzz`); an unoptimised test build plans the
-/// largest legal sweep (250 000 points) about ten times slower, so it is given 100 s.
-fn hang_limit() -> Duration {
-    if cfg!(debug_assertions) {
-        Duration::from_secs(100)
-    } else {
-        Duration::from_secs(10)
-    }
-}
-
-fn failure_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/fuzz-failures");
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn no_configuration_file_panics_or_hangs_the_planner() {
     let seeds = seed_files();
@@ -189,17 +145,9 @@ fn no_configuration_file_panics_or_hangs_the_planner() {
     }
     let target = work.path().join("mutant.yaml");
     let env = common::env();
-    let current = Arc::new(AtomicU64::new(0));
-    let started = Arc::new(AtomicU64::new(u64::MAX));
-    let epoch = Instant::now();
-    watchdog(
-        current.clone(),
-        started.clone(),
-        hang_limit(),
-        target.clone(),
-    );
+    let dog = mutate::Watchdog::start("config", target.clone());
 
-    let n = cases();
+    let n = mutate::cases(3_000);
     let (mut planned, mut refused, mut panicked) = (0u64, 0u64, Vec::new());
     let mut slowest = Duration::ZERO;
     // The seeds themselves first (the hostile corpus must be refused cleanly), then mutants.
@@ -218,13 +166,12 @@ fn no_configuration_file_panics_or_hangs_the_planner() {
             }
         };
         std::fs::write(&target, &text).unwrap();
-        current.store(case, Ordering::Relaxed);
-        started.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        dog.begin(case);
         let t = Instant::now();
         let got =
             std::panic::catch_unwind(|| common::plan_with(&target, Default::default(), true, &env));
         slowest = slowest.max(t.elapsed());
-        started.store(u64::MAX, Ordering::Relaxed);
+        dog.end();
         match got {
             Ok(Ok(_)) => planned += 1,
             Ok(Err(e)) => {
@@ -234,7 +181,7 @@ fn no_configuration_file_panics_or_hangs_the_planner() {
                 refused += 1;
             }
             Err(_) => {
-                let keep = failure_dir().join(format!("config-case-{case}.yaml"));
+                let keep = mutate::failure_dir().join(format!("config-case-{case}.yaml"));
                 std::fs::write(&keep, &text).unwrap();
                 panicked.push(keep);
             }

@@ -18,8 +18,6 @@
 mod mutate;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use llem_results::records::export::Format;
@@ -67,24 +65,6 @@ fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
         }
     }
     files
-}
-
-fn cases() -> u64 {
-    std::env::var("LLEM_FUZZ_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(400)
-}
-
-/// 10 s per case optimised; an unoptimised build is given ten times that.
-fn hang_limit() -> Duration {
-    Duration::from_secs(if cfg!(debug_assertions) { 100 } else { 10 })
-}
-
-fn failure_dir() -> PathBuf {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/fuzz-failures");
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// What `llem results export` and `llem report` do with a tree; the number of runs loaded.
@@ -137,29 +117,10 @@ fn no_mutated_results_file_panics_or_hangs_loading_export_or_report() {
         assert!(got.is_ok(), "{name} panics");
     }
 
-    let current = Arc::new(AtomicU64::new(0));
-    let started = Arc::new(AtomicU64::new(u64::MAX));
-    let epoch = Instant::now();
-    {
-        let (current, started) = (current.clone(), started.clone());
-        std::thread::spawn(move || {
-            loop {
-                std::thread::sleep(Duration::from_millis(250));
-                let s = started.load(Ordering::Relaxed);
-                let now = epoch.elapsed().as_millis() as u64;
-                if s != u64::MAX && now.saturating_sub(s) > hang_limit().as_millis() as u64 {
-                    eprintln!(
-                        "results fuzz case {} ran past {:?}",
-                        current.load(Ordering::Relaxed),
-                        hang_limit()
-                    );
-                    std::process::abort();
-                }
-            }
-        });
-    }
+    // The watchdog keeps a copy of the first cell's result when a case hangs.
+    let dog = mutate::Watchdog::start("results", files[0].clone());
 
-    let n = cases();
+    let n = mutate::cases(400);
     let (mut whole, mut partial, mut refused, mut panicked) = (0u64, 0u64, 0u64, Vec::new());
     let mut slowest = Duration::ZERO;
     for case in 0..n {
@@ -174,12 +135,11 @@ fn no_mutated_results_file_panics_or_hangs_loading_export_or_report() {
             _ => mutate::bytes(&mut rng, original, DICT, &originals),
         };
         std::fs::write(path, &mutant).unwrap();
-        current.store(case, Ordering::Relaxed);
-        started.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        dog.begin(case);
         let t = Instant::now();
         let got = std::panic::catch_unwind(|| consume(&tree));
         slowest = slowest.max(t.elapsed());
-        started.store(u64::MAX, Ordering::Relaxed);
+        dog.end();
         match got {
             Ok(Ok(2)) => whole += 1,
             Ok(Ok(_)) => partial += 1,
@@ -190,7 +150,7 @@ fn no_mutated_results_file_panics_or_hangs_loading_export_or_report() {
                     .unwrap()
                     .to_string_lossy()
                     .replace('/', "__");
-                let keep = failure_dir().join(format!("results-case-{case}-{rel}"));
+                let keep = mutate::failure_dir().join(format!("results-case-{case}-{rel}"));
                 std::fs::write(&keep, &mutant).unwrap();
                 panicked.push(keep);
             }

@@ -112,9 +112,14 @@ fn study_cells_load_round_trip_query_export_and_report() {
             Some(res.measurement_config_hash.as_str())
         );
         assert!(r.mean_itl_ms > 0.0 && r.p99_itl_ms >= r.p50_itl_ms);
-        // A few seconds of CPU decoding is no steady state by the seed's rules.
+        // A few seconds of CPU decoding is no steady state by the seed's rules; on a loaded
+        // machine a batch-2 run may last long enough on its own and is then unstable by the
+        // cascade from batch 1 instead.
         assert!(
-            r.unstable_reason.starts_with("short_steady_state:"),
+            r.unstable_reason.starts_with("short_steady_state:")
+                || (r.max_num_seqs > 1
+                    && r.unstable_reason
+                        .starts_with("cascade_from_unstable_batch:1")),
             "{}",
             r.unstable_reason
         );
@@ -361,7 +366,7 @@ fn fifos_in_a_results_tree_hang_no_command() {
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
     let dir = study(home);
-    let cells: Vec<PathBuf> = walk_files(&dir)
+    let cells: Vec<PathBuf> = common::walk(&dir)
         .into_iter()
         .filter(|p| p.ends_with("result.json"))
         .map(|p| p.parent().unwrap().to_path_buf())
@@ -404,17 +409,4 @@ fn fifos_in_a_results_tree_hang_no_command() {
     fifo(&dir.join("manifest.json"));
     let o = llem_within(home, &["results", "list", d], limit);
     assert!(text(&o.stderr).contains("FIFO"), "{}", text(&o.stderr));
-}
-
-fn walk_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk_files(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

@@ -514,22 +514,9 @@ fn unwritable_output_does_not_abort_the_run() {
         .status()
         .unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
-    let results: Vec<PathBuf> = walk(&out)
+    let results: Vec<PathBuf> = common::walk(&out)
         .into_iter()
         .filter(|p| p.ends_with("result.json"))
         .collect();
     assert_eq!(results.len(), 2, "{results:?}");
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

@@ -432,7 +432,7 @@ fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
             && stderr.contains("HTTP 500"),
         "{stderr}"
     );
-    let results: Vec<PathBuf> = walk(&out)
+    let results: Vec<PathBuf> = common::walk(&out)
         .into_iter()
         .filter(|p| p.ends_with("result.json"))
         .collect();
@@ -511,7 +511,7 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
             .arg("-q")
             .output()
             .unwrap();
-        let results: Vec<PathBuf> = walk(&out)
+        let results: Vec<PathBuf> = common::walk(&out)
             .into_iter()
             .filter(|p| p.ends_with("result.json"))
             .collect();
@@ -539,18 +539,4 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
         serde_json::from_str(&std::fs::read_to_string(&results[0]).unwrap()).unwrap();
     let warnings = r["measurement_warnings"].to_string();
     assert!(warnings.contains("1 of 4 requests failed"), "{warnings}");
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }

@@ -208,7 +208,7 @@ fn a_worker_killed_mid_batch_fails_its_cell_and_the_study_goes_on() {
             start.elapsed() < Duration::from_secs(300),
             "the first batch never started"
         );
-        let logs: Vec<PathBuf> = walk(&results)
+        let logs: Vec<PathBuf> = common::walk(&results)
             .into_iter()
             .filter(|p| p.ends_with("worker.log"))
             .collect();
@@ -266,23 +266,9 @@ fn a_python_without_torch_is_refused_before_anything_runs() {
     let err = stderr(&o);
     assert!(err.contains("cannot import torch"), "{err}");
     assert!(err.contains("-m pip install torch transformers"), "{err}");
-    assert!(!sb.path().join("results").exists() || walk(&sb.path().join("results")).is_empty());
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
+    assert!(
+        !sb.path().join("results").exists() || common::walk(&sb.path().join("results")).is_empty()
+    );
 }
 
 /// The pid of the one running transformers worker (found by its script's name).

@@ -6,6 +6,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// Every file under `dir` (none when it does not exist).
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Replaces `path` by rename, so a concurrent reader sees the old or the new value.
 pub fn write_atomically(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
