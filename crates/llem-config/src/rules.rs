@@ -269,6 +269,33 @@ fn check_schedule_length(cfg: &ExperimentConfig, t: &TrafficConfig, out: &mut Ve
     }
 }
 
+/// `max_output_tokens` is a hard cap on every engine: synthetic replies asked to be longer
+/// are cut to it, and the plan says so.
+fn check_output_cap(cfg: &ExperimentConfig, warnings: &mut Vec<String>) {
+    let (Some(cap), Some(s)) = (cfg.max_output_tokens, cfg.dataset.synthetic.as_ref()) else {
+        return;
+    };
+    if cfg.dataset.source != "synthetic" {
+        return;
+    }
+    if s.output_tokens > cap {
+        warnings.push(format!(
+            "dataset.synthetic.output_tokens ({}) exceeds max_output_tokens ({cap}): every \
+             reply is capped at {cap} tokens",
+            s.output_tokens
+        ));
+    } else if s.distribution != crate::model::LengthDistribution::Fixed
+        && f64::from(s.output_tokens) * (1.0 + s.spread) > f64::from(cap)
+    {
+        warnings.push(format!(
+            "dataset.synthetic.output_tokens is drawn around {} with spread {}: replies drawn \
+             above max_output_tokens ({cap}) are capped at it",
+            s.output_tokens,
+            crate::schema::fmt_num(s.spread)
+        ));
+    }
+}
+
 fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
     if let (Some(min), Some(max)) = (cfg.decoder.min_new_tokens, cfg.max_output_tokens)
         && min > max
@@ -299,6 +326,7 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             ));
         }
     }
+    check_output_cap(cfg, warnings);
     if w.enabled && w.thermal_floor_seconds < 30.0 {
         warnings.push(format!(
             "warmup.thermal_floor_seconds is {} s, below the 30 s the methodology \

@@ -574,9 +574,24 @@ fn measure_phase(
     })
 }
 
-/// Warnings about what the engine did to the workload: cut prompts, failed requests.
-fn run_warnings(cfg: &ExperimentConfig, run: &MeasuredRun) -> Vec<String> {
+/// Warnings about what the engine did to the workload: cut prompts, capped replies, failed
+/// requests.
+fn run_warnings(cfg: &ExperimentConfig, workload: &Workload, run: &MeasuredRun) -> Vec<String> {
     let mut warnings = run.summary.warnings.clone();
+    if let Some(cap) = workload.max_output_tokens {
+        let asked = workload
+            .prompts
+            .iter()
+            .filter(|p| p.output_tokens.is_some_and(|n| n > cap))
+            .count();
+        if asked > 0 {
+            warnings.push(format!(
+                "{asked} of {} prompts asked for more than max_output_tokens = {cap} reply \
+                 tokens; their replies were capped at {cap}",
+                workload.prompts.len()
+            ));
+        }
+    }
     let limit = cfg.max_input_tokens.unwrap_or(0);
     match run.summary.truncated_prompts {
         0 => {}
@@ -729,7 +744,7 @@ pub fn run_experiment(
         run.span,
     );
     warnings.extend(chosen.warnings.iter().cloned());
-    warnings.extend(run_warnings(cfg, &run));
+    warnings.extend(run_warnings(cfg, &workload, &run));
 
     let measured = Measured {
         request: req,

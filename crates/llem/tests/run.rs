@@ -520,3 +520,50 @@ fn unwritable_output_does_not_abort_the_run() {
         .collect();
     assert_eq!(results.len(), 2, "{results:?}");
 }
+
+/// `max_output_tokens` is a hard cap: synthetic replies asked to be 24 tokens long under a
+/// cap of 4 are 4 tokens, and the plan and the result say so.
+#[test]
+fn max_output_tokens_caps_synthetic_replies() {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let yaml = home.path().join("cap.yaml");
+    std::fs::write(
+        &yaml,
+        "name: cap\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nmax_output_tokens: 4\n\
+         dataset: {source: synthetic, n_prompts: 3, synthetic: {input_tokens: 8, output_tokens: 24}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = llem(
+        home.path(),
+        &[
+            "run",
+            yaml.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("dataset.synthetic.output_tokens (24) exceeds max_output_tokens (4)"),
+        "{err}"
+    );
+    let result = common::walk(&out)
+        .into_iter()
+        .find(|p| p.ends_with("result.json"))
+        .unwrap();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    assert_eq!(r["total_output_tokens"], 12, "{r}");
+    let warnings = r["measurement_warnings"].to_string();
+    assert!(
+        warnings.contains("3 of 3 prompts asked for more than max_output_tokens = 4"),
+        "{warnings}"
+    );
+}

@@ -41,7 +41,7 @@ pub struct Prompt {
     pub group: Option<String>,
     /// The dataset's reference reply (ShareGPT's first answer), for its length.
     pub reference_output: Option<String>,
-    /// Output tokens for this request, overriding the experiment's limit (synthetic).
+    /// Output tokens for this request (synthetic), capped by the experiment's limit.
     pub output_tokens: Option<u32>,
     /// Generate exactly `output_tokens`, ignoring end-of-sequence (synthetic).
     pub ignore_eos: bool,
@@ -103,17 +103,55 @@ impl Workload {
     }
 
     /// The output limit of `prompt`, the one rule every engine applies: the prompt's own
-    /// (synthetic lengths), else the workload's `max_output_tokens`; `None` means until end
-    /// of sequence or the end of the context.
+    /// (synthetic lengths) capped by the workload's `max_output_tokens`, a hard cap on every
+    /// engine and dataset; `None` means until end of sequence or the end of the context.
     pub fn output_limit(&self, prompt: Option<&Prompt>) -> Option<u32> {
-        prompt
-            .and_then(|p| p.output_tokens)
-            .or(self.max_output_tokens)
+        match (prompt.and_then(|p| p.output_tokens), self.max_output_tokens) {
+            (Some(own), Some(cap)) => Some(own.min(cap)),
+            (own, cap) => own.or(cap),
+        }
     }
 
     /// [`Workload::output_limit`] for an engine that knows the context left after the prompt
     /// (`room` tokens): never past it.
     pub fn output_limit_within(&self, prompt: Option<&Prompt>, room: u32) -> u32 {
         self.output_limit(prompt).map_or(room, |n| n.min(room))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_output_tokens_caps_every_prompts_own_limit() {
+        let cfg: ExperimentConfig =
+            serde_json::from_value(serde_json::json!({"model": "m", "max_output_tokens": 16}))
+                .unwrap();
+        let batching = crate::registry::batching(&cfg);
+        let wl = Workload::new(&cfg, Vec::new(), batching);
+        let prompt = |n: Option<u32>| Prompt {
+            dataset_index: 0,
+            input: PromptInput::Text {
+                text: "x".into(),
+                chat: false,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: n,
+            ignore_eos: n.is_some(),
+        };
+        assert_eq!(wl.output_limit(Some(&prompt(Some(128)))), Some(16));
+        assert_eq!(wl.output_limit(Some(&prompt(Some(8)))), Some(8));
+        assert_eq!(wl.output_limit(Some(&prompt(None))), Some(16));
+        assert_eq!(wl.output_limit(None), Some(16));
+        assert_eq!(wl.output_limit_within(Some(&prompt(Some(128))), 10), 10);
+        let open = Workload {
+            max_output_tokens: None,
+            ..wl
+        };
+        assert_eq!(open.output_limit(Some(&prompt(Some(128)))), Some(128));
+        assert_eq!(open.output_limit(None), None);
     }
 }
