@@ -15,8 +15,8 @@ use crate::canonical::{CanonicalWriter, ConfigDigest, design_digest};
 use crate::error::{ConfigError, Diagnostic, ErrorKind, did_you_mean};
 use crate::load::{EXTENDS_KEY, Loader};
 use crate::model::{
-    Engine, ExperimentConfig, ExperimentOrder, Preset, StudyExecution, StudyExecutionConfig,
-    execution,
+    Engine, ExperimentConfig, ExperimentOrder, Preset, RunnerSpec, StudyExecution,
+    StudyExecutionConfig, execution,
 };
 use crate::order::{execution_order, williams_row_count};
 use crate::schema::{Violation, experiment_rules, study_execution_rules};
@@ -655,7 +655,22 @@ fn resolve_execution(
     uc: &UserConfig,
     study: bool,
     dedup: bool,
+    launches_server: bool,
 ) -> StudyExecution {
+    // A cell that launches a server must be allowed the server's start on top of the
+    // measurement, or a cold start is killed as a timeout.
+    let (timeout, derivation) = match exec_yaml.experiment_timeout_seconds {
+        Some(t) => (t, None),
+        None if launches_server => (
+            execution::SERVER_READY_TIMEOUT_S + execution::DEFAULT_EXPERIMENT_TIMEOUT_S,
+            Some(format!(
+                "server start up to {} s + {} s",
+                crate::schema::fmt_num(execution::SERVER_READY_TIMEOUT_S),
+                crate::schema::fmt_num(execution::DEFAULT_EXPERIMENT_TIMEOUT_S)
+            )),
+        ),
+        None => (execution::DEFAULT_EXPERIMENT_TIMEOUT_S, None),
+    };
     StudyExecution {
         n_cycles: req
             .overrides
@@ -685,7 +700,8 @@ fn resolve_execution(
             .circuit_breaker_cooldown_seconds
             .unwrap_or(60.0),
         wall_clock_timeout_hours: exec_yaml.wall_clock_timeout_hours,
-        experiment_timeout_seconds: exec_yaml.experiment_timeout_seconds.unwrap_or(600.0),
+        experiment_timeout_seconds: timeout,
+        experiment_timeout_derivation: derivation,
         deduplicate_equivalent: dedup,
     }
 }
@@ -784,7 +800,29 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let digests: Vec<ConfigDigest> = finished.configs.iter().map(|c| c.digest).collect();
     let design = design_digest(&digests);
     let uc = &user.config;
-    let execution = resolve_execution(req, &exec_yaml, uc, kind == PlanKind::Study, dedup);
+    let launches_server = finished.configs.iter().any(|c| {
+        c.config.is_served() && !matches!(c.config.runner(), Some(RunnerSpec::External { .. }))
+    });
+    let execution = resolve_execution(
+        req,
+        &exec_yaml,
+        uc,
+        kind == PlanKind::Study,
+        dedup,
+        launches_server,
+    );
+    if launches_server
+        && execution.experiment_timeout_derivation.is_none()
+        && execution.experiment_timeout_seconds <= execution::SERVER_READY_TIMEOUT_S
+    {
+        warnings.push(format!(
+            "study_execution.experiment_timeout_seconds ({} s) is no longer than the wait for a \
+             launched server to become ready ({} s): a cold server start may be killed as a \
+             timeout",
+            crate::schema::fmt_num(execution.experiment_timeout_seconds),
+            crate::schema::fmt_num(execution::SERVER_READY_TIMEOUT_S)
+        ));
+    }
     check_run_count(
         finished.configs.len(),
         execution.n_cycles,

@@ -292,3 +292,41 @@ fn user_config_engine_aliases_fill_the_canonical_engine() {
         "the YAML's alias wins over the user default"
     );
 }
+
+/// A plan that launches a server allows the server's start on top of the default
+/// per-experiment limit, and says so; one that only talks to a running server does not; a
+/// written limit shorter than the start is kept and warned about.
+#[test]
+fn the_experiment_timeout_covers_a_launched_servers_start() {
+    let launched =
+        common::plan_text("name: s\nmodel: m.gguf\nengine: llamacpp\nrunners: {llamacpp: local}\n")
+            .unwrap();
+    assert_eq!(launched.execution.experiment_timeout_seconds, 1800.0);
+    assert_eq!(
+        launched.execution.experiment_timeout_derivation.as_deref(),
+        Some("server start up to 1200 s + 600 s")
+    );
+    let external = common::plan_text(
+        "name: s\nmodel: m\nengine: openai\nrunners: {openai: \"external:http://127.0.0.1:1\"}\n",
+    )
+    .unwrap();
+    assert_eq!(external.execution.experiment_timeout_seconds, 600.0);
+    assert!(external.execution.experiment_timeout_derivation.is_none());
+    let embedded = common::plan_text("name: s\nmodel: m.gguf\n").unwrap();
+    assert_eq!(embedded.execution.experiment_timeout_seconds, 600.0);
+
+    let short = common::plan_text(
+        "name: s\nmodel: m.gguf\nengine: llamacpp\nrunners: {llamacpp: local}\n\
+         study_execution: {experiment_timeout_seconds: 900}\n",
+    )
+    .unwrap();
+    assert_eq!(short.execution.experiment_timeout_seconds, 900.0);
+    assert!(
+        short
+            .warnings
+            .iter()
+            .any(|w| w.contains("(900 s) is no longer than the wait for a launched server")),
+        "{:?}",
+        short.warnings
+    );
+}

@@ -96,9 +96,14 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
         .wall_clock_timeout_hours
         .map(|h| format!(", study limit {} h", fmt_num(h)))
         .unwrap_or_default();
+    let derived = e
+        .experiment_timeout_derivation
+        .as_ref()
+        .map(|d| format!(" ({d})"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "  limits             {} s per experiment, {breaker}{wall}",
+        "  limits             {} s per experiment{derived}, {breaker}{wall}",
         fmt_num(e.experiment_timeout_seconds)
     );
     let _ = writeln!(out, "  results            {}", plan.output_dir);

@@ -34,8 +34,8 @@ pub struct StudyExecutionConfig {
     /// Hard limit for the whole study in hours (null = none; at most a year).
     #[schemars(extend("exclusiveMinimum" = 0), range(max = 8760.0))]
     pub wall_clock_timeout_hours: Option<f64>,
-    /// Per-experiment limit in seconds; the cell is killed past it (default 600; at most 30
-    /// days).
+    /// Per-experiment limit in seconds; the cell is killed past it (default 600, or 1800
+    /// when a cell launches a server: its 1200 s readiness wait comes first; at most 30 days).
     #[schemars(extend("exclusiveMinimum" = 0), range(max = 2592000.0))]
     pub experiment_timeout_seconds: Option<f64>,
     /// Run configurations with equal measurement_config_hash once (default true).
@@ -63,9 +63,19 @@ pub struct StudyExecution {
     pub wall_clock_timeout_hours: Option<f64>,
     /// Per-experiment limit, seconds.
     pub experiment_timeout_seconds: f64,
+    /// How the per-experiment limit was derived when it was not written (plans that launch
+    /// a server add its readiness wait), for the plan to say.
+    #[serde(skip)]
+    pub experiment_timeout_derivation: Option<String>,
     /// Deduplicate equivalent configurations.
     pub deduplicate_equivalent: bool,
 }
+
+/// How long llem waits for a server it launched to become healthy, s: a cold vLLM start
+/// downloads, loads and compiles for many minutes. The serving engines use this value.
+pub const SERVER_READY_TIMEOUT_S: f64 = 1200.0;
+/// Built-in per-experiment limit beyond any server start, s.
+pub const DEFAULT_EXPERIMENT_TIMEOUT_S: f64 = 600.0;
 
 /// Built-in pause between experiments when neither YAML nor user config sets one.
 pub const DEFAULT_EXPERIMENT_GAP_SECONDS: f64 = 60.0;

@@ -7,7 +7,9 @@ pub(crate) mod names;
 pub(crate) mod runner;
 pub(crate) mod sections;
 
-pub use execution::{StudyExecution, StudyExecutionConfig};
+pub use execution::{
+    DEFAULT_EXPERIMENT_TIMEOUT_S, SERVER_READY_TIMEOUT_S, StudyExecution, StudyExecutionConfig,
+};
 pub use experiment::ExperimentConfig;
 pub use names::{
     Arrival, BaselineStrategy, BatchingStrategy, DatasetOrder, Dtype, EnergySampler, Engine,

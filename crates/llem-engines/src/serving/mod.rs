@@ -64,7 +64,7 @@ impl ServeOptions {
     /// Defaults for a run writing into `work_dir`.
     pub fn new(work_dir: PathBuf) -> ServeOptions {
         ServeOptions {
-            ready_timeout: Duration::from_secs(1200),
+            ready_timeout: Duration::from_secs_f64(llem_config::SERVER_READY_TIMEOUT_S),
             log_silence_timeout: Duration::from_secs(600),
             stall_timeout: Duration::from_secs(300),
             scrape_interval: Duration::from_secs(1),
