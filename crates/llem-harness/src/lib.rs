@@ -15,6 +15,7 @@ mod latency;
 pub mod lifecycle;
 mod progress;
 mod verdict;
+mod warmup;
 mod window;
 
 pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_experiment};

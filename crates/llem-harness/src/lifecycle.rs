@@ -21,7 +21,7 @@ use crate::assemble::{self, Measured};
 use crate::environment;
 use crate::progress::{Event, Phase, Progress};
 use crate::verdict;
-use llem_results::{layout, stats};
+use llem_results::layout;
 
 /// The methodology's recommended minimum thermal floor, s.
 pub const RECOMMENDED_THERMAL_FLOOR_S: f64 = 30.0;
@@ -221,109 +221,6 @@ fn preflight(
         source,
     })?;
     Ok((model, data))
-}
-
-fn warmup(
-    session: &mut dyn Session,
-    cfg: &ExperimentConfig,
-    workload: &Workload,
-    epoch: Instant,
-    progress: &mut dyn Progress,
-    cancel: &AtomicBool,
-) -> Result<Option<WarmupResult>, HarnessError> {
-    let w = &cfg.warmup;
-    if !w.enabled {
-        return Ok(None);
-    }
-    let fixed = !w.convergence_detection;
-    let limit = if fixed { w.n_warmup } else { w.max_prompts };
-    // One iteration is one full batch of the workload's first prompts, so warmup exercises
-    // the same kernels (batch shape) the measurement will.
-    let n = (workload.batching.batch_size as usize)
-        .min(workload.prompts.len())
-        .max(1);
-    let prompts: Vec<_> = workload.prompts.iter().take(n).cloned().collect();
-    let iteration = workload.with_prompts(prompts);
-    progress.event(Event::Start {
-        phase: Phase::Warmup,
-        total: Some(u64::from(limit)),
-        detail: if fixed {
-            format!("{limit} iterations of {n} prompts")
-        } else {
-            format!(
-                "until the latency CV < {} (at most {limit} iterations)",
-                w.cv_threshold
-            )
-        },
-    });
-    let (mut latencies_ms, mut per_token_ms) = (Vec::new(), Vec::new());
-    let mut converged = fixed;
-    let mut final_cv = 0.0;
-    for i in 0..limit {
-        check_cancel(cancel)?;
-        let mut sink = Collector {
-            epoch,
-            phase_start: 0.0,
-            records: Vec::new(),
-            tokens: 0,
-            last_report: f64::INFINITY,
-            progress: &mut crate::progress::Silent,
-            meter: None,
-            cancel,
-        };
-        let t0 = Instant::now();
-        session.run(&iteration, &mut sink)?;
-        let ms = t0.elapsed().as_secs_f64() * 1000.0;
-        latencies_ms.push(ms);
-        // Per output token, so sampled runs with varying lengths still converge.
-        per_token_ms.push(ms / sink.tokens.max(1) as f64);
-        let window = (w.window_size as usize).max(2);
-        if per_token_ms.len() >= 2 {
-            let recent = per_token_ms
-                .get(per_token_ms.len().saturating_sub(window)..)
-                .unwrap_or_default();
-            final_cv = stats::cv(recent).unwrap_or(0.0);
-            if !fixed
-                && per_token_ms.len() >= (w.min_prompts as usize).max(window)
-                && final_cv < w.cv_threshold
-            {
-                converged = true;
-            }
-        }
-        progress.event(Event::Advance {
-            done: u64::from(i) + 1,
-            tokens: 0,
-            elapsed_s: 0.0,
-            power_w: None,
-        });
-        if converged && !fixed {
-            break;
-        }
-    }
-    let done = latencies_ms.len() as u32;
-    progress.event(Event::Finish {
-        phase: Phase::Warmup,
-        summary: format!(
-            "{done} iterations, CV {final_cv:.3}{}",
-            if fixed {
-                ""
-            } else if converged {
-                " (converged)"
-            } else {
-                " (did not converge)"
-            }
-        ),
-    });
-    Ok(Some(WarmupResult {
-        converged,
-        final_cv,
-        iterations_completed: done,
-        target_cv: w.cv_threshold,
-        max_prompts: w.max_prompts,
-        latencies_ms,
-        thermal_floor_wait_s: 0.0,
-        mode: if fixed { "fixed" } else { "cv_convergence" }.into(),
-    }))
 }
 
 /// The energy sensors of an experiment.
@@ -703,7 +600,8 @@ pub fn run_experiment(
         finish_load(cfg, engine.as_ref(), plan, load_s, progress, &mut warnings);
 
     let workload = registry::workload(cfg, data.prompts.clone());
-    let mut warmup_result = warmup(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
+    let mut warmup_result =
+        crate::warmup::run(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
     let on_gpu = !set.gpus.is_empty();
     thermal_floor_phase(
         cfg,

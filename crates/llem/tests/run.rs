@@ -221,7 +221,10 @@ fn quickstart_result_agrees_with_its_sidecars() {
     // The rest of the record is filled with measured values.
     assert!(r.total_flops > 0.0);
     assert_eq!(r.flops.as_ref().unwrap().method, "architecture");
-    assert_eq!(r.warmup_result.as_ref().unwrap().iterations_completed, 2);
+    // n_warmup counts prompts (seed 003): 4, one latency each.
+    let w = r.warmup_result.as_ref().unwrap();
+    assert_eq!(w.iterations_completed, 4);
+    assert_eq!(w.latencies_ms.len(), 4);
     assert!(r.reproducibility_notes.contains("estimate"));
     assert_eq!(
         r.environment.model.as_ref().unwrap().dtype.as_deref(),
@@ -566,4 +569,65 @@ fn max_output_tokens_caps_synthetic_replies() {
         warnings.contains("3 of 3 prompts asked for more than max_output_tokens = 4"),
         "{warnings}"
     );
+}
+
+/// Convergence-mode warmup counts prompts too, in batches of the measured size: judged
+/// after each batch of 2, it stops once `min_prompts` are run and the CV is met, and never
+/// runs more than `max_prompts` (7 prompts: batches of 2, 2, 2, 1).
+#[test]
+fn convergence_warmup_counts_prompts_between_min_and_max() {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    for min in [3, 7] {
+        let yaml = home.path().join("cv.yaml");
+        std::fs::write(
+            &yaml,
+            format!(
+                "name: cv\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nllamacpp: {{batch_size: 2}}\n\
+                 dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 8, output_tokens: 3}}}}\n\
+                 warmup: {{convergence_detection: true, cv_threshold: 0.5, min_prompts: {min}, \
+                 max_prompts: 7, window_size: 3, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
+            ),
+        )
+        .unwrap();
+        let out = home.path().join(format!("results-{min}"));
+        let o = llem(
+            home.path(),
+            &[
+                "run",
+                yaml.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "-q",
+            ],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let result = common::walk(&out)
+            .into_iter()
+            .find(|p| p.ends_with("result.json"))
+            .unwrap();
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+        let w = &r["warmup_result"];
+        let n = w["iterations_completed"].as_u64().unwrap();
+        assert_eq!(w["latencies_ms"].as_array().unwrap().len() as u64, n, "{w}");
+        assert_eq!(w["mode"], "cv_convergence");
+        if min == 7 {
+            assert_eq!(n, 7, "{w}");
+        } else {
+            // Converged after the 2nd or 3rd batch, or ran to the cap without converging.
+            let converged = w["converged"].as_bool().unwrap();
+            assert!(
+                (converged && (n == 4 || n == 6)) || (!converged && n == 7),
+                "{w}"
+            );
+        }
+    }
 }
