@@ -112,6 +112,10 @@ pub trait Engine {
     fn info(&self) -> EngineInfo;
     /// The loaded model.
     fn model_info(&self) -> &ModelInfo;
+    /// What the result must say about the load (e.g. an architecture llem could not learn).
+    fn load_notes(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Training context length, for sizing a session.
     fn n_ctx_train(&self) -> u32;
     /// True when prompts get the model's chat template.

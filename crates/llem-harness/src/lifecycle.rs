@@ -515,6 +515,7 @@ fn finish_load(
 ) -> (EngineInfo, ModelInfo) {
     let info: EngineInfo = engine.info();
     let model_info: ModelInfo = engine.model_info().clone();
+    warnings.extend(engine.load_notes());
     if !engine.has_chat_template()
         && matches!(cfg.dataset.source.as_str(), "sharegpt" | "aienergyscore")
     {

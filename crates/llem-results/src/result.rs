@@ -61,11 +61,12 @@ pub struct ExperimentResult {
     /// `counter`, `integrated` or `estimate`: the weakest source among the domains.
     pub energy_source: Option<String>,
 
-    /// Estimated FLOPs of the window.
-    pub total_flops: f64,
-    /// FLOPs per output token.
+    /// Estimated FLOPs of the window; null when the model's architecture is unknown (a
+    /// warning says why): seed 000 types it as a number, but 0 would read as a measurement.
+    pub total_flops: Option<f64>,
+    /// Decode FLOPs per decode (output) token.
     pub flops_per_output_token: Option<f64>,
-    /// FLOPs per input token.
+    /// Prefill FLOPs per prefill (input) token.
     pub flops_per_input_token: Option<f64>,
     /// FLOPs per second of the window.
     pub flops_per_second: Option<f64>,

@@ -219,7 +219,19 @@ fn quickstart_result_agrees_with_its_sidecars() {
     close(l.e2e_p90_ms.unwrap(), percentile(&e2e, 90.0), "e2e p90");
 
     // The rest of the record is filled with measured values.
-    assert!(r.total_flops > 0.0);
+    let fl = r.flops.as_ref().unwrap();
+    assert!(r.total_flops.unwrap() > 0.0);
+    // Per token: decode FLOPs per output token, prefill FLOPs per input token (seed 000).
+    close(
+        r.flops_per_output_token.unwrap(),
+        fl.decode_flops / r.total_output_tokens as f64,
+        "decode flops per token",
+    );
+    close(
+        r.flops_per_input_token.unwrap(),
+        fl.prefill_flops / r.total_input_tokens as f64,
+        "prefill flops per token",
+    );
     assert_eq!(r.flops.as_ref().unwrap().method, "architecture");
     // n_warmup counts prompts (seed 003): 4, one latency each.
     let w = r.warmup_result.as_ref().unwrap();

@@ -148,6 +148,10 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     assert_eq!(t.token_count_source, "usage");
     assert_eq!(t.requests_sent, 16);
     assert_eq!(r.engine, "llamacpp");
+    // llama-server's model is described from its GGUF metadata: FLOPs as on the embedded
+    // engine.
+    assert_eq!(r.flops.as_ref().unwrap().method, "architecture");
+    assert!(r.total_flops.unwrap() > 0.0);
 
     // The server's own counter of generated tokens moved by exactly what llem recorded.
     let m = read_server_metrics(&cell.join("server_metrics.parquet")).unwrap();
@@ -319,13 +323,25 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
         ..fake_openai::FakeConfig::default()
     });
     let home = tempfile::tempdir().unwrap();
+    // The model's config.json in the user's Hugging Face cache gives its architecture.
+    let snap = home
+        .path()
+        .join(".cache/huggingface/hub/models--acme--tiny-llama/snapshots/0123abc");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::write(
+        snap.join("config.json"),
+        r#"{"model_type": "llama", "num_hidden_layers": 30, "hidden_size": 576,
+            "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536,
+            "vocab_size": 49152}"#,
+    )
+    .unwrap();
     let out = home.path().join("results");
     let cfg = home.path().join("openai.yaml");
     std::fs::write(
         &cfg,
         format!(
             "name: openai-test\n\
-             model: fake-model\n\
+             model: acme/tiny-llama\n\
              engine: openai\n\
              runners: {{openai: \"external:{url}\"}}\n\
              dataset: {{source: synthetic, n_prompts: 40, synthetic: {{input_tokens: 16, output_tokens: 64, distribution: fixed}}}}\n\
@@ -359,6 +375,15 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     assert_eq!(reqs.len(), 40);
     assert!(reqs.iter().all(|q| q.success && q.output_tokens == 64));
     assert_eq!(r.engine, "openai");
+    // FLOPs of a served model, from its config.json: the same formula as the embedded engine.
+    let fl = r
+        .flops
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:?}", r.measurement_warnings));
+    assert_eq!(fl.method, "architecture");
+    assert!(r.total_flops.unwrap() > 0.0);
+    let per_out = r.flops_per_output_token.unwrap();
+    assert!((per_out - fl.decode_flops / r.total_output_tokens as f64).abs() < 1.0);
     assert_eq!(r.measurement_methodology, "steady_state");
     let ss = r.steady_state.as_ref().unwrap();
     assert_eq!(ss.avg_batch_size_source.as_deref(), Some("prometheus"));
@@ -539,4 +564,13 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
         serde_json::from_str(&std::fs::read_to_string(&results[0]).unwrap()).unwrap();
     let warnings = r["measurement_warnings"].to_string();
     assert!(warnings.contains("1 of 4 requests failed"), "{warnings}");
+    // A served model llem cannot describe has no FLOPs, and says why; never 0.
+    assert!(r["total_flops"].is_null(), "{}", r["total_flops"]);
+    assert!(
+        warnings.contains(
+            "FLOPs not estimated: the model's architecture is unknown to llem (no config.json \
+             for fake-model"
+        ),
+        "{warnings}"
+    );
 }

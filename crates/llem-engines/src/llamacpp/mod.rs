@@ -83,6 +83,21 @@ fn is_gguf(path: &Path) -> std::io::Result<bool> {
     Ok(f.read_exact(&mut magic).is_ok() && &magic == b"GGUF")
 }
 
+/// What the GGUF file at `path` says of its model (architecture, sizes), from its metadata
+/// only: the weights are not loaded. For a model another process serves (llama-server).
+pub fn describe_gguf(path: &Path) -> Result<ModelInfo, String> {
+    if !is_gguf(path).map_err(|e| e.to_string())? {
+        return Err(format!("{} is not a GGUF file", path.display()));
+    }
+    let backend = backend().map_err(|e| e.to_string())?;
+    let params = LlamaModelParams::default()
+        .with_n_gpu_layers(0)
+        .with_vocab_only(true);
+    let model = LlamaModel::load_from_file(backend, path, &params).map_err(|e| e.to_string())?;
+    let size = std::fs::metadata(path).ok().map(|m| m.len());
+    Ok(info::model_info(&model, size))
+}
+
 impl LlamaCppEngine {
     /// Loads the GGUF model at `path` with the `llamacpp:` settings.
     pub fn load(path: &Path, settings: &LlamaCppConfig) -> Result<LlamaCppEngine, EngineError> {

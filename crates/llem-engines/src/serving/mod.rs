@@ -93,6 +93,8 @@ pub struct ServerEngine {
     spec: Option<&'static ServerSpec>,
     info: EngineInfo,
     model: ModelInfo,
+    /// What the result must say about the model description.
+    notes: Vec<String>,
     cfg: ExperimentConfig,
     opts: ServeOptions,
     metrics_available: bool,
@@ -141,6 +143,20 @@ impl ServerEngine {
             ))
         })?;
         check_launchable(cfg, &opts).map_err(EngineError::Config)?;
+        // The architecture for FLOPs: from the GGUF llama-server loads, or a config.json.
+        let (model, notes) = match crate::model_config::describe(
+            &cfg.model,
+            model_file.as_deref(),
+            opts.model_cache_dir.as_deref(),
+        ) {
+            Ok((m, _)) => (m, Vec::new()),
+            Err(why) => (
+                ModelInfo::default(),
+                vec![format!(
+                    "FLOPs not estimated: the model's architecture is unknown to llem ({why})"
+                )],
+            ),
+        };
         let spec = crate::registry::server(cfg.engine);
         let (base_url, process, health_path) = match (&runner, spec) {
             (RunnerSpec::External { url }, _) => {
@@ -176,7 +192,8 @@ impl ServerEngine {
                 version: None,
                 system_info: Some(format!("runner {runner}")),
             },
-            model: ModelInfo::default(),
+            model,
+            notes,
             cfg: cfg.clone(),
             opts,
             metrics_available: false,
@@ -301,21 +318,31 @@ impl ServerEngine {
                 self.endpoint = Arc::new(e);
             }
             if let Some(first) = data.first() {
-                self.model.context_length = first
+                // The server's metadata fills what it reports; what llem read from the model's
+                // own files (its architecture) stays where the server is silent.
+                let u32_at = |p: &str| {
+                    first
+                        .pointer(p)
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u32::try_from(n).ok())
+                };
+                let m = &mut self.model;
+                m.context_length = first
                     .get("max_model_len")
-                    .or_else(|| first.pointer("/meta/n_ctx_train"))
                     .and_then(Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok());
-                self.model.parameters = first.pointer("/meta/n_params").and_then(Value::as_u64);
-                self.model.vocab_size = first
-                    .pointer("/meta/n_vocab")
+                    .and_then(|n| u32::try_from(n).ok())
+                    .or_else(|| u32_at("/meta/n_ctx_train"))
+                    .or(m.context_length);
+                m.parameters = first
+                    .pointer("/meta/n_params")
                     .and_then(Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok());
-                self.model.hidden_size = first
-                    .pointer("/meta/n_embd")
+                    .or(m.parameters);
+                m.vocab_size = u32_at("/meta/n_vocab").or(m.vocab_size);
+                m.hidden_size = u32_at("/meta/n_embd").or(m.hidden_size);
+                m.file_size_bytes = first
+                    .pointer("/meta/size")
                     .and_then(Value::as_u64)
-                    .and_then(|n| u32::try_from(n).ok());
-                self.model.file_size_bytes = first.pointer("/meta/size").and_then(Value::as_u64);
+                    .or(m.file_size_bytes);
             }
         }
         if let Ok((200, body)) = self.get("/version", Duration::from_secs(5))
@@ -354,6 +381,10 @@ impl Engine for ServerEngine {
     fn model_info(&self) -> &ModelInfo {
         &self.model
     }
+    fn load_notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
     fn n_ctx_train(&self) -> u32 {
         self.model.context_length.unwrap_or(0)
     }

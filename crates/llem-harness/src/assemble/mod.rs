@@ -164,9 +164,20 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let adjusted = summary.energy_adjusted_j;
     let mut warnings = m.warnings.clone();
     warnings.extend(summary.warnings.iter().cloned());
-    let per_tok = |j: f64| (output > 0 && have_energy).then(|| j / output as f64 * 1000.0);
     let fl = flops::estimate(m.model, m.records);
-    let total_flops = fl.as_ref().map_or(0.0, |f| f.value);
+    if fl.is_none()
+        && !warnings
+            .iter()
+            .any(|w| w.starts_with("FLOPs not estimated"))
+    {
+        warnings.push(
+            "FLOPs not estimated: the model description lacks the layer, head and size \
+             counts the formula needs"
+                .into(),
+        );
+    }
+    let per_tok = |j: f64| (output > 0 && have_energy).then(|| j / output as f64 * 1000.0);
+    let total_flops = fl.as_ref().map(|f| f.value);
     let lat = latency::statistics(m.records, m.summary.latency_mode);
     let rates = metrics::Rates {
         output,
@@ -204,9 +215,10 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         tokens_per_joule: rates.tokens_per_joule,
         energy_source: window.energy_source.map(|s| s.as_str().to_string()),
         total_flops,
-        flops_per_output_token: per(total_flops, output),
-        flops_per_input_token: per(total_flops, input),
-        flops_per_second: (total_flops > 0.0 && duration > 0.0).then(|| total_flops / duration),
+        flops_per_output_token: fl.as_ref().and_then(|f| per(f.decode_flops, output)),
+        flops_per_input_token: fl.as_ref().and_then(|f| per(f.prefill_flops, input)),
+        flops_per_second: total_flops
+            .and_then(|t| (t > 0.0 && duration > 0.0).then(|| t / duration)),
         flops: fl,
         baseline_power_w: baseline_w,
         energy_per_device_j: energy::per_gpu_j(window),
