@@ -82,6 +82,25 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     s[lo] + (s[hi] - s[lo]) * (r - lo as f64)
 }
 
+/// A HOME with empty sensor trees: no hardware energy sensor, the estimate only.
+fn sandbox() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    home
+}
+
+/// The one `result.json` under `out`, parsed.
+fn only_result(out: &Path) -> serde_json::Value {
+    let found: Vec<PathBuf> = common::walk(out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .collect();
+    assert_eq!(found.len(), 1, "{found:?}");
+    serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap()
+}
+
 fn close(a: f64, b: f64, what: &str) {
     assert!(
         (a - b).abs() <= 1e-6 * b.abs().max(1.0),
@@ -91,10 +110,7 @@ fn close(a: f64, b: f64, what: &str) {
 
 #[test]
 fn quickstart_result_agrees_with_its_sidecars() {
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    let home = sandbox();
     let out = home.path().join("results");
     let o = llem(
         home.path(),
@@ -447,10 +463,7 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
 /// as a script's loop starts them): each gets its own directory and keeps its result.
 #[test]
 fn two_runs_started_together_keep_both_results() {
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    let home = sandbox();
     let yaml = home.path().join("tiny.yaml");
     std::fs::write(
         &yaml,
@@ -501,10 +514,7 @@ fn two_runs_started_together_keep_both_results() {
 /// made and saved, and a study's cells still complete.
 #[test]
 fn unwritable_output_does_not_abort_the_run() {
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    let home = sandbox();
     let yaml = home.path().join("s.yaml");
     std::fs::write(
         &yaml,
@@ -540,10 +550,7 @@ fn unwritable_output_does_not_abort_the_run() {
 /// cap of 4 are 4 tokens, and the plan and the result say so.
 #[test]
 fn max_output_tokens_caps_synthetic_replies() {
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    let home = sandbox();
     let yaml = home.path().join("cap.yaml");
     std::fs::write(
         &yaml,
@@ -569,12 +576,7 @@ fn max_output_tokens_caps_synthetic_replies() {
         err.contains("dataset.synthetic.output_tokens (24) exceeds max_output_tokens (4)"),
         "{err}"
     );
-    let result = common::walk(&out)
-        .into_iter()
-        .find(|p| p.ends_with("result.json"))
-        .unwrap();
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    let r = only_result(&out);
     assert_eq!(r["total_output_tokens"], 12, "{r}");
     let warnings = r["measurement_warnings"].to_string();
     assert!(
@@ -588,10 +590,7 @@ fn max_output_tokens_caps_synthetic_replies() {
 /// runs more than `max_prompts` (7 prompts: batches of 2, 2, 2, 1).
 #[test]
 fn convergence_warmup_counts_prompts_between_min_and_max() {
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    let home = sandbox();
     for min in [3, 7] {
         let yaml = home.path().join("cv.yaml");
         std::fs::write(
@@ -621,12 +620,7 @@ fn convergence_warmup_counts_prompts_between_min_and_max() {
             "{}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let result = common::walk(&out)
-            .into_iter()
-            .find(|p| p.ends_with("result.json"))
-            .unwrap();
-        let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+        let r = only_result(&out);
         let w = &r["warmup_result"];
         let n = w["iterations_completed"].as_u64().unwrap();
         assert_eq!(w["latencies_ms"].as_array().unwrap().len() as u64, n, "{w}");

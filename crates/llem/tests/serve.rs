@@ -418,6 +418,27 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     assert!(lat.scheduled_ttft_p99_ms.unwrap() > lat.ttft_p99_ms.unwrap());
 }
 
+/// The fields of an experiment sending `prompts` (a JSONL dataset written in `home`) to the
+/// fake OpenAI server at `url`, without warmup or baseline.
+fn fake_experiment(home: &Path, url: &str, prompts: &[String]) -> String {
+    let file = home.join("prompts.jsonl");
+    let lines: Vec<String> = prompts
+        .iter()
+        .map(|p| serde_json::json!({ "prompt": p }).to_string())
+        .collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    format!(
+        "model: fake-model\n\
+         engine: openai\n\
+         runners: {{openai: \"external:{url}\"}}\n\
+         dataset: {{source: {}, n_prompts: {}}}\n\
+         warmup: {{enabled: false}}\n\
+         baseline: {{enabled: false}}\n",
+        file.display(),
+        prompts.len()
+    )
+}
+
 /// A server that answers every request with HTTP 500 has measured nothing: the single run
 /// fails (exit 1, no `result.json`) quoting the server's error, and a study's cells are
 /// `failed` with that reason instead of `completed` with zero tokens.
@@ -426,20 +447,8 @@ fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let url = fake_openai::spawn(fake_openai::FakeConfig::default());
     let home = tempfile::tempdir().unwrap();
-    let prompts = home.path().join("failing.jsonl");
-    let lines: Vec<String> = (0..4)
-        .map(|i| format!("{{\"prompt\": \"FAIL request {i}\"}}"))
-        .collect();
-    std::fs::write(&prompts, lines.join("\n") + "\n").unwrap();
-    let experiment = format!(
-        "model: fake-model\n\
-         engine: openai\n\
-         runners: {{openai: \"external:{url}\"}}\n\
-         dataset: {{source: {}, n_prompts: 4}}\n\
-         warmup: {{enabled: false}}\n\
-         baseline: {{enabled: false}}\n",
-        prompts.display()
-    );
+    let prompts: Vec<String> = (0..4).map(|i| format!("FAIL request {i}")).collect();
+    let experiment = fake_experiment(home.path(), &url, &prompts);
 
     let single = home.path().join("single.yaml");
     std::fs::write(&single, format!("name: failing\n{experiment}")).unwrap();
@@ -504,28 +513,17 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let url = fake_openai::spawn(fake_openai::FakeConfig::default());
     let home = tempfile::tempdir().unwrap();
-    let prompts = home.path().join("mixed.jsonl");
-    let lines: Vec<String> = (0..4)
+    let prompts: Vec<String> = (0..4)
         .map(|i| {
             let p = if i == 2 {
                 "RATELIMIT me"
             } else {
                 "hello there"
             };
-            format!("{{\"prompt\": \"{p} {i}\"}}")
+            format!("{p} {i}")
         })
         .collect();
-    std::fs::write(&prompts, lines.join("\n") + "\n").unwrap();
-    let experiment = format!(
-        "model: fake-model\n\
-         engine: openai\n\
-         runners: {{openai: \"external:{url}\"}}\n\
-         dataset: {{source: {}, n_prompts: 4}}\n\
-         max_output_tokens: 4\n\
-         warmup: {{enabled: false}}\n\
-         baseline: {{enabled: false}}\n",
-        prompts.display()
-    );
+    let experiment = fake_experiment(home.path(), &url, &prompts) + "max_output_tokens: 4\n";
     let run = |name: &str, extra: &str| {
         let file = home.path().join(format!("{name}.yaml"));
         std::fs::write(&file, format!("name: {name}\n{experiment}{extra}")).unwrap();
