@@ -21,7 +21,7 @@ pub mod supervise;
 use std::path::PathBuf;
 
 pub use breaker::{CircuitBreaker, Verdict};
-pub use locks::study_runner_alive;
+pub use locks::{DeviceLocks, LockError, lock_for_experiment, study_runner_alive};
 pub use protocol::{CellMessage, CellSpec, PARENT_PID_ENV};
 pub use runner::{Observer, ResumeFrom, StudyEvent, StudyOptions, StudyOutcome, run_study};
 pub use supervise::{Launcher, StopCause};

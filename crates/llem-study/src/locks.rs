@@ -25,7 +25,7 @@ pub struct Holder {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process holds it.
-    #[error("{resource} is locked by {}; another study is using it. Wait for it, or pass --no-lock if something else schedules the devices", describe(.holder.as_ref()))]
+    #[error("{resource} is locked by {}; another llem run is using it. Wait for it, or pass --no-lock if something else schedules the devices", describe(.holder.as_ref()))]
     Held {
         /// The device (`gpu0`, `cpu`).
         resource: String,
@@ -138,6 +138,23 @@ pub fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {
         Err(TryLockError::WouldBlock) => Ok(None),
         Err(TryLockError::Error(e)) => Err(e),
     }
+}
+
+/// Takes the device locks for one experiment run outside a study (`llem run exp.yaml`): the
+/// same locks, and the same refusal, as a study's, held until the value is dropped.
+pub fn lock_for_experiment(
+    dir: &Path,
+    resources: &[String],
+    host: &str,
+    purpose: String,
+) -> Result<DeviceLocks, LockError> {
+    let holder = Holder {
+        pid: std::process::id(),
+        host: host.to_string(),
+        started_at: llem_results::time::iso8601_utc(llem_results::time::unix_now_s()),
+        purpose,
+    };
+    acquire(dir, resources, &holder)
 }
 
 /// Whether a runner holds the lock of the study in `dir`: `Some(false)` when the manifest

@@ -475,12 +475,15 @@ fn two_runs_started_together_keep_both_results() {
     let out = home.path().join("results");
     let spawn = || {
         llem_command(home.path())
+            // Two runs on one device at once are refused by the device locks; this test is
+            // about their directories, as when a scheduler owns the devices.
             .args([
                 "run",
                 yaml.to_str().unwrap(),
                 "-o",
                 out.to_str().unwrap(),
                 "-q",
+                "--no-lock",
             ])
             .stderr(std::process::Stdio::piped())
             .spawn()

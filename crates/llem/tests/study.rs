@@ -602,6 +602,23 @@ fn a_second_study_on_the_same_devices_fails_fast_naming_the_holder() {
         vec![dir.clone()],
         "no directory for the refused study"
     );
+    // A single experiment takes the same locks: refused too, before creating anything.
+    let single = sb.yaml(
+        "single.yaml",
+        &format!(
+            "name: single\nmodel: {MODEL}\n\
+             dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 8, output_tokens: 4}}}}\n\
+             warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n"
+        ),
+    );
+    let o = sb.run(&single, &[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cpu is locked by PID {}", first.0.id())),
+        "{err}"
+    );
+    assert_eq!(sb.study_dirs(), vec![dir.clone()], "nothing created");
 
     // The first study is stopped with Ctrl-C: its cell is terminated and marked interrupted.
     signal(&first.0, nix::sys::signal::Signal::SIGINT);

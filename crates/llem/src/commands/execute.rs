@@ -195,6 +195,24 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         return exit::FAILURE;
     };
     let cfg = &pc.config;
+    // The devices a study would lock are locked for a single run too, before anything is
+    // created: two measurements on one device would each measure the other's load.
+    let _device_locks = if args.no_lock {
+        None
+    } else {
+        match llem_study::lock_for_experiment(
+            &crate::paths::cache_dir().join("locks"),
+            &super::study::lock_resources(),
+            &llem_harness::environment::hostname(),
+            format!("experiment '{}'", plan.study_name),
+        ) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("llem: {e}");
+                return exit::FAILURE;
+            }
+        }
+    };
     let hash = pc.digest.short();
     let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
     let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
