@@ -636,7 +636,6 @@ pub fn run_experiment(
     let target = registry::configured_batch_size(cfg);
     let chosen = crate::window::select(
         cfg,
-        served,
         &run.records,
         &run.summary.server_metrics,
         target,

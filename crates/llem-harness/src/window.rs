@@ -1,6 +1,7 @@
 //! Which slice of a run the headline figures describe: the whole run (`total`), the
-//! steady state of a serving run (`steady_state`, the ML.ENERGY rule), or an explicit window
-//! (`windowed`); and whether that slice can be trusted.
+//! steady state (`steady_state`, the ML.ENERGY rule, on every engine whose requests carry
+//! first-token times), or an explicit window (`windowed`); and whether that slice can be
+//! trusted.
 
 use llem_config::{ExperimentConfig, Methodology};
 use llem_engines::registry;
@@ -130,7 +131,6 @@ fn untimed(records: &[RequestRecord]) -> bool {
 /// `target` is the concurrency B of the steady-state rule.
 pub fn select(
     cfg: &ExperimentConfig,
-    served: bool,
     records: &[RequestRecord],
     metrics: &[MetricSample],
     target: Option<u32>,
@@ -145,10 +145,13 @@ pub fn select(
     };
     match cfg.measurement.methodology {
         Methodology::Total => total(Vec::new(), None),
-        Methodology::SteadyState if !served => total(
+        // The same request-counting rule on every engine: its requests' first-token and end
+        // times are all it needs; an engine that timed whole batches has none.
+        Methodology::SteadyState if untimed(records) => total(
             vec![
-                "methodology steady_state applies to serving engines (requests arriving over \
-                 time); the embedded engine's whole run was measured (methodology total)"
+                "methodology steady_state needs per-request first-token times, and this \
+                 engine timed whole batches (set measurement.latency_profiling): measured the \
+                 whole run"
                     .into(),
             ],
             None,
@@ -244,10 +247,16 @@ fn steady_state(
             .filter(|k| *k >= 1)
             .and_then(|k| ends.get(k - 1)),
     ) else {
+        let short = (b_us + 2).saturating_sub(n);
         return fallback(format!(
-            "{n} requests at concurrency {b} never fill and drain the server (need at least \
-             B + 2 = {} requests, and B of them answered)",
-            b_us + 2
+            "{n} requests at concurrency {b} never fill and drain the engine (need at least \
+             B + 2 = {} requests{}, and B of them answered)",
+            b_us + 2,
+            if short > 0 {
+                format!(", {short} more than this run")
+            } else {
+                String::new()
+            }
         ));
     };
     if end <= start {
@@ -348,7 +357,7 @@ mod tests {
         let mut untimed = rec(0.5, 3.0);
         untimed.first_token_s = None;
         untimed.token_times_s.clear();
-        let w = select(&cfg, false, &[untimed], &[], Some(1), (0.0, 3.0));
+        let w = select(&cfg, &[untimed], &[], Some(1), (0.0, 3.0));
         assert_eq!((w.methodology, w.start_s, w.end_s), ("total", 0.0, 3.0));
         assert!(
             w.warnings[0].contains("latency_profiling"),
@@ -356,8 +365,43 @@ mod tests {
             w.warnings
         );
         // Timed requests get their window.
-        let w = select(&cfg, false, &[rec(0.5, 3.0)], &[], Some(1), (0.0, 3.0));
+        let w = select(&cfg, &[rec(0.5, 3.0)], &[], Some(1), (0.0, 3.0));
         assert_eq!(w.methodology, "windowed");
+    }
+
+    #[test]
+    fn steady_state_applies_to_the_embedded_engine_when_its_requests_are_timed() {
+        // The default engine is the embedded llama.cpp: not served.
+        let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+            "model": "m", "measurement": {"methodology": "steady_state"}
+        }))
+        .unwrap();
+        assert!(!cfg.is_served());
+        let r: Vec<RequestRecord> = (0..8).map(|i| rec(i as f64, i as f64 + 2.0)).collect();
+        let w = select(&cfg, &r, &[], Some(2), (0.0, 10.0));
+        assert_eq!(
+            (w.methodology, w.start_s, w.end_s),
+            ("steady_state", 1.0, 6.0)
+        );
+        // Too few requests: the whole run, and by how much it fell short.
+        let w = select(&cfg, r.get(..2).unwrap(), &[], Some(2), (0.0, 10.0));
+        assert_eq!(w.methodology, "total");
+        assert!(
+            w.warnings[0].contains("need at least B + 2 = 4 requests, 2 more than this run"),
+            "{:?}",
+            w.warnings
+        );
+        // Batch-timed requests have no first tokens to count.
+        let mut untimed = rec(0.5, 3.0);
+        untimed.first_token_s = None;
+        untimed.token_times_s.clear();
+        let w = select(&cfg, &[untimed], &[], Some(1), (0.0, 3.0));
+        assert_eq!(w.methodology, "total");
+        assert!(
+            w.warnings[0].contains("latency_profiling"),
+            "{:?}",
+            w.warnings
+        );
     }
 
     #[test]

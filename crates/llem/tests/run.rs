@@ -640,3 +640,58 @@ fn convergence_warmup_counts_prompts_between_min_and_max() {
         }
     }
 }
+
+/// Steady state on the embedded engine: 8 prompts in batches of 2 have a window (opened at
+/// the 2nd first token, closed at the 5th end); 2 prompts do not, and the result says by
+/// how much.
+#[test]
+fn the_embedded_engine_measures_a_steady_state() {
+    let home = sandbox();
+    for (n, want) in [(8, "steady_state"), (2, "total")] {
+        let yaml = home.path().join("ss.yaml");
+        std::fs::write(
+            &yaml,
+            format!(
+                "name: ss\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nllamacpp: {{batch_size: 2}}\n\
+                 measurement: {{methodology: steady_state}}\n\
+                 dataset: {{source: synthetic, n_prompts: {n}, synthetic: {{input_tokens: 8, output_tokens: 6}}}}\n\
+                 warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n"
+            ),
+        )
+        .unwrap();
+        let out = home.path().join(format!("results-{n}"));
+        let o = llem(
+            home.path(),
+            &[
+                "run",
+                yaml.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "-q",
+            ],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r = only_result(&out);
+        assert_eq!(
+            r["measurement_methodology"], want,
+            "{}",
+            r["measurement_warnings"]
+        );
+        if n == 2 {
+            let w = r["measurement_warnings"].to_string();
+            assert!(
+                w.contains("need at least B + 2 = 4 requests, 2 more than this run"),
+                "{w}"
+            );
+        } else {
+            let [a, b] = [&r["measurement_window_s"][0], &r["measurement_window_s"][1]]
+                .map(|v| v.as_f64().unwrap());
+            assert!(b > a, "{a} {b}");
+        }
+    }
+}
