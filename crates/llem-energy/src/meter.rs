@@ -311,6 +311,8 @@ mod tests {
         epoch: Instant,
         reads: u32,
         fail_every: u32,
+        /// Panic on this read (a driver returning garbage); 0: never.
+        die_after: u32,
     }
 
     impl Sensor for Clocked {
@@ -328,6 +330,10 @@ mod tests {
         }
         fn read(&mut self, detail: bool) -> Result<Reading, SensorError> {
             self.reads += 1;
+            assert!(
+                self.die_after == 0 || self.reads < self.die_after,
+                "driver returned garbage"
+            );
             if self.fail_every > 0 && self.reads.is_multiple_of(self.fail_every) {
                 return Err(SensorError::Nvml("transient".into()));
             }
@@ -340,8 +346,8 @@ mod tests {
         }
     }
 
-    fn clocked(epoch: Instant, fail_every: u32) -> Box<dyn Sensor> {
-        Box::new(Clocked {
+    fn clocked_sensor(epoch: Instant, fail_every: u32) -> Clocked {
+        Clocked {
             domain: Domain {
                 name: "gpu0".into(),
                 kind: DomainKind::Gpu,
@@ -351,7 +357,12 @@ mod tests {
             epoch,
             reads: 0,
             fail_every,
-        })
+            die_after: 0,
+        }
+    }
+
+    fn clocked(epoch: Instant, fail_every: u32) -> Box<dyn Sensor> {
+        Box::new(clocked_sensor(epoch, fail_every))
     }
 
     #[test]
@@ -441,48 +452,15 @@ mod tests {
 
     #[test]
     fn a_sampler_that_dies_is_an_error_not_an_empty_recording() {
-        struct Doomed {
-            domain: Domain,
-            reads: u32,
-        }
-        impl Sensor for Doomed {
-            fn domain(&self) -> &Domain {
-                &self.domain
-            }
-            fn kind(&self) -> SensorKind {
-                SensorKind::Nvml
-            }
-            fn has_counter(&self) -> bool {
-                true
-            }
-            fn has_power(&self) -> bool {
-                true
-            }
-            fn read(&mut self, _: bool) -> Result<Reading, SensorError> {
-                self.reads += 1;
-                assert!(self.reads < 3, "driver returned garbage");
-                Ok(Reading::default())
-            }
-        }
-        let d = Domain {
-            name: "gpu0".into(),
-            kind: DomainKind::Gpu,
-            index: 0,
-            device: "t".into(),
-        };
+        let doomed = Box::new(Clocked {
+            die_after: 3,
+            ..clocked_sensor(Instant::now(), 0)
+        });
         let cfg = MeterConfig {
             interval: Duration::from_millis(5),
             ..MeterConfig::default()
         };
-        let m = Meter::start(
-            vec![Box::new(Doomed {
-                domain: d,
-                reads: 0,
-            })],
-            cfg,
-            Instant::now(),
-        )
-        .unwrap();
+        let m = Meter::start(vec![doomed], cfg, Instant::now()).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         let e = m.stop().err().unwrap();
         assert!(matches!(e, MeterError::SamplerDied(_)));

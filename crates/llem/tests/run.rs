@@ -91,6 +91,27 @@ fn sandbox() -> tempfile::TempDir {
     home
 }
 
+/// Runs `yaml` (written as `<name>.yaml` in `home`) quietly into `home/<name>`; it must
+/// succeed. Its stderr and its one result.
+fn run_ok(home: &Path, name: &str, yaml: &str) -> (String, serde_json::Value) {
+    let file = home.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let out = home.join(name);
+    let o = llem(
+        home,
+        &[
+            "run",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    (err, only_result(&out))
+}
+
 /// The one `result.json` under `out`, parsed.
 fn only_result(out: &Path) -> serde_json::Value {
     let found: Vec<PathBuf> = common::walk(out)
@@ -554,32 +575,17 @@ fn unwritable_output_does_not_abort_the_run() {
 #[test]
 fn max_output_tokens_caps_synthetic_replies() {
     let home = sandbox();
-    let yaml = home.path().join("cap.yaml");
-    std::fs::write(
-        &yaml,
+    let (err, r) = run_ok(
+        home.path(),
+        "cap",
         "name: cap\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nmax_output_tokens: 4\n\
          dataset: {source: synthetic, n_prompts: 3, synthetic: {input_tokens: 8, output_tokens: 24}}\n\
          warmup: {enabled: false}\nbaseline: {enabled: false}\n",
-    )
-    .unwrap();
-    let out = home.path().join("results");
-    let o = llem(
-        home.path(),
-        &[
-            "run",
-            yaml.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "-q",
-        ],
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
         err.contains("dataset.synthetic.output_tokens (24) exceeds max_output_tokens (4)"),
         "{err}"
     );
-    let r = only_result(&out);
     assert_eq!(r["total_output_tokens"], 12, "{r}");
     let warnings = r["measurement_warnings"].to_string();
     assert!(
@@ -595,35 +601,16 @@ fn max_output_tokens_caps_synthetic_replies() {
 fn convergence_warmup_counts_prompts_between_min_and_max() {
     let home = sandbox();
     for min in [3, 7] {
-        let yaml = home.path().join("cv.yaml");
-        std::fs::write(
-            &yaml,
-            format!(
+        let (_, r) = run_ok(
+            home.path(),
+            &format!("cv-{min}"),
+            &format!(
                 "name: cv\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nllamacpp: {{batch_size: 2}}\n\
                  dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 8, output_tokens: 3}}}}\n\
                  warmup: {{convergence_detection: true, cv_threshold: 0.5, min_prompts: {min}, \
                  max_prompts: 7, window_size: 3, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
             ),
-        )
-        .unwrap();
-        let out = home.path().join(format!("results-{min}"));
-        let o = llem(
-            home.path(),
-            &[
-                "run",
-                yaml.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "-q",
-            ],
         );
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let r = only_result(&out);
         let w = &r["warmup_result"];
         let n = w["iterations_completed"].as_u64().unwrap();
         assert_eq!(w["latencies_ms"].as_array().unwrap().len() as u64, n, "{w}");
@@ -648,35 +635,16 @@ fn convergence_warmup_counts_prompts_between_min_and_max() {
 fn the_embedded_engine_measures_a_steady_state() {
     let home = sandbox();
     for (n, want) in [(8, "steady_state"), (2, "total")] {
-        let yaml = home.path().join("ss.yaml");
-        std::fs::write(
-            &yaml,
-            format!(
+        let (_, r) = run_ok(
+            home.path(),
+            &format!("ss-{n}"),
+            &format!(
                 "name: ss\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nllamacpp: {{batch_size: 2}}\n\
                  measurement: {{methodology: steady_state}}\n\
                  dataset: {{source: synthetic, n_prompts: {n}, synthetic: {{input_tokens: 8, output_tokens: 6}}}}\n\
                  warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n"
             ),
-        )
-        .unwrap();
-        let out = home.path().join(format!("results-{n}"));
-        let o = llem(
-            home.path(),
-            &[
-                "run",
-                yaml.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "-q",
-            ],
         );
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let r = only_result(&out);
         assert_eq!(
             r["measurement_methodology"], want,
             "{}",

@@ -352,16 +352,7 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
         ),
     )
     .unwrap();
-    let o = llem_command(home.path(), Path::new("/nonexistent"))
-        .args([
-            "run",
-            cfg.to_str().unwrap(),
-            "--output",
-            out.to_str().unwrap(),
-            "-q",
-        ])
-        .output()
-        .unwrap();
+    let o = run_quiet(home.path(), &cfg, &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let study = only_entry(&out);
     let cell = std::fs::read_dir(&study)
@@ -418,6 +409,16 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     assert!(lat.scheduled_ttft_p99_ms.unwrap() > lat.ttft_p99_ms.unwrap());
 }
 
+/// `llem run FILE --output OUT -q` against no llama-server (external URLs only).
+fn run_quiet(home: &Path, file: &Path, out: &Path) -> std::process::Output {
+    llem_command(home, Path::new("/nonexistent"))
+        .args(["run", file.to_str().unwrap(), "--output"])
+        .arg(out)
+        .arg("-q")
+        .output()
+        .unwrap()
+}
+
 /// The fields of an experiment sending `prompts` (a JSONL dataset written in `home`) to the
 /// fake OpenAI server at `url`, without warmup or baseline.
 fn fake_experiment(home: &Path, url: &str, prompts: &[String]) -> String {
@@ -453,12 +454,7 @@ fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
     let single = home.path().join("single.yaml");
     std::fs::write(&single, format!("name: failing\n{experiment}")).unwrap();
     let out = home.path().join("results");
-    let o = llem_command(home.path(), Path::new("/nonexistent"))
-        .args(["run", single.to_str().unwrap(), "--output"])
-        .arg(&out)
-        .arg("-q")
-        .output()
-        .unwrap();
+    let o = run_quiet(home.path(), &single, &out);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{stderr}");
     assert!(
@@ -483,12 +479,7 @@ fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
     )
     .unwrap();
     let out = home.path().join("study-results");
-    let o = llem_command(home.path(), Path::new("/nonexistent"))
-        .args(["run", study.to_str().unwrap(), "--output"])
-        .arg(&out)
-        .arg("-q")
-        .output()
-        .unwrap();
+    let o = run_quiet(home.path(), &study, &out);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(0), "{stderr}");
     let dir = only_entry(&out);
@@ -528,12 +519,7 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
         let file = home.path().join(format!("{name}.yaml"));
         std::fs::write(&file, format!("name: {name}\n{experiment}{extra}")).unwrap();
         let out = home.path().join(name);
-        let o = llem_command(home.path(), Path::new("/nonexistent"))
-            .args(["run", file.to_str().unwrap(), "--output"])
-            .arg(&out)
-            .arg("-q")
-            .output()
-            .unwrap();
+        let o = run_quiet(home.path(), &file, &out);
         let results: Vec<PathBuf> = common::walk(&out)
             .into_iter()
             .filter(|p| p.ends_with("result.json"))
