@@ -43,8 +43,15 @@ until "${pip[@]}" download --quiet --progress-bar off --no-cache-dir --timeout 6
   attempt=$((attempt + 1))
   sleep $((attempt * 5))
 done
-"${pip[@]}" install --quiet --no-index --no-cache-dir --find-links "$wheels" "${pins[@]}"
+# One file at a time, largest first, each removed once installed: the disk then holds the
+# environment plus one wheel at the peak, not the environment and every wheel (~9 GB), which
+# once filled CI's disk. The download above resolved the dependencies; `pip check` confirms
+# the installed set is complete.
+find "$wheels" -maxdepth 1 -type f -printf '%s %p\n' | sort -rn | while read -r _ file; do
+  "${pip[@]}" install --quiet --no-index --no-cache-dir --no-deps "$file"
+  rm -f "$file"
+done
+"${pip[@]}" check >/dev/null
 "$venv/bin/python" -c "$want"
-# The installed environment is what is kept; the wheels would only double the disk it takes.
 rm -rf "$wheels" "$wheels.log"
 echo "scripts/transformers-env.sh: torch, transformers, accelerate and gguf ready in $venv"
