@@ -9,6 +9,7 @@
 pub mod baseline;
 mod meter;
 mod quality;
+pub mod scope;
 pub mod select;
 mod sensor;
 pub mod sensors;
@@ -18,7 +19,10 @@ pub mod throttle;
 mod value_file;
 
 pub use meter::{Meter, MeterConfig};
+pub use scope::{EnergyScope, ScopedEnergy, scoped};
 pub use select::{SensorEnv, select};
 pub use sensor::{Domain, DomainKind, EnergySource, Reading, Sensor, SensorKind};
-pub use summary::{CarbonFactors, EnergyReport, WindowSummary, summarise, window};
+pub use summary::{
+    CarbonFactors, EnergyReport, WORLD_AVERAGE_GCO2_KWH, WindowSummary, co2_g, summarise, window,
+};
 pub use telemetry::{Telemetry, WindowEnergy};

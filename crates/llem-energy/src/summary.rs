@@ -7,6 +7,9 @@ use crate::baseline::{BaselineOutcome, adjusted_energy_j};
 use crate::telemetry::{DomainEnergy, Telemetry, WindowEnergy};
 use crate::throttle::{Throttle, throttling};
 
+/// World-average grid intensity (IEA), used when no intensity is configured, gCO2/kWh.
+pub const WORLD_AVERAGE_GCO2_KWH: f64 = 475.0;
+
 /// Grid carbon intensity and data-centre overhead.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct CarbonFactors {
@@ -14,6 +17,38 @@ pub struct CarbonFactors {
     pub intensity_gco2_kwh: f64,
     /// Power usage effectiveness (1.0 = none).
     pub pue: f64,
+    /// Whether the intensity was configured (else it is the world average).
+    pub configured: bool,
+}
+
+impl CarbonFactors {
+    /// The configured intensity and PUE, else the world average and 1.0; with the notes a
+    /// result must carry (the default used, or an intensity that looks like kg/kWh).
+    pub fn resolve(
+        intensity_gco2_kwh: Option<f64>,
+        pue: Option<f64>,
+    ) -> (CarbonFactors, Vec<String>) {
+        let mut notes = Vec::new();
+        let factors = CarbonFactors {
+            intensity_gco2_kwh: intensity_gco2_kwh.unwrap_or(WORLD_AVERAGE_GCO2_KWH),
+            pue: pue.unwrap_or(1.0),
+            configured: intensity_gco2_kwh.is_some(),
+        };
+        match intensity_gco2_kwh {
+            None => notes.push(format!(
+                "no carbon intensity configured: CO2 uses the world average, \
+                 {WORLD_AVERAGE_GCO2_KWH} gCO2/kWh (set measurement.carbon_intensity_gco2_kwh)"
+            )),
+            // No grid is below ~10 g/kWh; 0.233 (the seed's own example) is kg/kWh. Taken as
+            // written, never rescaled behind the user's back.
+            Some(i) if i > 0.0 && i < 1.0 => notes.push(format!(
+                "carbon_intensity_gco2_kwh is {i}, below any grid's (about 10 to 1000 gCO2/kWh): \
+                 it looks like kg/kWh; CO2 figures use it as gCO2/kWh, as written"
+            )),
+            Some(_) => {}
+        }
+        (factors, notes)
+    }
 }
 
 /// CO2 of `energy_j` in grams: kWh x intensity x PUE.

@@ -14,6 +14,9 @@ pub struct EngineInfo {
     pub version: Option<String>,
     /// Backend details (SIMD features, GPU offload).
     pub system_info: Option<String>,
+    /// Where the loaded engine computes, when it knows better than its configuration
+    /// ([`crate::placement::planned`] otherwise).
+    pub placement: Option<crate::placement::Placement>,
 }
 
 /// The model as the engine loaded it; what FLOPs and the result need. The same record is

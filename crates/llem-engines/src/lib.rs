@@ -16,6 +16,7 @@ pub mod engine_log;
 mod launch;
 pub mod llamacpp;
 pub mod model_config;
+pub mod placement;
 pub mod registry;
 pub mod sampling;
 pub mod serving;

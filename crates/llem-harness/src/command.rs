@@ -18,10 +18,6 @@ use llem_energy::baseline::{BaselineIdentity, BaselineOrigin, BaselineOutcome};
 use llem_energy::{CarbonFactors, EnergyReport, Meter, MeterConfig, SensorEnv, Telemetry};
 use serde::Serialize;
 
-/// World-average grid intensity (IEA), used by the `codecarbon` sampler when no intensity is
-/// configured, gCO2/kWh.
-const DEFAULT_INTENSITY_GCO2_KWH: f64 = 475.0;
-
 /// What to measure and how.
 #[derive(Clone, Debug)]
 pub struct CommandRequest {
@@ -99,30 +95,19 @@ pub struct CommandOutcome {
 }
 
 /// The carbon factors of `m` for `sampler`: the configured intensity, else the world average
-/// for `codecarbon` (with a note saying so), else none.
+/// for `codecarbon` (with a note saying so), else none: a bare command measurement reports
+/// CO2 only when asked to.
 fn carbon_factors(
     m: &UserMeasurement,
     sampler: EnergySampler,
     notes: &mut Vec<String>,
 ) -> Option<CarbonFactors> {
-    let pue = m.datacenter_pue.unwrap_or(1.0);
-    match (m.carbon_intensity_gco2_kwh, sampler) {
-        (Some(i), _) => Some(CarbonFactors {
-            intensity_gco2_kwh: i,
-            pue,
-        }),
-        (None, EnergySampler::Codecarbon) => {
-            notes.push(format!(
-                "no carbon intensity configured: using the world average, \
-                 {DEFAULT_INTENSITY_GCO2_KWH} gCO2/kWh (set measurement.carbon_intensity_gco2_kwh)"
-            ));
-            Some(CarbonFactors {
-                intensity_gco2_kwh: DEFAULT_INTENSITY_GCO2_KWH,
-                pue,
-            })
-        }
-        (None, _) => None,
+    if m.carbon_intensity_gco2_kwh.is_none() && sampler != EnergySampler::Codecarbon {
+        return None;
     }
+    let (factors, why) = CarbonFactors::resolve(m.carbon_intensity_gco2_kwh, m.datacenter_pue);
+    notes.extend(why);
+    Some(factors)
 }
 
 /// Forwards SIGTERM and SIGHUP to the command; swallows SIGINT, which the command already

@@ -8,6 +8,7 @@
 
 mod assemble;
 pub mod command;
+pub mod devices;
 pub mod environment;
 mod flops;
 mod goodput;

@@ -58,6 +58,10 @@ pub struct ExperimentRequest<'a> {
     /// the transformers Python probe, which imports torch (seconds) only for the worker to
     /// import it again.
     pub runnable_checked: bool,
+    /// Grid carbon intensity from the user config, gCO2/kWh (null: the world average).
+    pub carbon_intensity_gco2_kwh: Option<f64>,
+    /// Data-centre PUE from the user config (null: 1.0).
+    pub datacenter_pue: Option<f64>,
 }
 
 /// An experiment failed.
@@ -242,6 +246,17 @@ fn sensors(
             Ok((sel.sensors, sel.notes))
         }
     }
+}
+
+/// GPUs visible to this process: those with a sensor, or those NVML lists when the sampler
+/// reads none (`rapl` on a GPU host).
+fn visible_gpus(env: &SensorEnv, with_sensor: usize) -> u32 {
+    let listed = if env.nvml {
+        llem_energy::sensors::nvml::visible_indices(env.cuda_visible_devices.as_deref()).len()
+    } else {
+        0
+    };
+    u32::try_from(with_sensor.max(listed)).unwrap_or(u32::MAX)
 }
 
 /// The sensors of an experiment and what the result says of them.
@@ -644,8 +659,12 @@ pub fn run_experiment(
     warnings.extend(chosen.warnings.iter().cloned());
     warnings.extend(run_warnings(cfg, &workload, &run));
 
+    let placement = info.placement.clone().unwrap_or_else(|| {
+        llem_engines::placement::planned(cfg, visible_gpus(&req.sensor_env, set.gpus.len()))
+    });
     let measured = Measured {
         request: req,
+        placement,
         engine: &info,
         model: &model_info,
         records: &run.records,

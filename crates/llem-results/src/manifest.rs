@@ -113,6 +113,18 @@ pub struct ManifestEntry {
     pub energy_joules: Option<f64>,
     /// `energy_adjusted_j`.
     pub adj_energy_joules: Option<f64>,
+    /// `energy_scope` of the result (`gpu` or `cpu`).
+    #[serde(default)]
+    pub energy_scope: Option<String>,
+    /// `system_energy_j`.
+    #[serde(default)]
+    pub system_energy_joules: Option<f64>,
+    /// `emissions.co2_g`.
+    #[serde(default)]
+    pub co2_g: Option<f64>,
+    /// `emissions.system_co2_g`.
+    #[serde(default)]
+    pub system_co2_g: Option<f64>,
     /// `avg_tokens_per_second`.
     pub throughput_tok_s: Option<f64>,
     /// `mj_per_tok_total`.
@@ -144,6 +156,15 @@ pub struct StudySummary {
     pub total_wall_time_s: f64,
     /// Sum of `total_energy_j` over completed cells.
     pub total_energy_j: f64,
+    /// Sum of `system_energy_j` over completed cells that have one.
+    #[serde(default)]
+    pub total_system_energy_j: Option<f64>,
+    /// Sum of `emissions.co2_g` over completed cells that have one, g.
+    #[serde(default)]
+    pub total_co2_g: Option<f64>,
+    /// Sum of `emissions.system_co2_g` over completed cells that have one, g.
+    #[serde(default)]
+    pub total_system_co2_g: Option<f64>,
     /// Distinct configurations: `total_experiments / n_cycles`.
     pub unique_configurations: Option<usize>,
     /// Warnings raised while the study ran.
@@ -199,6 +220,16 @@ impl Manifest {
             .filter(|e| e.status == CellStatus::Completed)
             .filter_map(|e| e.energy_joules)
             .sum();
+        let sum = |get: fn(&ManifestEntry) -> Option<f64>| {
+            self.experiments
+                .iter()
+                .filter(|e| e.status == CellStatus::Completed)
+                .filter_map(get)
+                .fold(None, |a: Option<f64>, v| Some(a.unwrap_or(0.0) + v))
+        };
+        s.total_system_energy_j = sum(|e| e.system_energy_joules);
+        s.total_co2_g = sum(|e| e.co2_g);
+        s.total_system_co2_g = sum(|e| e.system_co2_g);
     }
 
     /// The entry of a (configuration hash, cycle) pair.

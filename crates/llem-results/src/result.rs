@@ -40,9 +40,13 @@ pub struct ExperimentResult {
     pub total_input_tokens: u64,
     /// Output tokens (same as `total_tokens`, named for symmetry).
     pub total_output_tokens: u64,
-    /// Energy of every measured domain over the window, J (no baseline subtraction).
+    /// Energy of the inference device over the window, J, no baseline subtraction (seeds
+    /// 000/001): the GPUs the engine ran on, or the CPU packages and DRAM when it ran on
+    /// the CPU (`energy_scope` says which). 0 with a warning and a null `energy_source` when
+    /// no sensor of that scope could be read.
     pub total_energy_j: f64,
-    /// `total_energy_j - baseline_power_w x total_inference_time_sec`, J.
+    /// `total_energy_j - baseline_power_w x total_inference_time_sec`, J, with the same
+    /// scope's idle power.
     pub energy_adjusted_j: Option<f64>,
     /// Measurement window length, s.
     pub total_inference_time_sec: f64,
@@ -58,8 +62,24 @@ pub struct ExperimentResult {
     pub mj_per_tok_adjusted: Option<f64>,
     /// Output tokens per joule (0 when no energy was measured).
     pub tokens_per_joule: f64,
-    /// `counter`, `integrated` or `estimate`: the weakest source among the domains.
+    /// `counter`, `integrated` or `estimate`: the weakest source among the headline's
+    /// domains.
     pub energy_source: Option<String>,
+    /// What the headline energy holds: `gpu` (the engine's GPUs) or `cpu` (packages and
+    /// DRAM); null in results written before llem had scopes.
+    #[serde(default)]
+    pub energy_scope: Option<String>,
+    /// Energy of every measured domain over the window (GPUs, CPU packages, DRAM), J; never
+    /// folded into the headline.
+    #[serde(default)]
+    pub system_energy_j: Option<f64>,
+    /// `system_energy_j` per output token, mJ.
+    #[serde(default)]
+    pub system_mj_per_tok: Option<f64>,
+    /// CO2 of the headline and the system energy, with the factors used; null without
+    /// energy.
+    #[serde(default)]
+    pub emissions: Option<Emissions>,
 
     /// Estimated FLOPs of the window; null when the model's architecture is unknown (a
     /// warning says why): seed 000 types it as a number, but 0 would read as a measurement.
@@ -79,12 +99,12 @@ pub struct ExperimentResult {
     pub energy_per_device_j: Option<Vec<f64>>,
     /// Raw, adjusted and per-domain energy, with the baseline's provenance.
     pub energy_breakdown: Option<EnergyBreakdown>,
-    /// Multi-GPU aggregate (null for single-process runs).
-    pub multi_gpu: Option<serde_json::Value>,
-    /// Raw per-process measurements (one for single-process runs).
+    /// Multi-GPU aggregate (null for single-GPU runs).
+    pub multi_gpu: Option<MultiGpuMetrics>,
+    /// Raw per-process measurements: one per rank (GPU) of a multi-GPU run, one otherwise.
     pub process_results: Vec<ProcessResult>,
-    /// Aggregation metadata (null for single-process runs).
-    pub aggregation: Option<serde_json::Value>,
+    /// How `process_results` were aggregated (null for single-GPU runs).
+    pub aggregation: Option<AggregationMetadata>,
 
     /// What weakens this measurement.
     pub measurement_warnings: Vec<String>,
@@ -232,15 +252,98 @@ pub struct FlopsEstimate {
     pub notes: Option<String>,
 }
 
+/// CO2 of a result's energy: kWh x intensity x PUE.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Emissions {
+    /// CO2 of `total_energy_j` (the headline scope), g.
+    pub co2_g: Option<f64>,
+    /// CO2 of `energy_adjusted_j`, g.
+    pub co2_adjusted_g: Option<f64>,
+    /// CO2 of `system_energy_j`, g.
+    pub system_co2_g: Option<f64>,
+    /// Grid intensity used, gCO2/kWh.
+    pub carbon_intensity_gco2_kwh: f64,
+    /// Data-centre PUE applied (1.0 = none).
+    pub datacenter_pue: f64,
+    /// `configured` or `world_average` (no intensity configured).
+    pub intensity_source: String,
+}
+
+/// Multi-GPU aggregate of a run whose engine used several GPUs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MultiGpuMetrics {
+    /// GPUs the engine ran on.
+    pub num_gpus: u32,
+    /// Their CUDA indices.
+    pub gpu_indices: Vec<u32>,
+    /// Energy of each, J, in `gpu_indices` order.
+    pub energy_per_gpu_j: Vec<f64>,
+    /// Sum over the GPUs, J (`total_energy_j`).
+    pub total_energy_j: f64,
+    /// Highest over lowest GPU energy (1.0 = balanced); null when a GPU read 0 J.
+    pub energy_imbalance: Option<f64>,
+}
+
+/// How per-process results were combined.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AggregationMetadata {
+    /// `energy_summed_throughput_averaged` (seed 000).
+    pub method: String,
+    /// Processes (ranks) combined.
+    pub num_processes: u32,
+    /// Every process was measured over the same window.
+    pub same_window: bool,
+    /// What weakens the aggregate.
+    pub warnings: Vec<String>,
+}
+
+/// One kind of device's energy over the window (`energy_breakdown.gpu`, `.cpu_package`,
+/// `.dram`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KindEnergy {
+    /// Energy summed over the kind's domains, J.
+    pub energy_j: f64,
+    /// The weakest source among them.
+    pub energy_source: String,
+    /// Sensor families (`nvml`, `rapl`, ...).
+    pub sensors: Vec<String>,
+    /// Domains summed.
+    pub domains: Vec<String>,
+}
+
 /// Energy split with the baseline's provenance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EnergyBreakdown {
-    /// Measured energy, J.
+    /// Measured energy of the headline scope, J (`total_energy_j`).
     pub raw_j: f64,
-    /// Baseline-adjusted energy, J.
+    /// Baseline-adjusted energy of the headline scope, J.
     pub adjusted_j: Option<f64>,
-    /// Idle power, W.
+    /// Idle power of the headline scope's domains, W.
     pub baseline_power_w: Option<f64>,
+    /// `gpu` or `cpu`: what `raw_j` holds.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Domains the headline sums.
+    #[serde(default)]
+    pub scope_domains: Vec<String>,
+    /// Every GPU measured (including GPUs the engine did not use).
+    #[serde(default)]
+    pub gpu: Option<KindEnergy>,
+    /// CPU packages.
+    #[serde(default)]
+    pub cpu_package: Option<KindEnergy>,
+    /// DRAM.
+    #[serde(default)]
+    pub dram: Option<KindEnergy>,
+    /// Every measured domain, J (`system_energy_j`).
+    #[serde(default)]
+    pub system_j: Option<f64>,
+    /// Idle power of every measured domain, W.
+    #[serde(default)]
+    pub system_baseline_power_w: Option<f64>,
+    /// `system_j` less its idle power over the window, J.
+    #[serde(default)]
+    pub system_adjusted_j: Option<f64>,
     /// `fresh`, `cached` or `validated`, and whether it was measured now.
     pub baseline_method: Option<String>,
     /// When the baseline was measured (UTC).

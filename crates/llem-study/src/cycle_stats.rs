@@ -42,6 +42,30 @@ const METRICS: &[Metric] = &[
         get: |r| r.mj_per_tok_adjusted,
     },
     Metric {
+        name: "system_energy_j",
+        unit: "J",
+        warn_on_cv: false,
+        get: |r| r.system_energy_j,
+    },
+    Metric {
+        name: "system_mj_per_tok",
+        unit: "mJ/tok",
+        warn_on_cv: false,
+        get: |r| r.system_mj_per_tok,
+    },
+    Metric {
+        name: "co2_g",
+        unit: "gCO2",
+        warn_on_cv: false,
+        get: |r| r.emissions.as_ref().and_then(|e| e.co2_g),
+    },
+    Metric {
+        name: "system_co2_g",
+        unit: "gCO2",
+        warn_on_cv: false,
+        get: |r| r.emissions.as_ref().and_then(|e| e.system_co2_g),
+    },
+    Metric {
         name: "avg_tokens_per_second",
         unit: "tok/s",
         warn_on_cv: true,

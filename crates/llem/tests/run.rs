@@ -663,3 +663,49 @@ fn the_embedded_engine_measures_a_steady_state() {
         }
     }
 }
+
+/// The embedded engine runs on the CPU: on a host with a GPU (an amdgpu card drawing 150 W,
+/// its sysfs tree standing in for the driver) its headline is the CPU package, never the
+/// idle GPU's joules, and asking for GPU layers from a CPU-only llama.cpp build changes
+/// nothing: the engine says where it ran.
+#[test]
+fn the_embedded_engine_on_a_gpu_host_reports_cpu_energy_as_its_headline() {
+    let home = sandbox();
+    common::amdgpu_card(&home.path().join("sys"), 150.0);
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    for (name, layers) in [("cpu-scope", 0), ("cpu-build-offload", -1)] {
+        let (_, r) = run_ok(
+            home.path(),
+            name,
+            &format!(
+                "name: {name}\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nmax_output_tokens: 8\n\
+                 llamacpp: {{n_gpu_layers: {layers}}}\n\
+                 dataset: {{source: synthetic, n_prompts: 4, synthetic: {{input_tokens: 8, output_tokens: 8}}}}\n\
+                 warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n"
+            ),
+        );
+        assert_eq!(r["energy_scope"], "cpu", "{name}: {r}");
+        let b = &r["energy_breakdown"];
+        assert_eq!(
+            b["scope_domains"],
+            serde_json::json!(["package-0"]),
+            "{name}"
+        );
+        let total = r["total_energy_j"].as_f64().unwrap();
+        let gpu = b["gpu"]["energy_j"].as_f64().unwrap();
+        let window = r["total_inference_time_sec"].as_f64().unwrap();
+        assert!(
+            (gpu - 150.0 * window).abs() / (150.0 * window) < 0.05,
+            "{name}: gpu {gpu} J over {window} s"
+        );
+        close(total, b["cpu_package"]["energy_j"].as_f64().unwrap(), name);
+        close(r["system_energy_j"].as_f64().unwrap(), total + gpu, name);
+        assert!(
+            r["energy_per_device_j"].is_null(),
+            "{name}: no GPU was used"
+        );
+        assert!(r["emissions"]["system_co2_g"].as_f64().unwrap() > 0.0);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+}

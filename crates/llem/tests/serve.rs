@@ -409,6 +409,83 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     assert!(lat.scheduled_ttft_p99_ms.unwrap() > lat.ttft_p99_ms.unwrap());
 }
 
+/// Seeds 000/001: `total_energy_j` is the inference device's. A server on this host's GPU
+/// (an amdgpu card drawing 150 W, the sysfs tree standing in for its driver) next to a CPU
+/// package drawing 20 W: the headline holds the GPU alone, the host is beside it (the
+/// system figure and the breakdown), and CO2 is reported for both.
+#[test]
+fn a_gpu_servers_headline_is_its_gpu_and_the_host_is_reported_beside_it() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = fake_openai::spawn(fake_openai::FakeConfig {
+        first_token_ms: 20,
+        gap_ms: 5,
+        ..fake_openai::FakeConfig::default()
+    });
+    let home = tempfile::tempdir().unwrap();
+    common::amdgpu_card(&home.path().join("sys"), 150.0);
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let prompts: Vec<String> = (0..8).map(|i| format!("hello {i}")).collect();
+    let file = home.path().join("gpu.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: gpu-scope
+{}max_output_tokens: 32
+",
+            fake_experiment(home.path(), &url, &prompts)
+        ),
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = run_quiet(home.path(), &file, &out);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let found: Vec<PathBuf> = common::walk(&out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .collect();
+    let r: ExperimentResult =
+        serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap();
+    let window = r.total_inference_time_sec;
+    assert!(window > 0.0);
+    assert_eq!(r.energy_scope.as_deref(), Some("gpu"));
+    let rel = |a: f64, b: f64| (a - b).abs() / b;
+    assert!(
+        rel(r.total_energy_j, 150.0 * window) < 0.02,
+        "headline {} J over {window} s",
+        r.total_energy_j
+    );
+    let b = r.energy_breakdown.as_ref().unwrap();
+    assert_eq!(b.scope_domains, ["gpu0"]);
+    assert_eq!(b.gpu.as_ref().unwrap().sensors, ["amdgpu"]);
+    let cpu = b.cpu_package.as_ref().unwrap().energy_j;
+    assert!(rel(cpu, 20.0 * window) < 0.1, "package {cpu} J");
+    let system = r.system_energy_j.unwrap();
+    assert!(
+        (system - (r.total_energy_j + cpu)).abs() < 1e-6,
+        "system {system} J is the GPU plus the package"
+    );
+    let per_tok = r.mj_per_tok_total.unwrap();
+    assert!(
+        rel(
+            per_tok,
+            r.total_energy_j / r.total_output_tokens as f64 * 1e3
+        ) < 1e-9
+    );
+    assert!(r.system_mj_per_tok.unwrap() > per_tok);
+    assert_eq!(r.process_results.len(), 1);
+    assert_eq!(r.process_results[0].gpu_id, Some(0));
+    let e = r.emissions.as_ref().unwrap();
+    assert_eq!(
+        (e.intensity_source.as_str(), e.carbon_intensity_gco2_kwh),
+        ("world_average", 475.0)
+    );
+    assert!(rel(e.co2_g.unwrap(), r.total_energy_j / 3.6e6 * 475.0) < 1e-9);
+    assert!(rel(e.system_co2_g.unwrap(), system / 3.6e6 * 475.0) < 1e-9);
+}
+
 /// `llem run FILE --output OUT -q` against no llama-server (external URLs only).
 fn run_quiet(home: &Path, file: &Path, out: &Path) -> std::process::Output {
     llem_command(home, Path::new("/nonexistent"))

@@ -26,6 +26,7 @@ use llem_config::model::engines::llamacpp::{FlashAttn, KvCacheType};
 use crate::engine::{
     ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session,
 };
+use crate::placement::Placement;
 use crate::workload::Workload;
 
 /// Version of the `llama-cpp-2` bindings (pinned in Cargo.toml), which fixes the llama.cpp
@@ -157,14 +158,27 @@ impl LlamaCppEngine {
 
     /// Engine name, version and devices.
     pub fn engine_info(&self) -> EngineInfo {
-        let devices: Vec<String> = llama_cpp_2::list_llama_ggml_backend_devices()
-            .into_iter()
+        let listed = llama_cpp_2::list_llama_ggml_backend_devices();
+        let devices: Vec<String> = listed
+            .iter()
             .map(|d| format!("{} ({})", d.description, d.backend))
             .collect();
+        // Layers go to the GPU backends only when asked for and when this build has one; a
+        // CPU-only build runs n_gpu_layers: -1 on the CPU.
+        let gpus = listed
+            .iter()
+            .filter(|d| matches!(d.device_type, llama_cpp_2::LlamaBackendDeviceType::Gpu))
+            .count();
+        let offload = self.settings.n_gpu_layers != 0 && gpus > 0;
         EngineInfo {
             name: "llamacpp",
             version: Some(format!("llama-cpp-2 {BINDINGS_VERSION}")),
             system_info: (!devices.is_empty()).then(|| devices.join("; ")),
+            placement: Some(if offload {
+                Placement::Gpus((0..u32::try_from(gpus).unwrap_or(u32::MAX)).collect())
+            } else {
+                Placement::Cpu
+            }),
         }
     }
 

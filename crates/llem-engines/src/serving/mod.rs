@@ -191,6 +191,7 @@ impl ServerEngine {
                 name: cfg.engine.as_str(),
                 version: None,
                 system_info: Some(format!("runner {runner}")),
+                placement: None,
             },
             model,
             notes,

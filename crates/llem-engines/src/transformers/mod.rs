@@ -342,6 +342,15 @@ impl TransformersEngine {
             Some(n) if on_gpu => format!("{} ({n})", loaded.device),
             _ => loaded.device.clone(),
         };
+        // Under torchrun every rank holds a shard on its own GPU; the worker answering is
+        // rank 0, which sees only its own.
+        let placement = if tp.is_some() {
+            crate::placement::planned(cfg, u32::try_from(devices.len()).unwrap_or(u32::MAX))
+        } else if on_gpu && !loaded.gpus.is_empty() {
+            crate::placement::Placement::Gpus(loaded.gpus.clone())
+        } else {
+            crate::placement::Placement::Cpu
+        };
         let info = EngineInfo {
             name: "transformers",
             version: Some(format!("transformers {transformers}")),
@@ -354,6 +363,7 @@ impl TransformersEngine {
                     format!(", visible GPUs: {}", devices.join(", "))
                 }
             )),
+            placement: Some(placement),
         };
         let mut model: ModelInfo = loaded.model.clone();
         model.file_size_bytes = model.file_size_bytes.or(src.file_size_bytes);

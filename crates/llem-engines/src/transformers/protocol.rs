@@ -185,6 +185,8 @@ pub struct Loaded {
     pub device_name: Option<String>,
     /// GPU memory, bytes.
     pub device_total_bytes: Option<u64>,
+    /// CUDA indices of the GPUs holding weights (empty on the CPU).
+    pub gpus: Vec<u32>,
     /// The tokenizer has a chat template.
     pub chat_template: bool,
 }

@@ -240,6 +240,7 @@ class Worker:
             device=self.device,
             device_name=", ".join(torch.cuda.get_device_name(i) for i in self.gpus) if self.gpus else platform.processor() or "cpu",
             device_total_bytes=sum(torch.cuda.get_device_properties(i).total_memory for i in self.gpus) if self.gpus else None,
+            gpus=list(self.gpus),
             chat_template=bool(getattr(tok, "chat_template", None)),
         )
 

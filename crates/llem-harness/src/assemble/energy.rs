@@ -3,9 +3,11 @@
 //! [`llem_energy::WindowSummary`].
 
 use llem_energy::baseline::BaselineOrigin;
-use llem_energy::{DomainKind, Telemetry, WindowEnergy};
+use llem_energy::{CarbonFactors, DomainKind, EnergyScope, ScopedEnergy, Telemetry, WindowEnergy};
+use llem_engines::placement::Placement;
 use llem_results::result::{
-    DomainEnergyRecord, EnergyBreakdown, ProcessResult, ThermalThrottleInfo,
+    AggregationMetadata, DomainEnergyRecord, Emissions, EnergyBreakdown, KindEnergy,
+    MultiGpuMetrics, ProcessResult, ThermalThrottleInfo,
 };
 
 use super::Measured;
@@ -47,27 +49,103 @@ pub(super) fn kind_j(window: &WindowEnergy, kind: DomainKind) -> f64 {
         .fold(0.0, |a, d| a + d.energy_j)
 }
 
-/// Energy of each GPU, J (`energy_per_device_j`); null when no GPU was measured.
-pub(super) fn per_gpu_j(window: &WindowEnergy) -> Option<Vec<f64>> {
-    let gpu_j: Vec<f64> = window
-        .domains
+/// The headline scope of where the engine computed.
+pub(super) fn scope_of(p: &Placement) -> EnergyScope {
+    match p {
+        Placement::Cpu => EnergyScope::Cpu,
+        Placement::Gpus(g) => EnergyScope::Gpu(g.clone()),
+    }
+}
+
+/// The two energy figures of a result: the headline (the inference device) and the system
+/// (every measured domain), each with its own baseline.
+pub(super) struct Energies {
+    /// What the headline holds.
+    pub scope: EnergyScope,
+    /// The inference device's energy.
+    pub head: ScopedEnergy,
+    /// Every measured domain's energy.
+    pub system: ScopedEnergy,
+}
+
+impl Energies {
+    pub(super) fn of(m: &Measured<'_>, window: &WindowEnergy) -> Energies {
+        let scope = scope_of(&m.placement);
+        let baseline = m.baseline.map(|b| &b.record);
+        Energies {
+            head: llem_energy::scoped(window, |d| scope.includes(d), baseline),
+            system: llem_energy::scoped(window, |_| true, baseline),
+            scope,
+        }
+    }
+
+    /// Why the headline is missing while other domains were measured.
+    pub(super) fn warning(&self, m: &Measured<'_>) -> Option<String> {
+        (self.head.energy_j.is_none() && self.system.energy_j.is_some()).then(|| {
+            format!(
+                "headline energy not measured: the engine ran on {}, but no sensor of it \
+                 was read (sensors: {}); total_energy_j is 0 and system_energy_j holds what \
+                 was measured",
+                self.scope.describe(),
+                m.sensors.join("; ")
+            )
+        })
+    }
+}
+
+/// One kind of device's energy, when any of its domains was measured.
+fn kind_energy(window: &WindowEnergy, kind: DomainKind) -> Option<KindEnergy> {
+    let of_kind: Vec<_> = window.domains.iter().filter(|d| d.kind == kind).collect();
+    let weakest = of_kind.iter().map(|d| d.energy_source).min()?;
+    let mut sensors: Vec<String> = Vec::new();
+    for d in &of_kind {
+        let s = name_of(&d.sensor);
+        if !sensors.contains(&s) {
+            sensors.push(s);
+        }
+    }
+    Some(KindEnergy {
+        energy_j: of_kind.iter().map(|d| d.energy_j).sum(),
+        energy_source: weakest.as_str().into(),
+        sensors,
+        domains: of_kind.iter().map(|d| d.name.clone()).collect(),
+    })
+}
+
+/// Energy of each GPU the engine ran on, J, in its order (`energy_per_device_j`); null on
+/// the CPU or when none of them was measured.
+pub(super) fn per_gpu_j(window: &WindowEnergy, scope: &EnergyScope) -> Option<Vec<f64>> {
+    let EnergyScope::Gpu(ids) = scope else {
+        return None;
+    };
+    let gpu_j: Vec<f64> = ids
         .iter()
-        .filter(|d| d.kind == DomainKind::Gpu)
-        .map(|d| d.energy_j)
+        .filter_map(|i| {
+            window
+                .domains
+                .iter()
+                .find(|d| d.kind == DomainKind::Gpu && d.device_index == *i)
+                .map(|d| d.energy_j)
+        })
         .collect();
     (!gpu_j.is_empty()).then_some(gpu_j)
 }
 
-/// `energy_breakdown`: raw and adjusted energy, the baseline and how it was obtained.
-pub(super) fn breakdown(
-    m: &Measured<'_>,
-    window: &WindowEnergy,
-    adjusted_j: Option<f64>,
-) -> EnergyBreakdown {
+/// `energy_breakdown`: the headline and system energy, each kind of device, the baseline
+/// and how it was obtained.
+pub(super) fn breakdown(m: &Measured<'_>, window: &WindowEnergy, e: &Energies) -> EnergyBreakdown {
     EnergyBreakdown {
-        raw_j: window.total_j,
-        adjusted_j,
-        baseline_power_w: m.baseline.map(|b| b.record.total_power_w),
+        raw_j: e.head.energy_j.unwrap_or(0.0),
+        adjusted_j: e.head.adjusted_j,
+        baseline_power_w: e.head.baseline_power_w,
+        scope: Some(e.scope.as_str().into()),
+        scope_domains: e.head.domains.clone(),
+        gpu: kind_energy(window, DomainKind::Gpu),
+        cpu_package: kind_energy(window, DomainKind::CpuPackage),
+        dram: kind_energy(window, DomainKind::Dram),
+        system_j: e.system.energy_j,
+        system_baseline_power_w: e.system.baseline_power_w,
+        system_adjusted_j: e.system.adjusted_j,
         baseline_method: m.baseline.map(|b| {
             let how = match b.origin {
                 BaselineOrigin::Fresh => "measured",
@@ -85,24 +163,148 @@ pub(super) fn breakdown(
     }
 }
 
-/// The one process of an in-process or single-server run.
-pub(super) fn process_result(
+/// Per-process results, and their aggregate when the engine ran on several GPUs.
+pub(super) struct Processes {
+    pub results: Vec<ProcessResult>,
+    pub multi_gpu: Option<MultiGpuMetrics>,
+    pub aggregation: Option<AggregationMetadata>,
+}
+
+/// One process per GPU rank when the engine used several GPUs (each rank's energy is its
+/// GPU's; the host's is not split between ranks), else the one process.
+pub(super) fn processes(
     m: &Measured<'_>,
     window: &WindowEnergy,
+    e: &Energies,
     (input, output): (u64, u64),
     duration: f64,
-) -> ProcessResult {
-    ProcessResult {
-        process_index: 0,
-        gpu_id: (m.offloaded() && !m.gpus.is_empty()).then_some(0),
-        input_tokens: input,
-        output_tokens: output,
-        inference_time_sec: duration,
-        energy_j: window.total_j,
-        gpu_energy_j: kind_j(window, DomainKind::Gpu),
-        cpu_energy_j: kind_j(window, DomainKind::CpuPackage),
-        ram_energy_j: kind_j(window, DomainKind::Dram),
+) -> Processes {
+    let gpu_of = |i: u32| {
+        window
+            .domains
+            .iter()
+            .find(|d| d.kind == DomainKind::Gpu && d.device_index == i)
+    };
+    let ranks: Vec<u32> = match &e.scope {
+        EnergyScope::Gpu(ids) if ids.len() > 1 => ids.clone(),
+        _ => Vec::new(),
+    };
+    if ranks.is_empty() {
+        let single_gpu = match &e.scope {
+            EnergyScope::Gpu(ids) => ids.first().copied(),
+            EnergyScope::Cpu => None,
+        };
+        return Processes {
+            results: vec![ProcessResult {
+                process_index: 0,
+                gpu_id: single_gpu,
+                input_tokens: input,
+                output_tokens: output,
+                inference_time_sec: duration,
+                energy_j: e.head.energy_j.unwrap_or(0.0),
+                gpu_energy_j: single_gpu.and_then(gpu_of).map_or(0.0, |d| d.energy_j),
+                cpu_energy_j: kind_j(window, DomainKind::CpuPackage),
+                ram_energy_j: kind_j(window, DomainKind::Dram),
+            }],
+            multi_gpu: None,
+            aggregation: None,
+        };
     }
+    let mut warnings = vec![
+        "the ranks of one engine serve the same requests in lockstep: each rank's tokens and \
+         time are the engine's; energy is per GPU and summed"
+            .to_string(),
+    ];
+    if m.request
+        .config
+        .sglang
+        .as_deref()
+        .and_then(|s| s.dp_size)
+        .is_some_and(|d| d > 1)
+    {
+        warnings.push(
+            "data-parallel ranks split the requests, but the server does not say how: \
+             per-rank tokens are the engine's totals"
+                .into(),
+        );
+    }
+    let missing: Vec<String> = ranks
+        .iter()
+        .filter(|i| gpu_of(**i).is_none())
+        .map(|i| format!("gpu{i}"))
+        .collect();
+    if !missing.is_empty() {
+        warnings.push(format!(
+            "no energy sensor for {}: their ranks read 0 J",
+            missing.join(", ")
+        ));
+    }
+    let results: Vec<ProcessResult> = ranks
+        .iter()
+        .zip(0u32..)
+        .map(|(gpu, rank)| {
+            let j = gpu_of(*gpu).map_or(0.0, |d| d.energy_j);
+            ProcessResult {
+                process_index: rank,
+                gpu_id: Some(*gpu),
+                input_tokens: input,
+                output_tokens: output,
+                inference_time_sec: duration,
+                energy_j: j,
+                gpu_energy_j: j,
+                cpu_energy_j: 0.0,
+                ram_energy_j: 0.0,
+            }
+        })
+        .collect();
+    let per_gpu: Vec<f64> = results.iter().map(|p| p.gpu_energy_j).collect();
+    let lo = per_gpu.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_gpu.iter().copied().fold(0.0, f64::max);
+    let n = u32::try_from(ranks.len()).unwrap_or(u32::MAX);
+    Processes {
+        multi_gpu: Some(MultiGpuMetrics {
+            num_gpus: n,
+            gpu_indices: ranks.clone(),
+            total_energy_j: per_gpu.iter().sum(),
+            energy_imbalance: (lo > 0.0).then(|| hi / lo),
+            energy_per_gpu_j: per_gpu,
+        }),
+        aggregation: Some(AggregationMetadata {
+            method: "energy_summed_throughput_averaged".into(),
+            num_processes: n,
+            same_window: true,
+            warnings,
+        }),
+        results,
+    }
+}
+
+/// CO2 of the headline and the system energy; null when nothing was measured.
+pub(super) fn emissions(
+    m: &Measured<'_>,
+    e: &Energies,
+    warnings: &mut Vec<String>,
+) -> Option<Emissions> {
+    e.system.energy_j?;
+    let (f, notes) = CarbonFactors::resolve(
+        m.request.carbon_intensity_gco2_kwh,
+        m.request.datacenter_pue,
+    );
+    warnings.extend(notes);
+    let co2 = |j: f64| llem_energy::co2_g(j, f);
+    Some(Emissions {
+        co2_g: e.head.energy_j.map(co2),
+        co2_adjusted_g: e.head.adjusted_j.map(co2),
+        system_co2_g: e.system.energy_j.map(co2),
+        carbon_intensity_gco2_kwh: f.intensity_gco2_kwh,
+        datacenter_pue: f.pue,
+        intensity_source: if f.configured {
+            "configured"
+        } else {
+            "world_average"
+        }
+        .into(),
+    })
 }
 
 pub(super) fn throttle_info(

@@ -12,6 +12,7 @@ mod tests;
 
 use llem_energy::Telemetry;
 use llem_energy::baseline::BaselineOutcome;
+use llem_engines::placement::Placement;
 use llem_engines::{EngineInfo, ModelInfo, RunSummary};
 use llem_results::result::{Environment, ModelDescription, SCHEMA_VERSION, WarmupResult};
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
@@ -31,6 +32,8 @@ pub struct HostMemory {
 pub struct Measured<'a> {
     /// The request.
     pub request: &'a ExperimentRequest<'a>,
+    /// Where the engine computed: the scope of the headline energy.
+    pub placement: Placement,
     /// Engine identity.
     pub engine: &'a EngineInfo,
     /// Model facts.
@@ -156,14 +159,18 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let (t0, t1) = m.window;
     let duration = (t1 - t0).max(0.0);
     let (input, output) = tokens(m);
-    let baseline_w = m.baseline.map(|b| b.record.total_power_w);
-    let summary = llem_energy::window(m.telemetry, t0, t1, baseline_w);
+    // Baselines are subtracted per scope below; the window's own figure is the system's.
+    let summary = llem_energy::window(m.telemetry, t0, t1, None);
     let window = &summary.energy;
-    let have_energy = !window.domains.is_empty();
-    let total_j = window.total_j;
-    let adjusted = summary.energy_adjusted_j;
+    let energies = energy::Energies::of(m, window);
+    let have_energy = energies.head.energy_j.is_some();
+    let total_j = energies.head.energy_j.unwrap_or(0.0);
+    let adjusted = energies.head.adjusted_j;
     let mut warnings = m.warnings.clone();
     warnings.extend(summary.warnings.iter().cloned());
+    warnings.extend(energies.warning(m));
+    let emissions = energy::emissions(m, &energies, &mut warnings);
+    let processes = energy::processes(m, window, &energies, (input, output), duration);
     let fl = flops::estimate(m.model, m.records);
     if fl.is_none()
         && !warnings
@@ -213,19 +220,26 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         mj_per_tok_total: per_tok(total_j),
         mj_per_tok_adjusted: adjusted.and_then(per_tok),
         tokens_per_joule: rates.tokens_per_joule,
-        energy_source: window.energy_source.map(|s| s.as_str().to_string()),
+        energy_source: energies.head.energy_source.map(|s| s.as_str().to_string()),
+        energy_scope: Some(energies.scope.as_str().into()),
+        system_energy_j: energies.system.energy_j,
+        system_mj_per_tok: energies
+            .system
+            .energy_j
+            .and_then(|j| (output > 0).then(|| j / output as f64 * 1000.0)),
+        emissions,
         total_flops,
         flops_per_output_token: fl.as_ref().and_then(|f| per(f.decode_flops, output)),
         flops_per_input_token: fl.as_ref().and_then(|f| per(f.prefill_flops, input)),
         flops_per_second: total_flops
             .and_then(|t| (t > 0.0 && duration > 0.0).then(|| t / duration)),
         flops: fl,
-        baseline_power_w: baseline_w,
-        energy_per_device_j: energy::per_gpu_j(window),
-        energy_breakdown: Some(energy::breakdown(m, window, adjusted)),
-        multi_gpu: None,
-        process_results: vec![energy::process_result(m, window, (input, output), duration)],
-        aggregation: None,
+        baseline_power_w: energies.head.baseline_power_w,
+        energy_per_device_j: energy::per_gpu_j(window, &energies.scope),
+        energy_breakdown: Some(energy::breakdown(m, window, &energies)),
+        multi_gpu: processes.multi_gpu,
+        process_results: processes.results,
+        aggregation: processes.aggregation,
         measurement_warnings: warnings,
         warmup_excluded_samples: m.warmup.as_ref().map(|w| w.iterations_completed),
         reproducibility_notes: notes::reproducibility_notes(m, &sampler, interval_ms),

@@ -23,6 +23,17 @@ pub(super) fn reproducibility_notes(m: &Measured<'_>, sampler: &str, interval_ms
             m.sensors.join(", ")
         }
     );
+    n.push_str(match m.placement {
+        llem_engines::placement::Placement::Cpu => {
+            "The headline energy (total_energy_j) is the CPU's, packages plus DRAM: the \
+             engine ran on the CPU. system_energy_j adds every other measured domain. "
+        }
+        llem_engines::placement::Placement::Gpus(_) => {
+            "The headline energy (total_energy_j) is that of the GPUs the engine ran on; \
+             host CPU and DRAM energy are in energy_breakdown and system_energy_j, never in \
+             the headline. "
+        }
+    });
     n.push_str(
         "NVML board energy counters are accurate to about +/-5 % (+/-30 W power readings on \
          older boards); RAPL package/DRAM counters are model-based estimates by the CPU; the \

@@ -13,33 +13,63 @@ use llem_config::ExperimentConfig;
 use llem_energy::baseline::{BaselineOrigin, BaselineOutcome, BaselineRecord};
 use llem_energy::telemetry::{SamplerStats, Series};
 use llem_energy::{Domain, DomainKind, Reading, SensorEnv, SensorKind, Telemetry};
+use llem_engines::placement::Placement;
 use llem_engines::{EngineInfo, ModelInfo, RunSummary};
 use llem_results::{FinishReason, RequestRecord};
 
 use super::{HostMemory, Measured, result};
 use crate::lifecycle::ExperimentRequest;
 
-/// A CPU package whose counter rises 10 J every second, sampled every 0.5 s over [0, 10] s.
-fn package_at_10_w() -> Telemetry {
+/// A domain whose counter rises `watts` J every second, sampled every 0.5 s over [0, 10] s.
+fn counter_series(name: &str, kind: DomainKind, index: u32, watts: f64) -> Series {
     let domain = Domain {
-        name: "package-0".into(),
-        kind: DomainKind::CpuPackage,
-        index: 0,
+        name: name.into(),
+        kind,
+        index,
         device: "test".into(),
     };
-    let mut s = Series::new(domain, SensorKind::Rapl, true, false);
+    let sensor = if kind == DomainKind::Gpu {
+        SensorKind::Nvml
+    } else {
+        SensorKind::Rapl
+    };
+    let mut s = Series::new(domain, sensor, true, false);
     for i in 0..=20 {
         let t = f64::from(i) * 0.5;
         s.push(
             t,
             &Reading {
-                energy_j: Some(t * 10.0),
+                energy_j: Some(t * watts),
                 ..Reading::default()
             },
         );
     }
+    s
+}
+
+/// A CPU package whose counter rises 10 J every second, sampled every 0.5 s over [0, 10] s.
+fn package_at_10_w() -> Telemetry {
+    telemetry(vec![counter_series(
+        "package-0",
+        DomainKind::CpuPackage,
+        0,
+        10.0,
+    )])
+}
+
+/// A GPU host: gpu0 at 200 W, gpu1 at 100 W, package-0 at 50 W, dram-0 at 5 W.
+fn gpu_host() -> Telemetry {
+    telemetry(vec![
+        counter_series("gpu0", DomainKind::Gpu, 0, 200.0),
+        counter_series("gpu1", DomainKind::Gpu, 1, 100.0),
+        counter_series("package-0", DomainKind::CpuPackage, 0, 50.0),
+        counter_series("dram-0", DomainKind::Dram, 0, 5.0),
+    ])
+}
+
+fn telemetry(series: Vec<Series>) -> Telemetry {
     Telemetry {
-        series: vec![s],
+        series,
         stats: SamplerStats {
             interval_s: 0.5,
             ..SamplerStats::default()
@@ -94,14 +124,25 @@ fn request(cfg: &ExperimentConfig) -> ExperimentRequest<'_> {
         python: None,
         model_cache_dir: None,
         runnable_checked: true,
+        carbon_intensity_gco2_kwh: None,
+        datacenter_pue: None,
     }
 }
 
+/// A baseline of `watts` on package-0 alone.
 fn baseline(watts: f64) -> BaselineOutcome {
+    baseline_of(&[("package-0", watts)])
+}
+
+/// A baseline with the idle power of each named domain.
+fn baseline_of(power: &[(&str, f64)]) -> BaselineOutcome {
     BaselineOutcome {
         record: BaselineRecord {
-            power_w: BTreeMap::new(),
-            total_power_w: watts,
+            power_w: power
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect::<BTreeMap<_, _>>(),
+            total_power_w: power.iter().map(|(_, v)| v).sum(),
             duration_s: 30.0,
             n_samples: 300,
             measured_at_unix_s: 0.0,
@@ -130,6 +171,7 @@ impl Inputs {
                 name: "llamacpp",
                 version: None,
                 system_info: None,
+                placement: None,
             },
             model: ModelInfo::default(),
             summary: RunSummary {
@@ -149,6 +191,7 @@ impl Inputs {
     ) -> Measured<'a> {
         Measured {
             request: req,
+            placement: Placement::Cpu,
             engine: &self.engine,
             model: &self.model,
             records,
@@ -285,5 +328,163 @@ fn a_server_with_an_open_batch_has_no_utilisation() {
         r.extended_metrics.memory.memory_source.as_deref(),
         Some("none"),
         "llem's own memory says nothing about a server's"
+    );
+}
+
+#[test]
+fn on_a_gpu_the_headline_is_the_engines_gpu_and_the_host_is_reported_beside_it() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = gpu_host();
+    let base = baseline_of(&[
+        ("gpu0", 60.0),
+        ("gpu1", 30.0),
+        ("package-0", 20.0),
+        ("dram-0", 2.0),
+    ]);
+    let mut m = inputs.measured(&req, &recs, &tel, Some(&base));
+    m.placement = Placement::Gpus(vec![0]);
+    m.sensors = vec!["gpu0: H100".into(), "gpu1: H100".into()];
+    let r = result(&m);
+    // gpu0 alone: 200 W x 10 s; its own idle 60 W is subtracted, not the host's.
+    assert_eq!(r.energy_scope.as_deref(), Some("gpu"));
+    assert!(
+        (r.total_energy_j - 2000.0).abs() < 1e-6,
+        "{}",
+        r.total_energy_j
+    );
+    assert!((r.energy_adjusted_j.unwrap() - 1400.0).abs() < 1e-6);
+    assert_eq!(r.baseline_power_w, Some(60.0));
+    assert!((r.mj_per_tok_total.unwrap() - 100_000.0).abs() < 1e-3);
+    assert!((r.tokens_per_joule - 0.01).abs() < 1e-12);
+    // Everything measured: 355 W x 10 s, less 112 W of idle.
+    assert!((r.system_energy_j.unwrap() - 3550.0).abs() < 1e-6);
+    assert!((r.system_mj_per_tok.unwrap() - 177_500.0).abs() < 1e-3);
+    let b = r.energy_breakdown.as_ref().unwrap();
+    assert_eq!(b.scope.as_deref(), Some("gpu"));
+    assert_eq!(b.scope_domains, ["gpu0"]);
+    assert!((b.system_adjusted_j.unwrap() - 2430.0).abs() < 1e-6);
+    assert!((b.gpu.as_ref().unwrap().energy_j - 3000.0).abs() < 1e-6);
+    assert_eq!(b.gpu.as_ref().unwrap().sensors, ["nvml"]);
+    assert!((b.cpu_package.as_ref().unwrap().energy_j - 500.0).abs() < 1e-6);
+    assert!((b.dram.as_ref().unwrap().energy_j - 50.0).abs() < 1e-6);
+    assert_eq!(r.energy_per_device_j.as_ref().unwrap().len(), 1);
+    // One process, on gpu0, holding the headline.
+    assert_eq!(r.process_results.len(), 1);
+    assert_eq!(r.process_results[0].gpu_id, Some(0));
+    assert!((r.process_results[0].energy_j - 2000.0).abs() < 1e-6);
+    assert_eq!(r.multi_gpu, None);
+    // CO2 at the world average when none is configured, said so.
+    let e = r.emissions.as_ref().unwrap();
+    assert_eq!(e.intensity_source, "world_average");
+    assert!((e.co2_g.unwrap() - 2000.0 / 3.6e6 * 475.0).abs() < 1e-9);
+    assert!((e.system_co2_g.unwrap() - 3550.0 / 3.6e6 * 475.0).abs() < 1e-9);
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .any(|w| w.contains("world average")),
+        "{:?}",
+        r.measurement_warnings
+    );
+}
+
+#[test]
+fn on_the_cpu_the_headline_is_package_plus_dram_even_on_a_gpu_host() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = gpu_host();
+    let r = result(&inputs.measured(&req, &recs, &tel, None));
+    assert_eq!(r.energy_scope.as_deref(), Some("cpu"));
+    assert!(
+        (r.total_energy_j - 550.0).abs() < 1e-6,
+        "{}",
+        r.total_energy_j
+    );
+    assert!((r.system_energy_j.unwrap() - 3550.0).abs() < 1e-6);
+    assert_eq!(r.energy_per_device_j, None, "the engine used no GPU");
+    assert_eq!(r.process_results[0].gpu_id, None);
+}
+
+#[test]
+fn several_gpus_give_one_process_per_rank_energy_summed() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = gpu_host();
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.placement = Placement::Gpus(vec![0, 1]);
+    let r = result(&m);
+    assert!((r.total_energy_j - 3000.0).abs() < 1e-6);
+    assert_eq!(r.process_results.len(), 2);
+    assert_eq!(
+        r.process_results
+            .iter()
+            .map(|p| (p.process_index, p.gpu_id))
+            .collect::<Vec<_>>(),
+        [(0, Some(0)), (1, Some(1))]
+    );
+    let sum: f64 = r.process_results.iter().map(|p| p.energy_j).sum();
+    assert!((sum - r.total_energy_j).abs() < 1e-6);
+    let mg = r.multi_gpu.as_ref().unwrap();
+    assert_eq!((mg.num_gpus, mg.gpu_indices.clone()), (2, vec![0, 1]));
+    assert!((mg.energy_imbalance.unwrap() - 2.0).abs() < 1e-9);
+    let agg = r.aggregation.as_ref().unwrap();
+    assert_eq!(agg.method, "energy_summed_throughput_averaged");
+    assert_eq!(agg.num_processes, 2);
+    assert_eq!(r.energy_per_device_j.as_ref().unwrap().len(), 2);
+}
+
+#[test]
+fn a_gpu_engine_without_a_gpu_sensor_has_no_headline_and_says_so() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = package_at_10_w();
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.placement = Placement::Gpus(vec![0]);
+    let r = result(&m);
+    assert_eq!(r.total_energy_j, 0.0);
+    assert_eq!(r.energy_source, None);
+    assert_eq!(r.mj_per_tok_total, None);
+    assert!((r.system_energy_j.unwrap() - 100.0).abs() < 1e-6);
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .any(|w| w.starts_with("headline energy not measured") && w.contains("GPU 0")),
+        "{:?}",
+        r.measurement_warnings
+    );
+    let e = r.emissions.as_ref().unwrap();
+    assert_eq!(e.co2_g, None);
+    assert!(e.system_co2_g.is_some());
+}
+
+#[test]
+fn a_configured_intensity_is_used_and_one_in_kg_is_flagged() {
+    let cfg = config();
+    let mut req = request(&cfg);
+    req.carbon_intensity_gco2_kwh = Some(0.233);
+    req.datacenter_pue = Some(1.5);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = package_at_10_w();
+    let r = result(&inputs.measured(&req, &recs, &tel, None));
+    let e = r.emissions.as_ref().unwrap();
+    assert_eq!(e.intensity_source, "configured");
+    assert_eq!(
+        (e.carbon_intensity_gco2_kwh, e.datacenter_pue),
+        (0.233, 1.5)
+    );
+    assert!((e.co2_g.unwrap() - 100.0 / 3.6e6 * 0.233 * 1.5).abs() < 1e-12);
+    assert!(
+        r.measurement_warnings.iter().any(|w| w.contains("kg/kWh")),
+        "{:?}",
+        r.measurement_warnings
     );
 }

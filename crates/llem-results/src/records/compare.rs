@@ -37,6 +37,15 @@ pub const METRICS: &[Metric] = &[
         get: |r| r.extra.energy_per_token_adjusted_joules.map(|j| j * 1000.0),
     },
     Metric {
+        name: "system_energy_per_token",
+        unit: "mJ/tok",
+        lower_is_better: true,
+        get: |r| {
+            let out = r.total_output_tokens.filter(|n| *n > 0.0)?;
+            r.extra.system_energy_joules.map(|j| j / out * 1000.0)
+        },
+    },
+    Metric {
         name: "throughput",
         unit: "tok/s",
         lower_is_better: false,
@@ -131,6 +140,39 @@ pub struct ComparedMetric {
     pub distinct: Option<bool>,
     /// Which side is better when distinct (`"A"` or `"B"`).
     pub better: Option<&'static str>,
+}
+
+/// The energy scopes (`gpu`, `cpu`) of a collection's runs, sorted, unknown ones left out.
+fn scopes(runs: &Runs) -> Vec<String> {
+    let mut s: Vec<String> = runs
+        .iter()
+        .filter_map(|r| r.extra.energy_scope.clone())
+        .collect();
+    s.sort();
+    s.dedup();
+    s
+}
+
+/// Why the energy rows of `compare(a, b)` compare different devices, when they do: one side
+/// measured GPUs and the other the CPU (or either mixes both).
+pub fn scope_mismatch(a: &Runs, b: &Runs) -> Option<String> {
+    let (sa, sb) = (scopes(a), scopes(b));
+    (sa.len() > 1 || sb.len() > 1 || (!sa.is_empty() && !sb.is_empty() && sa != sb)).then(|| {
+        format!(
+            "energy scopes differ (A: {}, B: {}): energy_per_token measures different devices \
+             on each side; system_energy_per_token (every measured domain) is the comparable row",
+            if sa.is_empty() {
+                "unknown".into()
+            } else {
+                sa.join("+")
+            },
+            if sb.is_empty() {
+                "unknown".into()
+            } else {
+                sb.join("+")
+            },
+        )
+    })
 }
 
 /// Compares every metric over all runs of `a` and of `b`.

@@ -376,6 +376,8 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             experiment_id: t.s("experiment_id", i),
             measurement_methodology: t.s("measurement_methodology", i),
             energy_source: t.s("energy_source", i),
+            energy_scope: t.s("energy_scope", i),
+            system_energy_joules: t.f("system_energy_joules", i),
             energy_adjusted_joules: t.f("energy_adjusted_joules", i),
             energy_per_token_adjusted_joules: t.f("energy_per_token_adjusted_joules", i),
             ttft_median_ms: t.f("ttft_median_ms", i),

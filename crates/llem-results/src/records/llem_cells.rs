@@ -178,6 +178,8 @@ fn llem_fields(path: &Path, r: &ExperimentResult, lat: &LatencyStatistics) -> Ll
         experiment_id: Some(r.experiment_id.clone()),
         measurement_methodology: Some(r.measurement_methodology.clone()),
         energy_source: r.energy_source.clone(),
+        energy_scope: r.energy_scope.clone(),
+        system_energy_joules: r.system_energy_j,
         energy_adjusted_joules: r.energy_adjusted_j,
         energy_per_token_adjusted_joules: r.mj_per_tok_adjusted.map(|m| m / 1000.0),
         ttft_median_ms: lat.ttft_median_ms,
@@ -197,11 +199,19 @@ fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
     let params_b = md
         .and_then(|m| m.parameters)
         .map_or(f64::NAN, |p| p as f64 / 1e9);
-    let num_gpus = r.environment.gpus.len() as i64;
+    // The GPUs the engine ran on (0 on the CPU); results from before energy scopes knew
+    // only the GPUs visible.
+    let num_gpus = match r.energy_scope.as_deref() {
+        Some("gpu") => r.multi_gpu.as_ref().map_or(1, |m| i64::from(m.num_gpus)),
+        Some(_) => 0,
+        None => r.environment.gpus.len() as i64,
+    };
+    // A run on the CPU of a GPU host is a CPU run: its GPU took no part.
     let gpu_model = r
         .environment
         .gpus
         .first()
+        .filter(|_| r.energy_scope.as_deref() != Some("cpu"))
         .map_or_else(|| "CPU".to_string(), |g| g.to_uppercase());
     let engine = r.engine.clone();
     let par = |k: &str| cfg_int(c, &[engine.as_str(), k]);

@@ -135,6 +135,10 @@ pub struct LlemFields {
     pub measurement_methodology: Option<String>,
     /// Energy source (`nvml`, `rapl`, `estimate`, ...).
     pub energy_source: Option<String>,
+    /// What the energy figures hold: `gpu` (the engine's GPUs) or `cpu` (packages + DRAM).
+    pub energy_scope: Option<String>,
+    /// Every measured domain's energy over the window (GPUs, CPU, DRAM), J.
+    pub system_energy_joules: Option<f64>,
     /// Baseline-adjusted energy over the window, J.
     pub energy_adjusted_joules: Option<f64>,
     /// Baseline-adjusted energy per output token, J.
@@ -274,6 +278,8 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("experiment_id", FieldKind::OptStr),
     ("measurement_methodology", FieldKind::OptStr),
     ("energy_source", FieldKind::OptStr),
+    ("energy_scope", FieldKind::OptStr),
+    ("system_energy_joules", FieldKind::OptFloat),
     ("energy_adjusted_joules", FieldKind::OptFloat),
     ("energy_per_token_adjusted_joules", FieldKind::OptFloat),
     ("ttft_median_ms", FieldKind::OptFloat),
@@ -360,6 +366,8 @@ impl LlmRun {
             "experiment_id" => opt_s(&x.experiment_id),
             "measurement_methodology" => opt_s(&x.measurement_methodology),
             "energy_source" => opt_s(&x.energy_source),
+            "energy_scope" => opt_s(&x.energy_scope),
+            "system_energy_joules" => opt_f(x.system_energy_joules),
             "energy_adjusted_joules" => opt_f(x.energy_adjusted_joules),
             "energy_per_token_adjusted_joules" => opt_f(x.energy_per_token_adjusted_joules),
             "ttft_median_ms" => opt_f(x.ttft_median_ms),

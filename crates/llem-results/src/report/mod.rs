@@ -238,6 +238,23 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
         esc(&engines.into_iter().collect::<Vec<_>>().join(", ")),
         runs.issues().len()
     );
+    let count = |s: &str| {
+        runs.iter()
+            .filter(|r| r.extra.energy_scope.as_deref() == Some(s))
+            .count()
+    };
+    let (gpu, cpu) = (count("gpu"), count("cpu"));
+    if gpu + cpu > 0 {
+        let _ = write!(
+            h,
+            "<p>Energy per token is the energy of the inference device: the engine's GPUs in {gpu} runs, the CPU packages and DRAM in {cpu}; host energy the GPU runs also drew is in the system column, never in the headline.{}</p>",
+            if gpu > 0 && cpu > 0 {
+                " GPU and CPU runs measure different devices: compare them by system energy."
+            } else {
+                ""
+            }
+        );
+    }
     h.push_str("<table><tr><th class=\"t\">configuration</th><th>runs</th>");
     for m in METRICS {
         let _ = write!(h, "<th>{} ({})<br>mean ± 95 % CI</th>", m.name, m.unit);
@@ -367,18 +384,34 @@ fn latency_section(h: &mut String, configs: &[Configuration]) {
     h.push_str("</section>");
 }
 
+/// What a run's energy figures hold, for the tables.
+fn scope_words(scope: Option<&str>) -> &'static str {
+    match scope {
+        Some("gpu") => "GPU",
+        Some("cpu") => "CPU + DRAM",
+        Some(_) => "other",
+        None => "as recorded",
+    }
+}
+
 /// Every run, and the runs that were found but could not be loaded.
 fn runs_section(h: &mut String, runs: &Runs) {
-    h.push_str("<section id=\"runs\"><h2>Every run</h2><table><tr><th class=\"t\">run</th><th class=\"t\">source</th><th>mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
+    h.push_str("<section id=\"runs\"><h2>Every run</h2><table><tr><th class=\"t\">run</th><th class=\"t\">source</th><th>mJ/tok</th><th class=\"t\">energy of</th><th>system mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
     for r in runs.iter() {
         let opt = |v: Option<f64>| v.map(short_number).unwrap_or_default();
         let _ = write!(
             h,
-            "<tr class=\"{}\"><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td><td class=\"warn\">{}</td></tr>",
+            "<tr class=\"{}\"><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td><td class=\"warn\">{}</td></tr>",
             if r.is_stable { "stable" } else { "unstable" },
             esc(&compare::label(r)),
             esc(&r.results_path),
             short_number(r.energy_per_token_joules * 1000.0),
+            scope_words(r.extra.energy_scope.as_deref()),
+            opt(r
+                .extra
+                .system_energy_joules
+                .zip(r.total_output_tokens.filter(|n| *n > 0.0))
+                .map(|(j, n)| j / n * 1000.0)),
             short_number(r.output_throughput_tokens_per_sec),
             short_number(r.avg_power_watts),
             short_number(r.p50_itl_ms),

@@ -67,6 +67,10 @@ pub fn fresh_manifest(plan: &StudyPlan, llem_version: &str, host: &str) -> Manif
                 inference_seconds: None,
                 energy_joules: None,
                 adj_energy_joules: None,
+                energy_scope: None,
+                system_energy_joules: None,
+                co2_g: None,
+                system_co2_g: None,
                 throughput_tok_s: None,
                 mj_per_tok: None,
                 mj_per_tok_adjusted: None,
@@ -254,6 +258,10 @@ pub(super) fn fill_completed(
     e.inference_seconds = Some(r.total_inference_time_sec);
     e.energy_joules = Some(r.total_energy_j);
     e.adj_energy_joules = r.energy_adjusted_j;
+    e.energy_scope = r.energy_scope.clone();
+    e.system_energy_joules = r.system_energy_j;
+    e.co2_g = r.emissions.as_ref().and_then(|x| x.co2_g);
+    e.system_co2_g = r.emissions.as_ref().and_then(|x| x.system_co2_g);
     e.throughput_tok_s = Some(r.avg_tokens_per_second);
     e.mj_per_tok = r.mj_per_tok_total;
     e.mj_per_tok_adjusted = r.mj_per_tok_adjusted;

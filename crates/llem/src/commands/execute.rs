@@ -57,7 +57,17 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
         r.avg_tokens_per_second, r.avg_total_tokens_per_second
     );
     let source = r.energy_source.as_deref().unwrap_or("not measured");
-    let _ = writeln!(s, "   energy      {:.2} J ({source})", r.total_energy_j);
+    let scope = match r.energy_scope.as_deref() {
+        Some("gpu") => "GPU",
+        Some("cpu") => "CPU package + DRAM",
+        _ => "all domains",
+    };
+    let _ = writeln!(
+        s,
+        "   energy      {:.2} J {scope} ({source}); system {}",
+        r.total_energy_j,
+        opt(r.system_energy_j, "J", 2)
+    );
     let _ = writeln!(
         s,
         "   per token   {} total, {} above a {} baseline",
@@ -65,6 +75,21 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
         opt(r.mj_per_tok_adjusted, "mJ", 2),
         opt(r.baseline_power_w, "W", 2)
     );
+    if let Some(e) = &r.emissions {
+        let _ = writeln!(
+            s,
+            "   CO2         {} (system {}) at {} gCO2/kWh{}, PUE {}",
+            opt(e.co2_g, "g", 3),
+            opt(e.system_co2_g, "g", 3),
+            e.carbon_intensity_gco2_kwh,
+            if e.intensity_source == "configured" {
+                ""
+            } else {
+                " (world average)"
+            },
+            e.datacenter_pue
+        );
+    }
     if let Some(l) = &r.latency_stats {
         let _ = writeln!(
             s,
@@ -161,6 +186,8 @@ pub fn experiment_request(
         python: user.python.clone(),
         model_cache_dir: model_cache_dir(&user),
         runnable_checked,
+        carbon_intensity_gco2_kwh: user.measurement.carbon_intensity_gco2_kwh,
+        datacenter_pue: user.measurement.datacenter_pue,
     }
 }
 
@@ -202,7 +229,7 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     } else {
         match llem_study::lock_for_experiment(
             &crate::paths::cache_dir().join("locks"),
-            &super::study::lock_resources(),
+            &super::study::lock_resources(plan),
             &llem_harness::environment::hostname(),
             format!("experiment '{}'", plan.study_name),
         ) {

@@ -365,6 +365,7 @@ fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
     let ra = load(a)?;
     let rb = load(b)?;
     let rows = compare::compare(&ra, &rb);
+    let mismatch = compare::scope_mismatch(&ra, &rb);
     if json {
         let arr: Vec<serde_json::Value> = rows
             .iter()
@@ -376,7 +377,8 @@ fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
             })
             .collect();
         print_json(&serde_json::json!({
-            "a": a, "b": b, "a_runs": ra.len(), "b_runs": rb.len(), "metrics": arr
+            "a": a, "b": b, "a_runs": ra.len(), "b_runs": rb.len(), "metrics": arr,
+            "warnings": mismatch.iter().collect::<Vec<_>>(),
         }));
         return Ok(());
     }
@@ -413,6 +415,9 @@ fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
             terminal_width()
         )
     );
+    if let Some(w) = mismatch {
+        outln!("warning: {w}");
+    }
     Ok(())
 }
 

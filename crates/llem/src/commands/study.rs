@@ -48,16 +48,9 @@ pub fn interrupt_counter() -> Arc<AtomicUsize> {
         .clone()
 }
 
-/// Devices a study on this machine uses: the visible GPUs, or the CPU when there are none
-/// (a CPU study's energy is the package's, which a second study would disturb just the same).
-pub fn lock_resources() -> Vec<String> {
-    let cvd = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-    let gpus = llem_energy::sensors::nvml::visible_indices(cvd.as_deref());
-    if gpus.is_empty() {
-        vec!["cpu".to_string()]
-    } else {
-        gpus.iter().map(|i| format!("gpu{i}")).collect()
-    }
+/// Devices the cells of `plan` use on this machine, to lock.
+pub fn lock_resources(plan: &StudyPlan) -> Vec<String> {
+    llem_harness::devices::lock_resources(plan.configs.iter().map(|pc| &pc.config))
 }
 
 /// Applies `--fail-fast`, `--no-circuit-breaker` and `--timeout` to the plan's execution block.
@@ -116,7 +109,7 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         }
         return exit::CONFIG;
     }
-    let resources = lock_resources();
+    let resources = lock_resources(plan);
     let opts = StudyOptions {
         launcher: Launcher {
             program,
@@ -175,6 +168,18 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
                 s.total_wall_time_s,
                 o.dir.display()
             );
+            if s.completed > 0 {
+                let g = |v: Option<f64>, unit: &str| {
+                    v.map_or_else(|| "-".to_string(), |x| format!("{x:.3} {unit}"))
+                };
+                eprintln!(
+                    " measured energy {:.1} J (headline scope), {} system; CO2 {} ({} system)",
+                    s.total_energy_j,
+                    g(s.total_system_energy_j, "J"),
+                    g(s.total_co2_g, "g"),
+                    g(s.total_system_co2_g, "g")
+                );
+            }
             if matches!(
                 m.status,
                 StudyStatus::Interrupted

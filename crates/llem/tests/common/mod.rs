@@ -66,3 +66,18 @@ pub fn assets() -> PathBuf {
     );
     dir
 }
+
+/// An amdgpu card under the sysfs root `sys` drawing a constant `watts` (its hwmon
+/// `power1_average`): a GPU sensor where no GPU driver can run, standing in for the driver.
+pub fn amdgpu_card(sys: &Path, watts: f64) {
+    let dev = sys.join("class/drm/card0/device");
+    let hw = dev.join("hwmon/hwmon0");
+    std::fs::create_dir_all(&hw).unwrap();
+    std::fs::write(hw.join("name"), "amdgpu\n").unwrap();
+    std::fs::write(
+        hw.join("power1_average"),
+        format!("{}\n", (watts * 1e6) as u64),
+    )
+    .unwrap();
+    std::fs::write(dev.join("product_name"), "Test GPU\n").unwrap();
+}
