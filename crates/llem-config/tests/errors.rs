@@ -620,3 +620,68 @@ fn plans_past_the_caps_are_refused_before_allocating() {
         t.elapsed()
     );
 }
+
+/// `lora:` is applied or refused at plan time, never ignored: a missing adapter points at
+/// its line; an engine that cannot apply an adapter, or a setting it cannot honour, says so.
+#[test]
+fn lora_is_refused_where_it_cannot_be_applied() {
+    let e =
+        err("model: m.gguf\nengine: llamacpp\nlora:\n  adapter_path: /nonexistent/adapter.gguf\n");
+    let d = &e.diagnostics[0];
+    assert_eq!(d.kind, ErrorKind::Rule);
+    assert!(
+        d.message
+            .contains("adapter `/nonexistent/adapter.gguf` not found"),
+        "{}",
+        d.message
+    );
+    assert_eq!(at(&e), (4, 17));
+
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = dir.path().join("a.gguf");
+    std::fs::write(&adapter, b"GGUF").unwrap();
+    let a = adapter.display();
+    // Accepted where the engine applies it.
+    for ok in [
+        format!("model: m.gguf\nengine: llamacpp\nlora: {{adapter_path: {a}, scale: 0.5}}\n"),
+        format!(
+            "model: m\nengine: transformers\nlora: {{adapter_path: {a}, merge_weights: true}}\n"
+        ),
+        "model: m\nengine: transformers\nlora: {adapter_id: acme/adapter}\n".to_string(),
+        format!("model: m\nengine: vllm\nrunners: {{vllm: local}}\nlora: {{adapter_path: {a}}}\n"),
+    ] {
+        assert!(plan_text(&ok).is_ok(), "{ok}: {:?}", plan_text(&ok).err());
+    }
+    // Refused with the reason, at the field.
+    for (yaml, line_col, says) in [
+        (
+            "model: m.gguf\nengine: llamacpp\nlora:\n  adapter_id: acme/adapter\n".to_string(),
+            (4, 15),
+            "GGUF LoRA adapters from a file",
+        ),
+        (
+            format!(
+                "model: m\nengine: vllm\nrunners: {{vllm: local}}\nlora:\n  adapter_path: {a}\n  scale: 0.5\n"
+            ),
+            (6, 10),
+            "full strength only",
+        ),
+        (
+            format!("model: m\nengine: sglang\nlora:\n  adapter_path: {a}\n"),
+            (4, 3),
+            "does not apply LoRA adapters on sglang",
+        ),
+        (
+            format!(
+                "model: m\nengine: openai\nrunners: {{openai: \"external:http://127.0.0.1:1/v1\"}}\nlora:\n  adapter_path: {a}\n"
+            ),
+            (5, 3),
+            "server llem did not start",
+        ),
+    ] {
+        let e = err(&yaml);
+        let d = &e.diagnostics[0];
+        assert!(d.message.contains(says), "{yaml}: {}", d.message);
+        assert_eq!(at(&e), line_col, "{yaml}");
+    }
+}

@@ -302,7 +302,16 @@ pub fn load(
                 EngineError::Config(format!("model `{}` is not a file", cfg.model))
             })?;
             let settings = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
-            Ok(Box::new(llamacpp::LlamaCppEngine::load(path, &settings)?))
+            let mut engine = llamacpp::LlamaCppEngine::load(path, &settings)?;
+            if let Some(l) = cfg.lora.as_deref() {
+                // The plan refused every other form of `lora:` for this engine.
+                let adapter = l.adapter_path.as_deref().ok_or_else(|| {
+                    EngineError::Config("llamacpp applies `lora.adapter_path` only".into())
+                })?;
+                #[allow(clippy::cast_possible_truncation)]
+                engine.apply_lora(Path::new(adapter), l.scale as f32)?;
+            }
+            Ok(Box::new(engine))
         }
     }
 }

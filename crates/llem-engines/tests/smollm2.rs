@@ -11,6 +11,9 @@
 #[path = "support/prompts.rs"]
 mod prompts;
 
+#[path = "support/lora.rs"]
+mod lora;
+
 use std::path::PathBuf;
 
 use llem_config::model::engines::LlamaCppConfig;
@@ -276,4 +279,43 @@ fn an_empty_or_oversized_prompt_fails_alone() {
     assert!(by_id(1).error.as_deref().unwrap().contains("empty prompt"));
     assert!(!by_id(2).success);
     assert!(by_id(2).error.as_deref().unwrap().contains("does not fit"));
+}
+
+/// A LoRA adapter made here (PEFT with random weights, converted by llama.cpp's own script)
+/// changes what the model says; at scale 0 the output is the base model's, token for token.
+#[test]
+fn a_lora_adapter_changes_the_output_and_at_scale_zero_is_the_base_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, adapter) = lora::make(&model_path(), dir.path());
+    let prompts = chat(&["What is the capital of France?", "List three colours."]);
+    let ids = |e: &LlamaCppEngine| {
+        let mut s = e.session(plan(2)).unwrap();
+        s.generate_ids(&workload(prompts.clone(), 2, 24)).unwrap()
+    };
+    let base = ids(&engine());
+    let mut on = engine();
+    on.apply_lora(&adapter, 1.0).unwrap();
+    assert_eq!(on.lora().map(|(_, s)| s), Some(1.0));
+    assert!(
+        on.engine_info()
+            .system_info
+            .unwrap_or_default()
+            .contains("LoRA adapter"),
+        "the result says which adapter ran"
+    );
+    let adapted = ids(&on);
+    assert_ne!(adapted, base, "the adapter changed nothing");
+    let mut zero = engine();
+    zero.apply_lora(&adapter, 0.0).unwrap();
+    assert_eq!(ids(&zero), base, "scale 0 is the base model");
+
+    // Not an adapter: a clear error, nothing loaded.
+    let mut e = engine();
+    let err = e
+        .apply_lora(&model_path().with_extension("nope"), 1.0)
+        .unwrap_err();
+    assert!(err.to_string().contains("LoRA adapter"), "{err}");
+    let not_gguf = dir.path().join("peft/adapter_config.json");
+    let err = e.apply_lora(&not_gguf, 1.0).unwrap_err();
+    assert!(err.to_string().contains("not a GGUF file"), "{err}");
 }

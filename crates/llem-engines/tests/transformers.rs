@@ -13,6 +13,9 @@
 #[path = "support/prompts.rs"]
 mod prompts;
 
+#[path = "support/lora.rs"]
+mod lora;
+
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -681,5 +684,39 @@ fn the_docker_runner_mounts_the_script_and_model_and_removes_its_container() {
     assert!(
         log.lines().any(|l| l == format!("rm -f {name}")),
         "the container is removed: {log}"
+    );
+}
+
+/// PEFT in the worker: an adapter the test made (random weights on v_proj/o_proj) changes
+/// the greedy output; at scale 0 the output is the base model's, merged or not.
+#[test]
+fn a_peft_adapter_changes_the_output_and_at_scale_zero_is_the_base_model() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (peft, _) = lora::make(&model_path(), dir.path());
+    let prompts = chat(&["What is the capital of France?", "List three colours."]);
+    let wl = workload(prompts, 2, 16);
+    let base = shared().generate_ids(&wl, &mut Records::new()).unwrap();
+    let ids = |lora: serde_json::Value| {
+        let e = start(&config(serde_json::json!({ "lora": lora })), &options(&dir));
+        let info = e.info().system_info.unwrap_or_default();
+        assert!(info.contains("LoRA adapter"), "{info}");
+        let mut e = e;
+        e.generate_ids(&wl, &mut Records::new()).unwrap()
+    };
+    let p = peft.display().to_string();
+    let adapted = ids(serde_json::json!({"adapter_path": p}));
+    assert_ne!(adapted, base, "the adapter changed nothing");
+    // Merged into the weights, the adapter still applies (float sums in another order, so
+    // not necessarily the same tokens as unmerged).
+    assert_ne!(
+        ids(serde_json::json!({"adapter_path": p, "merge_weights": true})),
+        base,
+        "the merged adapter changed nothing"
+    );
+    assert_eq!(
+        ids(serde_json::json!({"adapter_path": p, "scale": 0.0})),
+        base,
+        "scale 0 is the base model"
     );
 }

@@ -15,6 +15,9 @@ use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeseri
 mod common;
 use common::assets;
 
+#[path = "../../llem-engines/tests/support/lora.rs"]
+mod lora;
+
 /// `llem` with a sandboxed HOME, no user config, the asset cache and sensor roots under
 /// `home`.
 fn llem_command(home: &Path) -> Command {
@@ -708,4 +711,42 @@ fn the_embedded_engine_on_a_gpu_host_reports_cpu_energy_as_its_headline() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
+}
+
+/// `lora:` through `llem run`: the plan accepts a GGUF adapter for the embedded engine, the
+/// engine applies it (the result names it), and a missing adapter stops the plan at its line.
+#[test]
+fn a_lora_adapter_is_applied_by_llem_run_or_refused_at_plan_time() {
+    let home = sandbox();
+    let (_, adapter) = lora::make(
+        &assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        home.path(),
+    );
+    let yaml = |path: &str| {
+        format!(
+            "name: lora\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nmax_output_tokens: 4\n\
+             lora: {{adapter_path: {path}, scale: 0.75}}\n\
+             dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 8, output_tokens: 4}}}}\n\
+             warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n"
+        )
+    };
+    let (_, r) = run_ok(home.path(), "lora", &yaml(&adapter.display().to_string()));
+    let info = r["environment"]["engine_system_info"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        info.contains(&format!("LoRA adapter {} at scale 0.75", adapter.display())),
+        "{info}"
+    );
+
+    let file = home.path().join("missing.yaml");
+    std::fs::write(&file, yaml("/nonexistent/adapter.gguf")).unwrap();
+    let o = llem(home.path(), &["run", file.to_str().unwrap(), "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("adapter `/nonexistent/adapter.gguf` not found")
+            && err.contains("missing.yaml:4:"),
+        "{err}"
+    );
 }

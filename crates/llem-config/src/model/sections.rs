@@ -317,14 +317,31 @@ pub struct SloConfig {
     pub e2e_ms: Option<f64>,
 }
 
-/// A LoRA adapter applied to the model: exactly one of adapter_id / adapter_path.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// A LoRA adapter applied to the model: exactly one of adapter_id / adapter_path. Engines
+/// that cannot apply it refuse the configuration at plan time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoraConfig {
-    /// Hugging Face Hub adapter id.
+    /// Hugging Face Hub adapter id (transformers).
     pub adapter_id: Option<String>,
-    /// Local adapter path (a GGUF adapter for llamacpp).
+    /// Local adapter: a GGUF adapter file for llamacpp, a PEFT adapter directory for
+    /// transformers and vllm; relative to the working directory.
     pub adapter_path: Option<String>,
-    /// Merge the adapter into the base weights at load time.
+    /// Merge the adapter into the base weights at load time (transformers).
     pub merge_weights: bool,
+    /// Strength of the adapter: 0 is the base model, 1 the adapter as trained (llamacpp,
+    /// transformers; vllm applies 1 only).
+    #[schemars(range(min = 0.0))]
+    pub scale: f64,
+}
+
+impl Default for LoraConfig {
+    fn default() -> Self {
+        LoraConfig {
+            adapter_id: None,
+            adapter_path: None,
+            merge_weights: false,
+            scale: 1.0,
+        }
+    }
 }

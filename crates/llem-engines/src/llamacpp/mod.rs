@@ -73,6 +73,16 @@ pub struct LlamaCppEngine {
     eog: Vec<LlamaToken>,
     /// Ordinary text tokens, from which synthetic prompts are drawn.
     text_tokens: Vec<LlamaToken>,
+    /// The LoRA adapter every context applies, with its scale.
+    lora: Option<Lora>,
+}
+
+/// A GGUF LoRA adapter loaded with the model.
+struct Lora {
+    /// Setting it on a context takes it mutably; contexts are opened one at a time.
+    adapter: std::sync::Mutex<llama_cpp_2::model::LlamaLoraAdapter>,
+    scale: f32,
+    path: std::path::PathBuf,
 }
 
 /// True when `path` starts with the GGUF magic.
@@ -153,16 +163,61 @@ impl LlamaCppEngine {
             template,
             eog,
             text_tokens,
+            lora: None,
         })
+    }
+
+    /// Loads the GGUF LoRA adapter at `path`; every context opened afterwards applies it at
+    /// `scale` (0 = the base model). llama.cpp refuses an adapter made for another
+    /// architecture or with shapes that do not match the model's; its log says which.
+    pub fn apply_lora(&mut self, path: &Path, scale: f32) -> Result<(), EngineError> {
+        let fail = |reason: String| EngineError::Load {
+            model: path.display().to_string(),
+            reason: format!("LoRA adapter: {reason}"),
+        };
+        match is_gguf(path) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(fail(
+                    "not a GGUF file (convert a PEFT adapter with llama.cpp's \
+                     convert_lora_to_gguf.py)"
+                        .into(),
+                ));
+            }
+            Err(e) => return Err(fail(e.to_string())),
+        }
+        crate::engine_log::clear();
+        let adapter = self.model.lora_adapter_init(path).map_err(|e| {
+            let said = crate::engine_log::take_recent();
+            fail(if said.is_empty() {
+                e.to_string()
+            } else {
+                said.join("; ")
+            })
+        })?;
+        self.lora = Some(Lora {
+            adapter: std::sync::Mutex::new(adapter),
+            scale,
+            path: path.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    /// The adapter applied, and its scale.
+    pub fn lora(&self) -> Option<(&Path, f32)> {
+        self.lora.as_ref().map(|l| (l.path.as_path(), l.scale))
     }
 
     /// Engine name, version and devices.
     pub fn engine_info(&self) -> EngineInfo {
         let listed = llama_cpp_2::list_llama_ggml_backend_devices();
-        let devices: Vec<String> = listed
+        let mut devices: Vec<String> = listed
             .iter()
             .map(|d| format!("{} ({})", d.description, d.backend))
             .collect();
+        if let Some((path, scale)) = self.lora() {
+            devices.push(format!("LoRA adapter {} at scale {scale}", path.display()));
+        }
         // Layers go to the GPU backends only when asked for and when this build has one; a
         // CPU-only build runs n_gpu_layers: -1 on the CPU.
         let gpus = listed
@@ -237,10 +292,22 @@ impl LlamaCppEngine {
             .with_flash_attention_policy(flash)
             .with_type_k(kv_type(self.settings.kv_cache_type))
             .with_type_v(kv_type(self.settings.kv_cache_type));
-        let ctx = self
+        let mut ctx = self
             .model
             .new_context(backend, params)
             .map_err(|e| EngineError::Config(format!("llama.cpp context ({n_ctx} tokens): {e}")))?;
+        if let Some(l) = &self.lora {
+            let mut adapter = l
+                .adapter
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            ctx.lora_adapter_set(&mut adapter, l.scale).map_err(|e| {
+                EngineError::Config(format!(
+                    "llama.cpp could not apply the LoRA adapter {}: {e}",
+                    l.path.display()
+                ))
+            })?;
+        }
         let kv_bytes = kv_cache_bytes(&self.info, n_ctx.get(), self.settings.kv_cache_type);
         Ok(LlamaCppSession {
             engine: self,

@@ -181,7 +181,9 @@ impl ServerEngine {
             endpoint: Arc::new(Endpoint {
                 base_url,
                 api_key,
-                model: cfg.model.clone(),
+                model: spec
+                    .and_then(|s| (s.served_model)(cfg))
+                    .map_or_else(|| cfg.model.clone(), String::from),
                 continuous_usage: spec.is_some_and(|s| s.continuous_usage),
                 stall_timeout: opts.stall_timeout,
             }),

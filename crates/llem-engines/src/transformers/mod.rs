@@ -261,6 +261,24 @@ fn handshake(
 
 /// Sends the model, every `transformers` field, the decoder and the passthrough keywords;
 /// waits for the worker to have loaded it (and probed `generate()` with them).
+/// The `lora:` section for the worker, whose working directory is not necessarily llem's:
+/// a relative adapter path is made absolute.
+fn lora_op(cfg: &ExperimentConfig) -> serde_json::Value {
+    let Some(l) = cfg.lora.as_deref() else {
+        return serde_json::Value::Null;
+    };
+    let mut l = l.clone();
+    if let Some(p) = &l.adapter_path {
+        l.adapter_path = Some(
+            std::path::absolute(p)
+                .unwrap_or_else(|_| PathBuf::from(p))
+                .display()
+                .to_string(),
+        );
+    }
+    serde_json::to_value(&l).unwrap_or_default()
+}
+
 fn load_model(
     worker: &mut WorkerProcess,
     cfg: &ExperimentConfig,
@@ -276,6 +294,7 @@ fn load_model(
         transformers: serde_json::to_value(&t).unwrap_or_default(),
         sampling: serde_json::to_value(&sampling).unwrap_or_default(),
         passthrough_kwargs: serde_json::to_value(&cfg.passthrough_kwargs).unwrap_or_default(),
+        lora: lora_op(cfg),
     };
     worker.send(&load)?;
     match worker.reply(Wait::Total(opts.load_timeout))? {
@@ -355,13 +374,22 @@ impl TransformersEngine {
             name: "transformers",
             version: Some(format!("transformers {transformers}")),
             system_info: Some(format!(
-                "torch {torch}{}, Python {py_version} ({executable}), device {device}{}",
+                "torch {torch}{}, Python {py_version} ({executable}), device {device}{}{}",
                 cuda.map(|c| format!(" (CUDA {c})")).unwrap_or_default(),
                 if devices.is_empty() {
                     String::new()
                 } else {
                     format!(", visible GPUs: {}", devices.join(", "))
-                }
+                },
+                cfg.lora.as_deref().map_or_else(String::new, |l| format!(
+                    ", LoRA adapter {} at scale {}{}",
+                    l.adapter_path
+                        .as_deref()
+                        .or(l.adapter_id.as_deref())
+                        .unwrap_or_default(),
+                    l.scale,
+                    if l.merge_weights { ", merged" } else { "" }
+                ))
             )),
             placement: Some(placement),
         };

@@ -55,6 +55,8 @@ pub enum Op {
         sampling: serde_json::Value,
         /// `passthrough_kwargs` as configured.
         passthrough_kwargs: serde_json::Value,
+        /// The `lora:` section, its adapter path made absolute; null without one.
+        lora: serde_json::Value,
     },
     /// Tokenize a workload's prompts (replacing the previous ones).
     Prepare {

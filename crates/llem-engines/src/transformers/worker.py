@@ -165,6 +165,8 @@ class Worker:
             model.to(self.device)
         else:
             self.device = str(next(model.parameters()).device)
+        if op.get("lora"):
+            model = self.model = self.apply_lora(model, op["lora"])
         model.eval()
         # Every GPU holding weights (device_map may spread them): synced, and their peaks summed.
         self.gpus = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
@@ -243,6 +245,34 @@ class Worker:
             gpus=list(self.gpus),
             chat_template=bool(getattr(tok, "chat_template", None)),
         )
+
+    def apply_lora(self, model, lora):
+        """The model with the PEFT adapter `lora` names, its every LoRA layer scaled by
+        `lora.scale` (0 = the base model), merged into the weights when asked."""
+        field = "lora.adapter_path" if lora.get("adapter_path") else "lora.adapter_id"
+        try:
+            import peft
+        except ImportError as e:
+            raise Rejected(field, "LoRA adapters need the peft package (%s): %s -m pip install peft"
+                           % (e, sys.executable))
+        source = lora.get("adapter_path") or lora.get("adapter_id")
+        try:
+            model = peft.PeftModel.from_pretrained(model, source)
+        except Exception as e:
+            raise Rejected(field, "PEFT could not load the adapter %s: %s: %s" % (source, type(e).__name__, e)) from e
+        scale = float(lora.get("scale", 1.0))
+        layers = 0
+        for m in model.modules():
+            if isinstance(m, peft.tuners.lora.LoraLayer):
+                layers += 1
+                for name in list(m.scaling):
+                    m.scaling[name] *= scale
+        if layers == 0:
+            raise Rejected(field, "the adapter %s holds no LoRA layer for this model" % source)
+        if lora.get("merge_weights"):
+            model = model.merge_and_unload()
+        log("LoRA adapter %s on %d layers at scale %g%s" % (source, layers, scale, ", merged" if lora.get("merge_weights") else ""))
+        return model
 
     def generation_kwargs(self, s, sampling, extra):
         gen, fields = {}, {}

@@ -27,6 +27,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     request_fields: super::no_request_fields,
     // A CPU run (no layers offloaded) asks Docker for no GPU.
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
+    served_model: super::configured_model,
 };
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
@@ -69,5 +70,45 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     if !l.use_mmap {
         args.push("--no-mmap".into());
     }
+    if let Some(lora) = cfg.lora.as_deref() {
+        let path = super::adapter_path(cfg)
+            .ok_or("llama-server applies `lora.adapter_path` (a GGUF adapter) only")?;
+        // `--lora-scaled` splits its value at `,` and `:`.
+        if path.contains([',', ':']) {
+            return Err(format!(
+                "llama-server cannot take the LoRA adapter path {path}: its `--lora-scaled` \
+                 splits at `,` and `:`; move the adapter to a path without them"
+            ));
+        }
+        args.extend(["--lora-scaled".into(), format!("{path}:{}", lora.scale)]);
+    }
     Ok(ServerArgs::plain(args))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lora_adapter_is_loaded_at_its_scale() {
+        let listen = Listen {
+            model: "/m/x.gguf",
+            host: "127.0.0.1",
+            port: 8080,
+        };
+        let c: ExperimentConfig = serde_json::from_value(serde_json::json!({
+            "model": "x.gguf", "engine": "llamacpp",
+            "lora": {"adapter_path": "/a/lora.gguf", "scale": 0.5}
+        }))
+        .unwrap();
+        let a = args(&c, &listen).unwrap().args.join(" ");
+        assert!(a.ends_with("--lora-scaled /a/lora.gguf:0.5"), "{a}");
+        let bad: ExperimentConfig = serde_json::from_value(serde_json::json!({
+            "model": "x.gguf", "engine": "llamacpp",
+            "lora": {"adapter_path": "/a/b:c.gguf"}
+        }))
+        .unwrap();
+        assert!(args(&bad, &listen).unwrap_err().contains("splits at"));
+    }
 }

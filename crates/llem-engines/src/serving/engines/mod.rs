@@ -111,6 +111,26 @@ pub struct ServerSpec {
     pub request_fields: fn(&ExperimentConfig) -> Map<String, Value>,
     /// True when its container needs GPUs for `cfg`.
     pub wants_gpus: fn(&ExperimentConfig) -> bool,
+    /// The `model` requests name, when it is not `cfg.model` (a LoRA adapter served beside
+    /// the base model under its own name).
+    pub served_model: fn(&ExperimentConfig) -> Option<&'static str>,
+}
+
+/// For engines whose requests name the configured model.
+pub(crate) fn configured_model(_: &ExperimentConfig) -> Option<&'static str> {
+    None
+}
+
+/// A local adapter path as the server will read it: absolute, since the server's working
+/// directory is its cell's, not llem's.
+pub(crate) fn adapter_path(cfg: &ExperimentConfig) -> Option<String> {
+    let p = cfg.lora.as_deref()?.adapter_path.as_deref()?;
+    Some(
+        std::path::absolute(p)
+            .unwrap_or_else(|_| std::path::PathBuf::from(p))
+            .display()
+            .to_string(),
+    )
 }
 
 /// For engines whose server always runs on GPUs.

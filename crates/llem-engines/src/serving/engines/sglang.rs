@@ -26,6 +26,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields: super::no_request_fields,
     wants_gpus: super::always,
+    served_model: super::configured_model,
 };
 
 /// `sglang.*` → `sglang.launch_server` flags.

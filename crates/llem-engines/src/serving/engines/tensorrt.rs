@@ -22,6 +22,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields,
     wants_gpus: super::always,
+    served_model: super::configured_model,
 };
 
 /// `tensorrt.*` → `trtllm-serve` flags and extra options.

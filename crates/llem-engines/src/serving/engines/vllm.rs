@@ -33,7 +33,46 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields,
     wants_gpus: super::always,
+    served_model,
 };
+
+/// The name `--lora-modules` gives the adapter; requests ask for it to get the adapter.
+pub const LORA_NAME: &str = "llem-lora";
+
+fn served_model(cfg: &ExperimentConfig) -> Option<&'static str> {
+    cfg.lora.is_some().then_some(LORA_NAME)
+}
+
+/// `--max-lora-rank` values vLLM accepts.
+const LORA_RANKS: &[u32] = &[1, 8, 16, 32, 64, 128, 256, 320, 512];
+
+/// vLLM's LoRA flags: the adapter under [`LORA_NAME`], and a maximum rank that admits it
+/// (vLLM's default, 16, refuses a larger adapter at the first request).
+fn lora_args(cfg: &ExperimentConfig) -> Result<Vec<String>, String> {
+    let Some(path) = super::adapter_path(cfg) else {
+        return Ok(Vec::new());
+    };
+    let mut out = vec![
+        "--enable-lora".to_string(),
+        "--lora-modules".into(),
+        format!("{LORA_NAME}={path}"),
+    ];
+    let config = std::path::Path::new(&path).join("adapter_config.json");
+    let rank = llem_config::files::read_regular(&config, llem_config::files::CONFIG_MAX_BYTES)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v.get("r").and_then(Value::as_u64))
+        .and_then(|r| u32::try_from(r).ok());
+    if let Some(r) = rank {
+        let max = LORA_RANKS
+            .iter()
+            .copied()
+            .find(|m| *m >= r)
+            .ok_or_else(|| format!("the LoRA adapter's rank {r} is above vLLM's largest, 512"))?;
+        out.extend(["--max-lora-rank".into(), max.to_string()]);
+    }
+    Ok(out)
+}
 
 /// `vllm.engine.*` → `vllm serve` flags.
 const FLAGS: &[(&str, Flag)] = &[
@@ -99,6 +138,7 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
         FLAGS,
         &mut None,
     )?;
+    args.extend(lora_args(cfg)?);
     Ok(ServerArgs::plain(args))
 }
 
@@ -138,5 +178,34 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("vllm.engine.bogus"), "{e}");
+    }
+
+    /// A LoRA adapter is served under its own name, which requests ask for, with a maximum
+    /// rank that admits it.
+    #[test]
+    fn a_lora_adapter_is_enabled_named_and_requested() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("adapter_config.json"), r#"{"r": 24}"#).unwrap();
+        let c: ExperimentConfig = serde_json::from_value(json!({
+            "model": "m", "engine": "vllm",
+            "lora": {"adapter_path": dir.path().display().to_string()}
+        }))
+        .unwrap();
+        let at = Listen {
+            model: "m",
+            host: "127.0.0.1",
+            port: 8000,
+        };
+        let a = args(&c, &at).unwrap().args.join(" ");
+        let want = format!(
+            "--enable-lora --lora-modules {LORA_NAME}={} --max-lora-rank 32",
+            dir.path().display()
+        );
+        assert!(a.ends_with(&want), "{a}");
+        assert_eq!((SPEC.served_model)(&c), Some(LORA_NAME));
+        let base: ExperimentConfig =
+            serde_json::from_value(json!({"model": "m", "engine": "vllm"})).unwrap();
+        assert!(!args(&base, &at).unwrap().args.join(" ").contains("lora"));
+        assert_eq!((SPEC.served_model)(&base), None);
     }
 }
