@@ -630,3 +630,26 @@ fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
         }
     );
 }
+
+/// A server that was asked for a LoRA adapter but does not list it would serve the base
+/// model under the adapter's name: the load fails, before any measured request.
+#[test]
+fn a_server_that_does_not_list_the_lora_adapter_fails_the_load() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    // vLLM names its adapter in /v1/models; this server lists only its base model. (The plan
+    // refuses lora: on an external server; the engine checks all the same.)
+    let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+        "model": "fake-model", "engine": "vllm",
+        "runners": {"vllm": format!("external:{url}")},
+        "lora": {"adapter_path": dir.path().display().to_string()},
+    }))
+    .unwrap();
+    let opts = ServeOptions::new(dir.path().to_path_buf());
+    let err = ServerEngine::start(&cfg, None, dir.path().join("server.log"), opts)
+        .err()
+        .expect("an unlisted adapter must fail the load");
+    let msg = err.to_string();
+    assert!(msg.contains("does not list the LoRA adapter"), "{msg}");
+}

@@ -16,6 +16,9 @@ use llem_results::{ExperimentResult, read_requests, read_server_metrics};
 mod common;
 use common::assets;
 
+#[path = "../../llem-engines/tests/support/lora.rs"]
+mod lora;
+
 #[path = "../../llem-engines/tests/support/fake_openai.rs"]
 mod fake_openai;
 
@@ -484,6 +487,56 @@ fn a_gpu_servers_headline_is_its_gpu_and_the_host_is_reported_beside_it() {
     );
     assert!(rel(e.co2_g.unwrap(), r.total_energy_j / 3.6e6 * 475.0) < 1e-9);
     assert!(rel(e.system_co2_g.unwrap(), system / 3.6e6 * 475.0) < 1e-9);
+}
+
+/// `lora:` on llama-server: llem starts it with the adapter at the configured scale and
+/// checks, before the measured requests, that the server lists it (`/lora-adapters`).
+#[test]
+fn llama_server_is_started_with_the_lora_adapter() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = llama_server();
+    let home = tempfile::tempdir().unwrap();
+    let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let (_, adapter) = lora::make(&model, home.path());
+    let cfg = home.path().join("lora.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: serve-lora\n\
+             model: SmolLM2-135M-Instruct.Q4_1.gguf\n\
+             engine: llamacpp\n\
+             runners: {{llamacpp: local}}\n\
+             lora: {{adapter_path: {}, scale: 0.5}}\n\
+             dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 8, output_tokens: 4, distribution: fixed}}}}\n\
+             llamacpp: {{batch_size: 1, n_threads: 2}}\n\
+             warmup: {{enabled: false}}\n\
+             baseline: {{enabled: false}}\n",
+            adapter.display()
+        ),
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = llem_command(home.path(), &server)
+        .args(["run", cfg.to_str().unwrap(), "--output"])
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let result = common::walk(&out)
+        .into_iter()
+        .find(|p| p.ends_with("result.json"))
+        .unwrap();
+    let r: ExperimentResult =
+        serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let info = r.environment.engine_system_info.unwrap_or_default();
+    assert!(
+        info.contains(&format!(
+            "LoRA adapter {} at scale 0.5 (listed by the server)",
+            adapter.display()
+        )),
+        "{info}"
+    );
 }
 
 /// `llem run FILE --output OUT -q` against no llama-server (external URLs only).

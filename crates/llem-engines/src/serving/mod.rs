@@ -203,6 +203,7 @@ impl ServerEngine {
         };
         engine.wait_ready(health_path)?;
         engine.discover();
+        engine.verify_lora()?;
         Ok(engine)
     }
 
@@ -303,6 +304,73 @@ impl ServerEngine {
             }
             std::thread::sleep(Duration::from_millis(250));
         }
+    }
+
+    /// A launched server given `lora:` must list the adapter (at its scale, where it says),
+    /// or the run would measure the base model under the adapter's name. Says which adapter
+    /// ran in the engine's system info.
+    fn verify_lora(&mut self) -> Result<(), EngineError> {
+        let (Some(l), Some(spec)) = (self.cfg.lora.as_deref(), self.spec) else {
+            return Ok(());
+        };
+        let path = engines::adapter_path(&self.cfg).unwrap_or_default();
+        let fail = |reason: String| EngineError::Load {
+            model: self.cfg.model.clone(),
+            reason,
+        };
+        let listed = |route: &str| -> Result<Value, EngineError> {
+            match self.get(route, Duration::from_secs(10)) {
+                Ok((200, body)) => serde_json::from_str(&body)
+                    .map_err(|e| fail(format!("{route} is not JSON ({e})"))),
+                Ok((code, body)) => Err(fail(format!(
+                    "the server did not list its LoRA adapters: {route} answered HTTP {code} {}",
+                    body.trim().chars().take(200).collect::<String>()
+                ))),
+                Err(e) => Err(fail(format!("{route}: {e}"))),
+            }
+        };
+        let found = match spec.lora_listing {
+            engines::LoraListing::None => {
+                return Err(fail(format!(
+                    "llem does not apply LoRA adapters on {}",
+                    self.cfg.engine
+                )));
+            }
+            engines::LoraListing::LoraAdapters => {
+                listed("/lora-adapters")?.as_array().is_some_and(|a| {
+                    a.iter().any(|x| {
+                        x.get("path").and_then(Value::as_str) == Some(path.as_str())
+                            && x.get("scale")
+                                .and_then(Value::as_f64)
+                                .is_some_and(|s| (s - l.scale).abs() < 1e-6)
+                    })
+                })
+            }
+            engines::LoraListing::Models => listed("/v1/models")?
+                .get("data")
+                .and_then(Value::as_array)
+                .is_some_and(|a| {
+                    a.iter().any(|m| {
+                        m.get("id").and_then(Value::as_str) == Some(self.endpoint.model.as_str())
+                    })
+                }),
+        };
+        if !found {
+            return Err(fail(format!(
+                "the server does not list the LoRA adapter {path} at scale {}: it would serve \
+                 the base model",
+                l.scale
+            )));
+        }
+        let note = format!(
+            "LoRA adapter {path} at scale {} (listed by the server)",
+            l.scale
+        );
+        self.info.system_info = Some(match self.info.system_info.take() {
+            Some(s) => format!("{s}, {note}"),
+            None => note,
+        });
+        Ok(())
     }
 
     /// Reads the served model's name and limits, the server version and whether `/metrics`

@@ -28,6 +28,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     // A CPU run (no layers offloaded) asks Docker for no GPU.
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
     served_model: super::configured_model,
+    lora_listing: super::LoraListing::LoraAdapters,
 };
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {

@@ -114,6 +114,19 @@ pub struct ServerSpec {
     /// The `model` requests name, when it is not `cfg.model` (a LoRA adapter served beside
     /// the base model under its own name).
     pub served_model: fn(&ExperimentConfig) -> Option<&'static str>,
+    /// Where the running server lists its LoRA adapters, checked before the run.
+    pub lora_listing: LoraListing,
+}
+
+/// How a server shows that it loaded the LoRA adapter llem asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoraListing {
+    /// llem applies no adapter on this engine (the plan refuses `lora:`).
+    None,
+    /// `GET /lora-adapters`: `[{path, scale}]` (llama-server).
+    LoraAdapters,
+    /// `GET /v1/models` lists the adapter's served name (vLLM).
+    Models,
 }
 
 /// For engines whose requests name the configured model.

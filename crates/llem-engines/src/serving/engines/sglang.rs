@@ -27,6 +27,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     request_fields: super::no_request_fields,
     wants_gpus: super::always,
     served_model: super::configured_model,
+    lora_listing: super::LoraListing::None,
 };
 
 /// `sglang.*` → `sglang.launch_server` flags.

@@ -23,6 +23,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     request_fields,
     wants_gpus: super::always,
     served_model: super::configured_model,
+    lora_listing: super::LoraListing::None,
 };
 
 /// `tensorrt.*` → `trtllm-serve` flags and extra options.

@@ -25,6 +25,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     request_fields: super::no_request_fields,
     wants_gpus: super::always,
     served_model: super::configured_model,
+    lora_listing: super::LoraListing::None,
 };
 
 /// `tgi.*` → `text-generation-launcher` flags.

@@ -34,6 +34,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     request_fields,
     wants_gpus: super::always,
     served_model,
+    lora_listing: super::LoraListing::Models,
 };
 
 /// The name `--lora-modules` gives the adapter; requests ask for it to get the adapter.
