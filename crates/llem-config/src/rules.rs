@@ -750,6 +750,62 @@ fn check_vllm(
         ));
     }
     if let Some(e) = &v.engine {
+        // Checked against `vllm serve --help=all` and AttentionConfig of vLLM 0.32: fields
+        // whose flag is gone are refused, never passed on to make the server exit.
+        let gone: [(&str, bool, &str); 3] = [
+            (
+                "swap_space",
+                e.swap_space.is_some(),
+                "vLLM no longer has `--swap-space` (its V1 engine preempts by recomputing)",
+            ),
+            (
+                "num_scheduler_steps",
+                e.num_scheduler_steps.is_some(),
+                "multi-step scheduling (`--num-scheduler-steps`) left vLLM with its V0 engine",
+            ),
+            (
+                "max_seq_len_to_capture",
+                e.max_seq_len_to_capture.is_some(),
+                "vLLM no longer has `--max-seq-len-to-capture`; CUDA graph sizes are set in \
+                 `compilation_config` (`cudagraph_capture_sizes`)",
+            ),
+        ];
+        for (field, set, why) in gone {
+            if set {
+                out.push(violation(
+                    &["vllm", "engine", field],
+                    format!("{why}; remove `vllm.engine.{field}` (checked against vLLM 0.32)"),
+                ));
+            }
+        }
+        if let Some(a) = &e.attention {
+            let gone = [
+                (
+                    "use_prefill_decode_attention",
+                    a.use_prefill_decode_attention.is_some(),
+                ),
+                ("use_cudnn_prefill", a.use_cudnn_prefill.is_some()),
+                (
+                    "disable_flashinfer_prefill",
+                    a.disable_flashinfer_prefill.is_some(),
+                ),
+                (
+                    "use_trtllm_ragged_deepseek_prefill",
+                    a.use_trtllm_ragged_deepseek_prefill.is_some(),
+                ),
+            ];
+            for (field, set) in gone {
+                if set {
+                    out.push(violation(
+                        &["vllm", "engine", "attention", field],
+                        format!(
+                            "`{field}` is not a field of vLLM's AttentionConfig (checked \
+                             against vLLM 0.32), which would refuse it and exit"
+                        ),
+                    ));
+                }
+            }
+        }
         if e.kv_cache_memory_bytes.is_some() && e.gpu_memory_utilization.is_some() {
             out.push(violation(
                 &["vllm", "engine", "kv_cache_memory_bytes"],

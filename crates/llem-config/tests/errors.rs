@@ -685,3 +685,42 @@ fn lora_is_refused_where_it_cannot_be_applied() {
         assert_eq!(at(&e), line_col, "{yaml}");
     }
 }
+
+/// vLLM fields whose flags vLLM 0.32 no longer has are refused at plan time, at the field,
+/// instead of being passed on to make the server exit.
+#[test]
+fn vllm_fields_gone_from_the_live_cli_are_refused() {
+    for (yaml, field, at_line) in [
+        ("vllm:\n  engine:\n    swap_space: 4\n", "swap-space", 5),
+        (
+            "vllm:\n  engine:\n    num_scheduler_steps: 8\n",
+            "num-scheduler-steps",
+            5,
+        ),
+        (
+            "vllm:\n  engine:\n    max_seq_len_to_capture: 8192\n",
+            "max-seq-len-to-capture",
+            5,
+        ),
+        (
+            "vllm:\n  engine:\n    attention:\n      use_cudnn_prefill: true\n",
+            "use_cudnn_prefill",
+            6,
+        ),
+    ] {
+        let e = err(&format!("model: m\nengine: vllm\n{yaml}"));
+        let d = &e.diagnostics[0];
+        assert!(
+            d.message.contains(field) && d.message.contains("vLLM 0.32"),
+            "{}",
+            d.message
+        );
+        assert_eq!(at(&e).0, at_line, "{yaml}");
+    }
+    assert!(
+        plan_text(
+            "model: m\nengine: vllm\nvllm:\n  engine:\n    attention: {backend: FLASH_ATTN}\n"
+        )
+        .is_ok()
+    );
+}

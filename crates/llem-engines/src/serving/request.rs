@@ -17,11 +17,20 @@ pub(super) fn prepare(
     workload: &Workload,
 ) -> Vec<Prepared> {
     let section = spec.map(|s| (s.request_fields)(cfg)).unwrap_or_default();
+    // The server cuts each prompt to its last `max_input_tokens` tokens itself.
+    let truncate = workload
+        .max_input_tokens
+        .filter(|_| spec.is_some_and(|s| s.truncates_prompts));
     workload
         .prompts
         .iter()
         .map(|p| {
-            let params = body_params(workload, p, &section);
+            let mut params = body_params(workload, p, &section);
+            if let Some(n) = truncate {
+                params
+                    .extended
+                    .insert("truncate_prompt_tokens".into(), json!(n));
+            }
             let (api, text) = match &p.input {
                 PromptInput::Text { text, chat: true } => (Api::Chat, text.clone()),
                 PromptInput::Text { text, chat: false } => (Api::Completions, text.clone()),
@@ -95,9 +104,45 @@ fn synthetic_text(n: u32, seed: u64) -> String {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    /// vLLM enforces `max_input_tokens` itself: every request carries
+    /// `truncate_prompt_tokens`; servers that cannot cut prompts get no such field.
+    #[test]
+    fn max_input_tokens_reaches_vllm_as_truncate_prompt_tokens() {
+        let endpoint = Endpoint {
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: None,
+            model: "m".into(),
+            continuous_usage: true,
+            stall_timeout: std::time::Duration::from_secs(1),
+        };
+        let cfg: llem_config::ExperimentConfig =
+            serde_json::from_value(json!({"model": "m", "engine": "vllm"})).unwrap();
+        let prompt = Prompt {
+            dataset_index: 0,
+            input: PromptInput::Text {
+                text: "hello".into(),
+                chat: true,
+            },
+            group: None,
+            reference_output: None,
+            output_tokens: None,
+            ignore_eos: false,
+        };
+        let mut workload = crate::registry::workload(&cfg, vec![prompt]);
+        workload.max_input_tokens = Some(64);
+        let body = |spec: &ServerSpec| {
+            let p = prepare(&endpoint, Some(spec), &cfg, &workload);
+            serde_json::from_slice::<Value>(p[0].body.as_ref()).unwrap()
+        };
+        let v = body(&crate::serving::engines::vllm::SPEC);
+        assert_eq!(v["truncate_prompt_tokens"], 64, "{v}");
+        let s = body(&crate::serving::engines::sglang::SPEC);
+        assert!(s.get("truncate_prompt_tokens").is_none(), "{s}");
+    }
 
     #[test]
     fn synthetic_text_is_seeded_and_sized() {

@@ -87,7 +87,7 @@ pub struct VllmEngineConfig {
     /// Fraction of GPU memory vLLM may use (null = 0.9); exclusive with kv_cache_memory_bytes.
     #[schemars(extend("exclusiveMinimum" = 0), range(max = 1.0))]
     pub gpu_memory_utilization: Option<f64>,
-    /// CPU swap space for the KV cache, in GiB.
+    /// CPU swap space for the KV cache, in GiB (refused: vLLM 0.32 has no `--swap-space`).
     #[schemars(range(min = 0.0))]
     pub swap_space: Option<f64>,
     /// CPU RAM for offloaded weights, in GiB.
@@ -121,10 +121,11 @@ pub struct VllmEngineConfig {
     pub enable_prefix_caching: Option<bool>,
     /// Weight quantisation method.
     pub quantization: Option<VllmQuantization>,
-    /// Multi-step scheduling.
+    /// Multi-step scheduling (refused: gone with vLLM's V0 engine).
     #[schemars(range(min = 1))]
     pub num_scheduler_steps: Option<u32>,
-    /// Longest sequence captured in CUDA graphs.
+    /// Longest sequence captured in CUDA graphs (refused: vLLM 0.32 sets graph sizes in
+    /// `compilation_config`).
     #[schemars(range(min = 1))]
     pub max_seq_len_to_capture: Option<u32>,
     /// mp or ray.
@@ -174,19 +175,19 @@ pub struct VllmAttentionConfig {
     pub flash_attn_version: Option<u32>,
     /// Most splits with CUDA graphs under FlashAttention.
     pub flash_attn_max_num_splits_for_cuda_graph: Option<u32>,
-    /// Use prefill-decode attention.
+    /// Use prefill-decode attention (refused: not in vLLM 0.32's AttentionConfig).
     pub use_prefill_decode_attention: Option<bool>,
     /// Quantise queries during prefill.
     pub use_prefill_query_quantization: Option<bool>,
-    /// cuDNN prefill.
+    /// cuDNN prefill (refused: not in vLLM 0.32's AttentionConfig).
     pub use_cudnn_prefill: Option<bool>,
-    /// Disable FlashInfer prefill.
+    /// Disable FlashInfer prefill (refused: not in vLLM 0.32's AttentionConfig).
     pub disable_flashinfer_prefill: Option<bool>,
     /// Disable FlashInfer query quantisation.
     pub disable_flashinfer_q_quantization: Option<bool>,
     /// TensorRT-LLM attention kernels.
     pub use_trtllm_attention: Option<bool>,
-    /// TensorRT-LLM ragged DeepSeek prefill.
+    /// TensorRT-LLM ragged DeepSeek prefill (refused: not in vLLM 0.32's AttentionConfig).
     pub use_trtllm_ragged_deepseek_prefill: Option<bool>,
 }
 

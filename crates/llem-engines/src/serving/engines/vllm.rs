@@ -78,7 +78,6 @@ fn lora_args(cfg: &ExperimentConfig) -> Result<Vec<String>, String> {
 /// `vllm.engine.*` → `vllm serve` flags.
 const FLAGS: &[(&str, Flag)] = &[
     ("gpu_memory_utilization", Val("--gpu-memory-utilization")),
-    ("swap_space", Val("--swap-space")),
     ("cpu_offload_gb", Val("--cpu-offload-gb")),
     ("block_size", Val("--block-size")),
     ("kv_cache_dtype", Val("--kv-cache-dtype")),
@@ -97,8 +96,6 @@ const FLAGS: &[(&str, Flag)] = &[
         Pair("--enable-prefix-caching", "--no-enable-prefix-caching"),
     ),
     ("quantization", Val("--quantization")),
-    ("num_scheduler_steps", Val("--num-scheduler-steps")),
-    ("max_seq_len_to_capture", Val("--max-seq-len-to-capture")),
     (
         "distributed_executor_backend",
         Val("--distributed-executor-backend"),
@@ -132,13 +129,14 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
         args.extend(["--dtype".into(), d.to_string()]);
     }
     let engine = cfg.vllm.as_deref().and_then(|v| v.engine.as_ref());
-    append(
-        &mut args,
-        "vllm.engine",
-        to_value(engine)?,
-        FLAGS,
-        &mut None,
-    )?;
+    let mut section = to_value(engine)?;
+    // llem's `attention.engine` (seed name) is AttentionConfig's `backend`.
+    if let Some(a) = section.get_mut("attention").and_then(Value::as_object_mut)
+        && let Some(b) = a.remove("engine")
+    {
+        a.insert("backend".into(), b);
+    }
+    append(&mut args, "vllm.engine", section, FLAGS, &mut None)?;
     args.extend(lora_args(cfg)?);
     Ok(ServerArgs::plain(args))
 }
@@ -163,7 +161,7 @@ fn request_fields(cfg: &ExperimentConfig) -> Map<String, Value> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -179,6 +177,33 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("vllm.engine.bogus"), "{e}");
+    }
+
+    /// `attention.engine` reaches vLLM as AttentionConfig's `backend`; the flags vLLM 0.32
+    /// dropped are not in the table (the plan refuses them first).
+    #[test]
+    fn attention_backend_and_removed_flags() {
+        let c: ExperimentConfig = serde_json::from_value(json!({
+            "model": "m", "engine": "vllm",
+            "vllm": {"engine": {"attention": {"engine": "FLASH_ATTN", "flash_attn_version": 3}}}
+        }))
+        .unwrap();
+        let at = Listen {
+            model: "m",
+            host: "127.0.0.1",
+            port: 8000,
+        };
+        let a = args(&c, &at).unwrap().args;
+        let i = a.iter().position(|x| x == "--attention-config").unwrap();
+        let v: Value = serde_json::from_str(&a[i + 1]).unwrap();
+        assert_eq!(v, json!({"backend": "FLASH_ATTN", "flash_attn_version": 3}));
+        for gone in [
+            "swap_space",
+            "num_scheduler_steps",
+            "max_seq_len_to_capture",
+        ] {
+            assert!(FLAGS.iter().all(|(k, _)| *k != gone), "{gone}");
+        }
     }
 
     /// A LoRA adapter is served under its own name, which requests ask for, with a maximum
