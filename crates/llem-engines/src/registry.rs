@@ -43,6 +43,20 @@ pub fn server(engine: EngineName) -> Option<&'static ServerSpec> {
     }
 }
 
+/// Every command-line flag llem may pass to `engine`'s server, for checking against the
+/// installed server's own `--help` (so far vLLM's; empty for the others).
+pub fn cli_flags(engine: EngineName) -> Vec<&'static str> {
+    match engine {
+        EngineName::Vllm => vllm::cli_flags(),
+        EngineName::LlamaCpp
+        | EngineName::Sglang
+        | EngineName::Tgi
+        | EngineName::TensorRt
+        | EngineName::OpenAi
+        | EngineName::Transformers => Vec::new(),
+    }
+}
+
 /// Every server spec llem knows (the metric names of any of them may show up in a scrape).
 pub fn servers() -> impl Iterator<Item = &'static ServerSpec> {
     EngineName::ALL.iter().filter_map(|e| server(*e))
@@ -114,17 +128,22 @@ pub fn default_image(engine: EngineName) -> Option<&'static str> {
 
 /// The batch a cell runs under — the one resolution every reader uses (the window's target,
 /// batch utilisation, `result.json`'s `extended_metrics.batch.configured_batch_size`, the
-/// records' `max_num_seqs`): for a server, `traffic.max_concurrency`, else its batch limit
-/// field when the config sets one (null: the server decides); for the embedded engine its
+/// records' `max_num_seqs`): for a server, what it can run at once — the smaller of
+/// `traffic.max_concurrency` (what the client sends) and its batch limit field (what the
+/// server admits), either when only one is set, null when neither is (the server decides);
+/// for the embedded engine its
 /// `batch_size`; for transformers the rows of one `generate()` (1 under latency profiling,
 /// which streams one request at a time).
 pub fn configured_batch_size(cfg: &ExperimentConfig) -> Option<u32> {
     match runtime(cfg) {
-        Runtime::Server => cfg
-            .traffic
-            .as_deref()
-            .and_then(|t| t.max_concurrency)
-            .or_else(|| server(cfg.engine).and_then(|s| (s.batch_limit)(cfg))),
+        Runtime::Server => {
+            let sent = cfg.traffic.as_deref().and_then(|t| t.max_concurrency);
+            let admitted = server(cfg.engine).and_then(|s| (s.batch_limit)(cfg));
+            match (sent, admitted) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
         Runtime::Embedded => Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
         Runtime::Worker => Some(transformers::batch_plan(cfg).1),
     }
@@ -336,6 +355,13 @@ mod tests {
         assert_eq!(configured_batch_size(&t), Some(32));
         let t = cfg(json!({"model": "m", "engine": "vllm", "traffic": {"max_concurrency": 8}}));
         assert_eq!(configured_batch_size(&t), Some(8));
+        // The server admits at most its limit, however many the client sends (seen on a real
+        // vLLM: max_num_seqs 2 under max_concurrency 4 runs 2 at once).
+        let t = cfg(
+            json!({"model": "m", "engine": "vllm", "traffic": {"max_concurrency": 4},
+            "vllm": {"engine": {"max_num_seqs": 2}}}),
+        );
+        assert_eq!(configured_batch_size(&t), Some(2));
         let l = cfg(json!({"model": "m.gguf", "llamacpp": {"batch_size": 4}}));
         assert_eq!(
             (runtime(&l), configured_batch_size(&l)),

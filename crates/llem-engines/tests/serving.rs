@@ -653,3 +653,45 @@ fn a_server_that_does_not_list_the_lora_adapter_fails_the_load() {
     let msg = err.to_string();
     assert!(msg.contains("does not list the LoRA adapter"), "{msg}");
 }
+
+/// Every flag llem may pass to `vllm serve` is one the pinned vLLM's own CLI lists
+/// (`vllm serve --help=all` from the engines venv of `scripts/engines-env.sh`): a flag vLLM
+/// renames or drops fails here, not in a user's overnight study.
+#[test]
+fn every_vllm_flag_llem_passes_is_one_the_live_cli_accepts() {
+    let vllm = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/pyenv-engines/bin/vllm");
+    assert!(
+        vllm.is_file(),
+        "no vLLM at {}: run scripts/engines-env.sh (make test does)",
+        vllm.display()
+    );
+    let o = std::process::Command::new(&vllm)
+        .args(["serve", "--help=all"])
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VLLM_NO_USAGE_STATS", "1")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "vllm serve --help=all failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let listed: std::collections::HashSet<&str> = help
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| w.starts_with("--"))
+        .collect();
+    assert!(listed.len() > 100, "an unexpected help text:\n{help}");
+    let ours = llem_engines::registry::cli_flags(llem_config::Engine::Vllm);
+    assert!(ours.len() > 20);
+    let missing: Vec<&str> = ours
+        .iter()
+        .copied()
+        .filter(|f| !listed.contains(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags llem passes that this vllm serve does not have: {missing:?}"
+    );
+}

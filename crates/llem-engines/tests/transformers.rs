@@ -1,5 +1,5 @@
 //! The transformers engine: the real worker script under the Python of
-//! `scripts/transformers-env.sh` (CPU torch, transformers, gguf from PyPI) on the real
+//! `scripts/engines-env.sh` (CPU torch, transformers, gguf from PyPI) on the real
 //! SmolLM2 GGUF from `scripts/fetch-assets.sh`. `make test` prepares both; `LLEM_PYTHON`
 //! points elsewhere.
 
@@ -44,18 +44,18 @@ fn model_path() -> PathBuf {
     })
 }
 
-/// `LLEM_PYTHON`, else the venv `scripts/transformers-env.sh` makes.
+/// `LLEM_PYTHON`, else the venv `scripts/engines-env.sh` makes.
 fn python() -> String {
     if let Ok(p) = std::env::var("LLEM_PYTHON")
         && !p.is_empty()
     {
         return p;
     }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/pyenv-transformers/bin/python");
+    let venv =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv-engines/bin/python");
     assert!(
         venv.exists(),
-        "no Python with torch and transformers: run scripts/transformers-env.sh (or set \
+        "no Python with torch and transformers: run scripts/engines-env.sh (or set \
          LLEM_PYTHON)"
     );
     venv.display().to_string()

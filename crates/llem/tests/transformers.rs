@@ -1,5 +1,5 @@
 //! `llem run` on the transformers engine: the real worker under the Python of
-//! `scripts/transformers-env.sh`, the real SmolLM2 GGUF, real child processes and signals.
+//! `scripts/engines-env.sh`, the real SmolLM2 GGUF, real child processes and signals.
 
 #![allow(
     clippy::unwrap_used,
@@ -20,18 +20,18 @@ use serde_json::Value;
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-/// `LLEM_PYTHON`, else the venv `scripts/transformers-env.sh` makes.
+/// `LLEM_PYTHON`, else the venv `scripts/engines-env.sh` makes.
 fn python() -> String {
     if let Ok(p) = std::env::var("LLEM_PYTHON")
         && !p.is_empty()
     {
         return p;
     }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/pyenv-transformers/bin/python");
+    let venv =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv-engines/bin/python");
     assert!(
         venv.exists(),
-        "no Python with torch and transformers: run scripts/transformers-env.sh (or set \
+        "no Python with torch and transformers: run scripts/engines-env.sh (or set \
          LLEM_PYTHON)"
     );
     venv.display().to_string()

@@ -29,6 +29,19 @@ pub(crate) enum Flag {
     Extra(&'static str),
 }
 
+/// Every command-line flag a table can emit (`--no-x` of a pair included).
+pub(crate) fn names(table: &[(&str, Flag)]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for (_, f) in table {
+        match *f {
+            Flag::Val(n) | Flag::Switch(n) | Flag::Json(n) | Flag::List(n) => out.push(n),
+            Flag::Pair(on, off) => out.extend([on, off]),
+            Flag::Request | Flag::Extra(_) => {}
+        }
+    }
+    out
+}
+
 /// The launch of one engine: the program and its arguments (model and port included).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CommandLine {

@@ -1,5 +1,5 @@
 //! A LoRA adapter made by the test: PEFT with random weights on SmolLM2
-//! (`support/make_lora.py`, under the transformers venv of `scripts/transformers-env.sh`),
+//! (`support/make_lora.py`, under the transformers venv of `scripts/engines-env.sh`),
 //! converted to a GGUF adapter by llama.cpp's own `convert_lora_to_gguf.py` (kept beside
 //! the llama-server that `scripts/build-llama-server.sh` builds).
 
@@ -11,11 +11,11 @@ pub fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("LLEM_PYTHON").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/pyenv-transformers/bin/python");
+    let venv =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv-engines/bin/python");
     assert!(
         venv.exists(),
-        "no Python with torch, transformers and peft: run scripts/transformers-env.sh"
+        "no Python with torch, transformers and peft: run scripts/engines-env.sh"
     );
     venv
 }

