@@ -63,6 +63,9 @@ pub struct RunSummary {
     /// Memory as the engine process saw it (a worker process; null when the engine runs in
     /// llem's own process or on a server).
     pub memory: Option<EngineMemory>,
+    /// How the server's prefix cache was emptied before this run (`POST /reset_prefix_cache`);
+    /// null when it was not.
+    pub prefix_cache_reset: Option<String>,
 }
 
 /// Peak memory reported by an engine that runs outside llem's process.

@@ -615,6 +615,11 @@ pub struct KvCacheEfficiencyMetrics {
     /// Mean requests waiting in the server's queue in the window.
     #[serde(default)]
     pub num_requests_waiting_mean: Option<f64>,
+    /// How the server's prefix cache was emptied before the measured run (`POST
+    /// /reset_prefix_cache` on vLLM, `POST /flush_cache` on SGLang); null when it was not
+    /// (other engines, servers llem did not start): every cell still starts a fresh server.
+    #[serde(default)]
+    pub prefix_cache_reset: Option<String>,
 }
 
 /// Per-request end-to-end latency.

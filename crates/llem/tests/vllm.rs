@@ -71,8 +71,8 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 /// A study of two vLLM configurations (its batch limit swept), each cell a real server
 /// launched and stopped by llem: every request succeeds with its prompt cut by vLLM to
 /// `max_input_tokens`, latency recomputes from the token times, the batch comes from vLLM's
-/// Prometheus series, the energy is the CPU's (vLLM's CPU build), and no vLLM process
-/// outlives the study.
+/// Prometheus series, the prefix cache is emptied before every run, the energy is the CPU's
+/// (vLLM's CPU build), and no vLLM process outlives the study.
 #[test]
 fn a_study_of_two_vllm_configurations_runs_for_real() {
     let bin = venv_bin();
@@ -187,6 +187,18 @@ fn a_study_of_two_vllm_configurations_runs_for_real() {
         );
         let ss = r.steady_state.as_ref().unwrap();
         assert_eq!(ss.avg_batch_size_source.as_deref(), Some("prometheus"));
+        // The prefix cache was emptied before every run (two warmup prompts in one
+        // iteration, then the measurement), which vLLM's access log shows.
+        assert_eq!(
+            r.extended_metrics.kv_cache.prefix_cache_reset.as_deref(),
+            Some("POST /reset_prefix_cache")
+        );
+        let log = std::fs::read_to_string(cell.join("server.log")).unwrap();
+        let resets = log
+            .lines()
+            .filter(|l| l.contains("POST /reset_prefix_cache HTTP/1.1\" 200"))
+            .count();
+        assert_eq!(resets, 2, "resets in the server log:\n{log}");
         let metrics = read_server_metrics(&cell.join("server_metrics.parquet")).unwrap();
         assert!(
             metrics

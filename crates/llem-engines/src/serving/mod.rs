@@ -240,6 +240,47 @@ impl ServerEngine {
         })
     }
 
+    fn post(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+        let url = format!("{}{}", self.endpoint.base_url, path);
+        let mut rb = self.http.post(&url).timeout(timeout);
+        if let Some(k) = &self.endpoint.api_key {
+            rb = rb.bearer_auth(k);
+        }
+        self.rt.block_on(async move {
+            let r = rb.send().await.map_err(|e| client::error_chain(&e))?;
+            let status = r.status().as_u16();
+            let body = r.text().await.map_err(|e| client::error_chain(&e))?;
+            Ok((status, body))
+        })
+    }
+
+    /// Empties the prefix cache of a server llem started, so every run (each warmup
+    /// iteration, then the measurement) starts from the same state: warmup's prompts are not
+    /// cached hits in the window. Returns the request made; `None` for servers without a
+    /// reset route or not started by llem (an external server's cache is its owner's).
+    pub(crate) fn reset_prefix_cache(&self) -> Result<Option<String>, EngineError> {
+        let Some(reset) = self.spec.and_then(|s| s.prefix_cache_reset) else {
+            return Ok(None);
+        };
+        if self.process.is_none() {
+            return Ok(None);
+        }
+        let fail = |why: String| {
+            EngineError::Inference(format!(
+                "the server did not reset its prefix cache (POST {}): {why}",
+                reset.route
+            ))
+        };
+        match self.post(reset.route, Duration::from_secs(30)) {
+            Ok((200, _)) => Ok(Some(format!("POST {}", reset.route))),
+            Ok((code, body)) => Err(fail(format!(
+                "HTTP {code} {}",
+                body.trim().chars().take(200).collect::<String>()
+            ))),
+            Err(e) => Err(fail(e)),
+        }
+    }
+
     fn wait_ready(&mut self, health_path: &str) -> Result<(), EngineError> {
         let start = Instant::now();
         let mut last;

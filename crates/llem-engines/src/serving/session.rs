@@ -193,6 +193,7 @@ impl Session for ServerSession<'_> {
         sink: &mut dyn RequestSink,
     ) -> Result<RunSummary, EngineError> {
         let e = self.engine;
+        let reset = e.reset_prefix_cache()?;
         let requests = Arc::new(super::request::prepare(
             &e.endpoint,
             e.spec,
@@ -256,6 +257,7 @@ impl Session for ServerSession<'_> {
             latency_mode,
             server_metrics: samples,
             traffic: Some(self.traffic(&plan, &requests, tally)),
+            prefix_cache_reset: reset,
             ..RunSummary::default()
         })
     }

@@ -122,7 +122,8 @@ pub(super) fn launch(
         RunnerSpec::Local => {
             let argv = local_argv(spec, cfg, &model, port, opts)?;
             tracing::info!(command = %argv.join(" "), "starting server");
-            let process = ServerProcess::spawn_local(&argv, &[], log)?;
+            let env: Vec<(String, String)> = reset_env(spec);
+            let process = ServerProcess::spawn_local(&argv, &env, log)?;
             Ok(Launched {
                 base_url,
                 process,
@@ -134,6 +135,16 @@ pub(super) fn launch(
             cfg.engine
         ))),
     }
+}
+
+/// What the server's process needs in its environment (its prefix-cache reset route).
+fn reset_env(spec: &ServerSpec) -> Vec<(String, String)> {
+    spec.prefix_cache_reset
+        .map(|r| r.env)
+        .unwrap_or_default()
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect()
 }
 
 /// The argv of a local server on `127.0.0.1:port`, writing its extra options file into the
@@ -207,6 +218,9 @@ fn docker_argv(
         cache.as_deref(),
     );
     argv.extend(["-p".into(), format!("127.0.0.1:{port}:{inner}")]);
+    for (k, v) in reset_env(spec) {
+        argv.extend(["-e".into(), format!("{k}={v}")]);
+    }
     argv.extend(mounts);
     if let Some((flag, value)) = &cl.extra_options {
         let host_path = opts.work_dir.join("engine_extra_options.yaml");
@@ -265,6 +279,8 @@ mod tests {
             "-v /data/hf:/root/.cache/huggingface",
             "vllm/vllm-openai:v0.11.0 meta-llama/Llama-3.1-8B-Instruct --host 0.0.0.0 --port 8000",
             "--max-num-seqs 64",
+            // vLLM serves its prefix-cache reset route in dev mode only.
+            "-e VLLM_SERVER_DEV_MODE=1",
         ] {
             assert!(a.contains(want), "{want} not in {a}");
         }

@@ -148,6 +148,7 @@ pub(super) fn kv_cache(m: &Measured<'_>) -> KvCacheEfficiencyMetrics {
         kv_cache_hit_rate: window::prefix_hit_rate(sm, t0, t1),
         kv_cache_usage_mean: window::gauge_mean(sm, Gauge::KvCacheUsage, t0, t1),
         num_requests_waiting_mean: window::gauge_mean(sm, Gauge::Waiting, t0, t1),
+        prefix_cache_reset: m.summary.prefix_cache_reset.clone(),
         ..KvCacheEfficiencyMetrics::default()
     }
 }

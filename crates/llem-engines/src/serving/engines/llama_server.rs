@@ -29,6 +29,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
     served_model: super::configured_model,
     lora_listing: super::LoraListing::LoraAdapters,
+    prefix_cache_reset: None,
 };
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {

@@ -116,6 +116,18 @@ pub struct ServerSpec {
     pub served_model: fn(&ExperimentConfig) -> Option<&'static str>,
     /// Where the running server lists its LoRA adapters, checked before the run.
     pub lora_listing: LoraListing,
+    /// How a server llem started empties its prefix cache before each run.
+    pub prefix_cache_reset: Option<PrefixCacheReset>,
+}
+
+/// A server's prefix-cache reset: the route to POST, and what its launch needs for the
+/// route to exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefixCacheReset {
+    /// `POST` this path.
+    pub route: &'static str,
+    /// Environment of the server process (vLLM serves the route in dev mode only).
+    pub env: &'static [(&'static str, &'static str)],
 }
 
 /// How a server shows that it loaded the LoRA adapter llem asked for.

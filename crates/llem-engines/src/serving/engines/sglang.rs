@@ -28,6 +28,10 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: super::always,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
+    prefix_cache_reset: Some(super::PrefixCacheReset {
+        route: "/flush_cache",
+        env: &[],
+    }),
 };
 
 /// `sglang.*` → `sglang.launch_server` flags.

@@ -24,6 +24,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: super::always,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
+    prefix_cache_reset: None,
 };
 
 /// `tensorrt.*` → `trtllm-serve` flags and extra options.

@@ -26,6 +26,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: super::always,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
+    prefix_cache_reset: None,
 };
 
 /// `tgi.*` → `text-generation-launcher` flags.

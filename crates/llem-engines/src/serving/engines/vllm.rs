@@ -35,6 +35,10 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: super::always,
     served_model,
     lora_listing: super::LoraListing::Models,
+    prefix_cache_reset: Some(super::PrefixCacheReset {
+        route: "/reset_prefix_cache",
+        env: &[("VLLM_SERVER_DEV_MODE", "1")],
+    }),
 };
 
 /// The name `--lora-modules` gives the adapter; requests ask for it to get the adapter.
