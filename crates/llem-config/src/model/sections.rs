@@ -335,6 +335,20 @@ pub struct LoraConfig {
     pub scale: f64,
 }
 
+impl LoraConfig {
+    /// `adapter_path` made absolute, for a server or worker whose working directory is not
+    /// llem's.
+    pub fn absolute_adapter_path(&self) -> Option<String> {
+        let p = self.adapter_path.as_deref()?;
+        Some(
+            std::path::absolute(p)
+                .unwrap_or_else(|_| std::path::PathBuf::from(p))
+                .display()
+                .to_string(),
+        )
+    }
+}
+
 impl Default for LoraConfig {
     fn default() -> Self {
         LoraConfig {

@@ -227,22 +227,22 @@ impl ServerEngine {
     }
 
     fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
-        let url = format!("{}{}", self.endpoint.base_url, path);
-        let mut rb = self.http.get(&url).timeout(timeout);
-        if let Some(k) = &self.endpoint.api_key {
-            rb = rb.bearer_auth(k);
-        }
-        self.rt.block_on(async move {
-            let r = rb.send().await.map_err(|e| client::error_chain(&e))?;
-            let status = r.status().as_u16();
-            let body = r.text().await.map_err(|e| client::error_chain(&e))?;
-            Ok((status, body))
-        })
+        self.call(reqwest::Method::GET, path, timeout)
     }
 
     fn post(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+        self.call(reqwest::Method::POST, path, timeout)
+    }
+
+    /// One request to the server outside the workload: its status and body.
+    fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(u16, String), String> {
         let url = format!("{}{}", self.endpoint.base_url, path);
-        let mut rb = self.http.post(&url).timeout(timeout);
+        let mut rb = self.http.request(method, &url).timeout(timeout);
         if let Some(k) = &self.endpoint.api_key {
             rb = rb.bearer_auth(k);
         }

@@ -268,14 +268,7 @@ fn lora_op(cfg: &ExperimentConfig) -> serde_json::Value {
         return serde_json::Value::Null;
     };
     let mut l = l.clone();
-    if let Some(p) = &l.adapter_path {
-        l.adapter_path = Some(
-            std::path::absolute(p)
-                .unwrap_or_else(|_| PathBuf::from(p))
-                .display()
-                .to_string(),
-        );
-    }
+    l.adapter_path = l.absolute_adapter_path();
     serde_json::to_value(&l).unwrap_or_default()
 }
 

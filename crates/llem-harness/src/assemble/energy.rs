@@ -3,6 +3,7 @@
 //! [`llem_energy::WindowSummary`].
 
 use llem_energy::baseline::BaselineOrigin;
+use llem_energy::telemetry::DomainEnergy;
 use llem_energy::{CarbonFactors, DomainKind, EnergyScope, ScopedEnergy, Telemetry, WindowEnergy};
 use llem_engines::placement::Placement;
 use llem_results::result::{
@@ -112,6 +113,14 @@ fn kind_energy(window: &WindowEnergy, kind: DomainKind) -> Option<KindEnergy> {
     })
 }
 
+/// The measured domain of GPU `index` (CUDA index), if any.
+fn gpu_domain(window: &WindowEnergy, index: u32) -> Option<&DomainEnergy> {
+    window
+        .domains
+        .iter()
+        .find(|d| d.kind == DomainKind::Gpu && d.device_index == index)
+}
+
 /// Energy of each GPU the engine ran on, J, in its order (`energy_per_device_j`); null on
 /// the CPU or when none of them was measured.
 pub(super) fn per_gpu_j(window: &WindowEnergy, scope: &EnergyScope) -> Option<Vec<f64>> {
@@ -120,13 +129,7 @@ pub(super) fn per_gpu_j(window: &WindowEnergy, scope: &EnergyScope) -> Option<Ve
     };
     let gpu_j: Vec<f64> = ids
         .iter()
-        .filter_map(|i| {
-            window
-                .domains
-                .iter()
-                .find(|d| d.kind == DomainKind::Gpu && d.device_index == *i)
-                .map(|d| d.energy_j)
-        })
+        .filter_map(|i| gpu_domain(window, *i).map(|d| d.energy_j))
         .collect();
     (!gpu_j.is_empty()).then_some(gpu_j)
 }
@@ -179,12 +182,7 @@ pub(super) fn processes(
     (input, output): (u64, u64),
     duration: f64,
 ) -> Processes {
-    let gpu_of = |i: u32| {
-        window
-            .domains
-            .iter()
-            .find(|d| d.kind == DomainKind::Gpu && d.device_index == i)
-    };
+    let gpu_of = |i: u32| gpu_domain(window, i);
     let ranks: Vec<u32> = match &e.scope {
         EnergyScope::Gpu(ids) if ids.len() > 1 => ids.clone(),
         _ => Vec::new(),

@@ -22,6 +22,12 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// Every measured domain's energy per output token, mJ (llem runs that carry it).
+pub fn system_mj_per_token(r: &LlmRun) -> Option<f64> {
+    let out = r.total_output_tokens.filter(|n| *n > 0.0)?;
+    r.extra.system_energy_joules.map(|j| j / out * 1000.0)
+}
+
 /// The metrics, in the order tables show them.
 pub const METRICS: &[Metric] = &[
     Metric {
@@ -40,10 +46,7 @@ pub const METRICS: &[Metric] = &[
         name: "system_energy_per_token",
         unit: "mJ/tok",
         lower_is_better: true,
-        get: |r| {
-            let out = r.total_output_tokens.filter(|n| *n > 0.0)?;
-            r.extra.system_energy_joules.map(|j| j / out * 1000.0)
-        },
+        get: system_mj_per_token,
     },
     Metric {
         name: "throughput",

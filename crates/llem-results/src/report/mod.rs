@@ -407,11 +407,7 @@ fn runs_section(h: &mut String, runs: &Runs) {
             esc(&r.results_path),
             short_number(r.energy_per_token_joules * 1000.0),
             scope_words(r.extra.energy_scope.as_deref()),
-            opt(r
-                .extra
-                .system_energy_joules
-                .zip(r.total_output_tokens.filter(|n| *n > 0.0))
-                .map(|(j, n)| j / n * 1000.0)),
+            opt(compare::system_mj_per_token(r)),
             short_number(r.output_throughput_tokens_per_sec),
             short_number(r.avg_power_watts),
             short_number(r.p50_itl_ms),

@@ -149,13 +149,7 @@ pub(crate) fn configured_model(_: &ExperimentConfig) -> Option<&'static str> {
 /// A local adapter path as the server will read it: absolute, since the server's working
 /// directory is its cell's, not llem's.
 pub(crate) fn adapter_path(cfg: &ExperimentConfig) -> Option<String> {
-    let p = cfg.lora.as_deref()?.adapter_path.as_deref()?;
-    Some(
-        std::path::absolute(p)
-            .unwrap_or_else(|_| std::path::PathBuf::from(p))
-            .display()
-            .to_string(),
-    )
+    cfg.lora.as_deref()?.absolute_adapter_path()
 }
 
 /// For engines whose server always runs on GPUs.
