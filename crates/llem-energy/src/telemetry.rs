@@ -8,6 +8,14 @@ use crate::sensor::{Domain, DomainKind, EnergySource, Reading, SensorKind};
 /// Relative disagreement between counter and integrated power above which a window warns.
 pub const DISAGREEMENT_WARN: f64 = 0.05;
 
+/// How far a domain's readings may stop short of a window's edge, in sampling intervals
+/// (at least [`MIN_COVERAGE_GAP_S`]), before its energy for the window is unknown: past
+/// that a GPU fell off the bus or a sensor stopped answering, and holding its last reading
+/// would count part of the window as the whole.
+const COVERAGE_INTERVALS: f64 = 5.0;
+/// The smallest such allowance, s.
+const MIN_COVERAGE_GAP_S: f64 = 0.5;
+
 /// No throttle reasons recorded for a sample.
 const NO_THROTTLE: u64 = u64::MAX;
 
@@ -202,6 +210,17 @@ impl Series {
             .reduce(f64::max)
     }
 
+    /// First and last time with a usable reading (energy or power), s.
+    fn read_span(&self) -> Option<(f64, f64)> {
+        let usable = |i: &usize| {
+            self.energy_j.get(*i).is_some_and(|v| v.is_finite())
+                || self.power_w.get(*i).is_some_and(|v| v.is_finite())
+        };
+        let first = (0..self.len()).find(usable)?;
+        let last = (0..self.len()).rev().find(usable)?;
+        Some((*self.t_s.get(first)?, *self.t_s.get(last)?))
+    }
+
     /// Samples within `[start, end]`.
     pub fn samples_in(&self, start: f64, end: f64) -> usize {
         self.t_s
@@ -345,8 +364,29 @@ impl Telemetry {
             ));
         }
         let mut domains = Vec::new();
+        let allowance = (COVERAGE_INTERVALS * self.stats.interval_s).max(MIN_COVERAGE_GAP_S);
+        // The edges the recording can cover at all; beyond it every domain is held alike.
+        let (from, to) = (start_s.max(self.start_s), end_s.min(self.end_s));
         for s in &self.series {
             let Some(source) = s.source() else { continue };
+            if let Some((first, last)) = s.read_span()
+                && (last < to - allowance || first > from + allowance)
+            {
+                let (a, b) = if last < to - allowance {
+                    (last, to)
+                } else {
+                    (from, first)
+                };
+                warnings.push(format!(
+                    "{}: no readings from {a:.1} s to {b:.1} s ({}); its energy for the window \
+                     is unknown",
+                    s.domain.name,
+                    s.first_error
+                        .as_deref()
+                        .unwrap_or("the sensor stopped answering")
+                ));
+                continue;
+            }
             let counter_j = s
                 .has_counter
                 .then(|| s.counter_energy(start_s, end_s))

@@ -73,24 +73,34 @@ impl Energies {
     pub(super) fn of(m: &Measured<'_>, window: &WindowEnergy) -> Energies {
         let scope = scope_of(&m.placement);
         let baseline = m.baseline.map(|b| &b.record);
+        // Part of the engine's GPUs is not their energy: one that went unmeasured (no sensor,
+        // or lost mid-run) leaves the headline null rather than short.
+        let complete = unmeasured_gpus(window, &scope).is_empty();
         Energies {
-            head: llem_energy::scoped(window, |d| scope.includes(d), baseline),
+            head: llem_energy::scoped(window, |d| complete && scope.includes(d), baseline),
             system: llem_energy::scoped(window, |_| true, baseline),
             scope,
         }
     }
 
     /// Why the headline is missing while other domains were measured.
-    pub(super) fn warning(&self, m: &Measured<'_>) -> Option<String> {
-        (self.head.energy_j.is_none() && self.system.energy_j.is_some()).then(|| {
-            format!(
-                "headline energy not measured: the engine ran on {}, but no sensor of it \
-                 was read (sensors: {}); total_energy_j is 0 and system_energy_j holds what \
-                 was measured",
-                self.scope.describe(),
-                m.sensors.join("; ")
-            )
-        })
+    pub(super) fn warning(&self, m: &Measured<'_>, window: &WindowEnergy) -> Option<String> {
+        if self.head.energy_j.is_some() || self.system.energy_j.is_none() {
+            return None;
+        }
+        let missing = unmeasured_gpus(window, &self.scope);
+        let what = if missing.is_empty() {
+            self.scope.describe()
+        } else {
+            EnergyScope::Gpu(missing).describe()
+        };
+        Some(format!(
+            "headline energy not measured: the engine ran on {}, but no sensor measured {what} \
+             over the window (sensors: {}); total_energy_j is 0 and system_energy_j holds what \
+             was measured",
+            self.scope.describe(),
+            m.sensors.join("; ")
+        ))
     }
 }
 
@@ -111,6 +121,18 @@ fn kind_energy(window: &WindowEnergy, kind: DomainKind) -> Option<KindEnergy> {
         sensors,
         domains: of_kind.iter().map(|d| d.name.clone()).collect(),
     })
+}
+
+/// The GPUs of `scope` (CUDA indices) without a measured domain in `window`.
+fn unmeasured_gpus(window: &WindowEnergy, scope: &EnergyScope) -> Vec<u32> {
+    match scope {
+        EnergyScope::Gpu(ids) => ids
+            .iter()
+            .copied()
+            .filter(|i| gpu_domain(window, *i).is_none())
+            .collect(),
+        EnergyScope::Cpu => Vec::new(),
+    }
 }
 
 /// The measured domain of GPU `index` (CUDA index), if any.

@@ -168,7 +168,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let adjusted = energies.head.adjusted_j;
     let mut warnings = m.warnings.clone();
     warnings.extend(summary.warnings.iter().cloned());
-    warnings.extend(energies.warning(m));
+    warnings.extend(energies.warning(m, window));
     let emissions = energy::emissions(m, &energies, &mut warnings);
     let processes = energy::processes(m, window, &energies, (input, output), duration);
     let fl = flops::estimate(m.model, m.records);

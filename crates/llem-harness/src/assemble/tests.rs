@@ -466,6 +466,51 @@ fn a_gpu_engine_without_a_gpu_sensor_has_no_headline_and_says_so() {
 }
 
 #[test]
+fn a_gpu_lost_mid_run_leaves_the_headline_null_not_short() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    // gpu1 answers until 4 s of the 10 s recording, then falls off the bus.
+    let mut tel = gpu_host();
+    let gpu1 = &mut tel.series[1];
+    let mut lost = Series::new(gpu1.domain.clone(), SensorKind::Nvml, true, false);
+    for i in 0..=8 {
+        let t = f64::from(i) * 0.5;
+        lost.push(
+            t,
+            &Reading {
+                energy_j: Some(t * 100.0),
+                ..Reading::default()
+            },
+        );
+    }
+    lost.errors = 12;
+    lost.first_error = Some("NVML: the GPU has fallen off the bus".into());
+    *gpu1 = lost;
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.placement = Placement::Gpus(vec![0, 1]);
+    let r = result(&m);
+    assert_eq!(
+        r.total_energy_j, 0.0,
+        "not gpu0 alone, nor gpu1's first 4 s"
+    );
+    assert_eq!(r.energy_source, None);
+    assert_eq!(r.mj_per_tok_total, None);
+    let w = r.measurement_warnings.join("\n");
+    assert!(
+        w.contains("gpu1: no readings from 4.0 s to 10.0 s (NVML: the GPU has fallen off the bus)"),
+        "{w}"
+    );
+    assert!(
+        w.contains("ran on GPUs 0, 1, but no sensor measured GPU 1 over the window"),
+        "{w}"
+    );
+    // What was measured is still reported beside it: gpu0, the package and DRAM.
+    assert!((r.system_energy_j.unwrap() - 2550.0).abs() < 1e-6);
+}
+
+#[test]
 fn a_configured_intensity_is_used_and_one_in_kg_is_flagged() {
     let cfg = config();
     let mut req = request(&cfg);

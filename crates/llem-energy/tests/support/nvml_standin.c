@@ -1,0 +1,332 @@
+/*
+ * A stand-in for NVIDIA's libnvidia-ml.so.1 on machines without a GPU: the one test double
+ * the design allows. It exports the NVML entry points llem reaches through nvml-wrapper, with
+ * NVML's C signatures and struct layouts, and answers from a script the test writes (path in
+ * NVML_STANDIN_SCRIPT), read once at nvmlInit_v2. Times in the script are seconds since that
+ * call, so a test can make a GPU's power step, throttle or fall off the bus mid-run.
+ *
+ * Script lines (one GPU per `gpu` line; `name` uses `_` for spaces):
+ *   driver 550.54.15
+ *   gpu uuid=GPU-aaaa name=NVIDIA_H100 power_w=300 power2_w=100 power2_at_s=1.0
+ *       base_mj=5000000000 counter=1 instant=1 counter_period_ms=0 temp_c=55
+ *       sm_clock_mhz=1980 mem_total_mib=81559 mem_used_mib=1024 util_gpu=90 util_mem=40
+ *       throttle=0x20 throttle_from_s=0.5 throttle_until_s=1.0 mig=0 persistence=1
+ *       lost_after_s=-1
+ * Without the variable or the file, nvmlInit_v2 answers NVML_ERROR_DRIVER_NOT_LOADED.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int nvmlReturn_t;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_GPU_IS_LOST = 15,
+};
+
+enum { FI_DEV_POWER_AVERAGE = 185, FI_DEV_POWER_INSTANT = 186 };
+enum { VALUE_TYPE_UNSIGNED_INT = 1 };
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+
+typedef union {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+
+typedef struct {
+    unsigned int fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    int valueType;
+    nvmlReturn_t nvmlReturn;
+    nvmlValue_t value;
+} nvmlFieldValue_t;
+
+struct gpu {
+    char uuid[96], name[96];
+    double power_w, power2_w, power2_at_s, counter_period_s, lost_after_s;
+    double throttle_from_s, throttle_until_s;
+    unsigned long long base_mj, throttle, mem_total_mib, mem_used_mib;
+    unsigned temp_c, sm_clock_mhz, util_gpu, util_mem;
+    int counter, instant, mig, persistence;
+};
+
+typedef struct gpu *nvmlDevice_t;
+
+#define MAX_GPUS 16
+static struct gpu gpus[MAX_GPUS];
+static int n_gpus;
+static char driver[80] = "550.54.15";
+static double t0;
+static int inited;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double since_init(void) { return now_s() - t0; }
+
+static void set_field(struct gpu *g, const char *key, const char *val) {
+    double d = strtod(val, NULL);
+    if (!strcmp(key, "uuid")) {
+        snprintf(g->uuid, sizeof g->uuid, "%s", val);
+    } else if (!strcmp(key, "name")) {
+        snprintf(g->name, sizeof g->name, "%s", val);
+        for (char *c = g->name; *c; c++)
+            if (*c == '_') *c = ' ';
+    } else if (!strcmp(key, "power_w")) g->power_w = d;
+    else if (!strcmp(key, "power2_w")) g->power2_w = d;
+    else if (!strcmp(key, "power2_at_s")) g->power2_at_s = d;
+    else if (!strcmp(key, "counter_period_ms")) g->counter_period_s = d / 1000.0;
+    else if (!strcmp(key, "lost_after_s")) g->lost_after_s = d;
+    else if (!strcmp(key, "throttle_from_s")) g->throttle_from_s = d;
+    else if (!strcmp(key, "throttle_until_s")) g->throttle_until_s = d;
+    else if (!strcmp(key, "base_mj")) g->base_mj = strtoull(val, NULL, 0);
+    else if (!strcmp(key, "throttle")) g->throttle = strtoull(val, NULL, 0);
+    else if (!strcmp(key, "mem_total_mib")) g->mem_total_mib = strtoull(val, NULL, 0);
+    else if (!strcmp(key, "mem_used_mib")) g->mem_used_mib = strtoull(val, NULL, 0);
+    else if (!strcmp(key, "temp_c")) g->temp_c = (unsigned)d;
+    else if (!strcmp(key, "sm_clock_mhz")) g->sm_clock_mhz = (unsigned)d;
+    else if (!strcmp(key, "util_gpu")) g->util_gpu = (unsigned)d;
+    else if (!strcmp(key, "util_mem")) g->util_mem = (unsigned)d;
+    else if (!strcmp(key, "counter")) g->counter = (int)d;
+    else if (!strcmp(key, "instant")) g->instant = (int)d;
+    else if (!strcmp(key, "mig")) g->mig = (int)d;
+    else if (!strcmp(key, "persistence")) g->persistence = (int)d;
+}
+
+static int load_script(void) {
+    const char *path = getenv("NVML_STANDIN_SCRIPT");
+    if (!path) return 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[2048];
+    n_gpus = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *save = NULL;
+        char *word = strtok_r(line, " \t\r\n", &save);
+        if (!word) continue;
+        if (!strcmp(word, "driver")) {
+            char *v = strtok_r(NULL, " \t\r\n", &save);
+            if (v) snprintf(driver, sizeof driver, "%s", v);
+        } else if (!strcmp(word, "gpu") && n_gpus < MAX_GPUS) {
+            struct gpu *g = &gpus[n_gpus++];
+            memset(g, 0, sizeof *g);
+            g->power2_at_s = -1;
+            g->lost_after_s = -1;
+            g->counter = 1;
+            g->instant = 1;
+            g->persistence = 1;
+            snprintf(g->name, sizeof g->name, "NVIDIA Stand-in");
+            snprintf(g->uuid, sizeof g->uuid, "GPU-standin-%d", n_gpus - 1);
+            for (char *kv; (kv = strtok_r(NULL, " \t\r\n", &save));) {
+                char *eq = strchr(kv, '=');
+                if (!eq) continue;
+                *eq = 0;
+                set_field(g, kv, eq + 1);
+            }
+        }
+    }
+    fclose(f);
+    return 1;
+}
+
+/* Power at `t` s after init, W: a step from power_w to power2_w at power2_at_s. */
+static double power_at(const struct gpu *g, double t) {
+    return (g->power2_at_s >= 0 && t >= g->power2_at_s) ? g->power2_w : g->power_w;
+}
+
+/* Energy since init at `t`, J: the integral of the step. */
+static double energy_at(const struct gpu *g, double t) {
+    if (t <= 0) return 0;
+    if (g->power2_at_s < 0 || t < g->power2_at_s) return g->power_w * t;
+    return g->power_w * g->power2_at_s + g->power2_w * (t - g->power2_at_s);
+}
+
+static int lost(const struct gpu *g) {
+    return g->lost_after_s >= 0 && since_init() >= g->lost_after_s;
+}
+
+static int valid(nvmlDevice_t d) {
+    return inited && d >= gpus && d < gpus + n_gpus;
+}
+
+#define DEVICE_GUARD(d)                                      \
+    do {                                                     \
+        if (!inited) return NVML_ERROR_UNINITIALIZED;        \
+        if (!valid(d)) return NVML_ERROR_INVALID_ARGUMENT;   \
+        if (lost(d)) return NVML_ERROR_GPU_IS_LOST;          \
+    } while (0)
+
+static nvmlReturn_t copy_string(char *out, unsigned int length, const char *s) {
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(s) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(out, s, strlen(s) + 1);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlInit_v2(void) {
+    if (!load_script()) return NVML_ERROR_DRIVER_NOT_LOADED;
+    t0 = now_s();
+    inited = 1;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    return nvmlInit_v2();
+}
+
+nvmlReturn_t nvmlShutdown(void) { return NVML_SUCCESS; }
+
+const char *nvmlErrorString(nvmlReturn_t r) {
+    switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    default: return "Unknown Error";
+    }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    if (!inited) return NVML_ERROR_UNINITIALIZED;
+    return copy_string(version, length, driver);
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    if (!inited) return NVML_ERROR_UNINITIALIZED;
+    *count = (unsigned)n_gpus;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    if (!inited) return NVML_ERROR_UNINITIALIZED;
+    if (index >= (unsigned)n_gpus) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &gpus[index];
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int length) {
+    DEVICE_GUARD(d);
+    return copy_string(uuid, length, d->uuid);
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned int length) {
+    DEVICE_GUARD(d);
+    return copy_string(name, length, d->name);
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigned int *pending) {
+    DEVICE_GUARD(d);
+    *current = (unsigned)d->mig;
+    *pending = (unsigned)d->mig;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t d, int *mode) {
+    DEVICE_GUARD(d);
+    *mode = d->persistence;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t d, unsigned long long *mj) {
+    DEVICE_GUARD(d);
+    if (!d->counter) return NVML_ERROR_NOT_SUPPORTED;
+    double t = since_init();
+    /* The driver refreshes the counter on its own period, not on every read. */
+    if (d->counter_period_s > 0) t = floor(t / d->counter_period_s) * d->counter_period_s;
+    *mj = d->base_mj + (unsigned long long)llround(energy_at(d, t) * 1000.0);
+    return NVML_SUCCESS;
+}
+
+/* NVML's averaged power: the mean over the last second. */
+static unsigned int average_mw(const struct gpu *g) {
+    double t = since_init(), from = t > 1.0 ? t - 1.0 : 0.0;
+    double w = t > from ? (energy_at(g, t) - energy_at(g, from)) / (t - from) : power_at(g, t);
+    return (unsigned)llround(w * 1000.0);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned int *mw) {
+    DEVICE_GUARD(d);
+    *mw = average_mw(d);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t d, int count, nvmlFieldValue_t *values) {
+    DEVICE_GUARD(d);
+    if (count < 0 || (count > 0 && !values)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++) {
+        nvmlFieldValue_t *v = &values[i];
+        v->timestamp = (long long)(now_s() * 1e6);
+        v->latencyUsec = 0;
+        v->valueType = VALUE_TYPE_UNSIGNED_INT;
+        if (v->fieldId == FI_DEV_POWER_INSTANT && d->instant) {
+            v->value.uiVal = (unsigned)llround(power_at(d, since_init()) * 1000.0);
+            v->nvmlReturn = NVML_SUCCESS;
+        } else if (v->fieldId == FI_DEV_POWER_AVERAGE) {
+            v->value.uiVal = average_mw(d);
+            v->nvmlReturn = NVML_SUCCESS;
+        } else {
+            v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned int *temp) {
+    DEVICE_GUARD(d);
+    (void)sensor;
+    *temp = d->temp_c;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, nvmlMemory_v2_t *m) {
+    DEVICE_GUARD(d);
+    m->total = d->mem_total_mib << 20;
+    m->used = d->mem_used_mib << 20;
+    m->reserved = 0;
+    m->free = m->total > m->used ? m->total - m->used : 0;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *mhz) {
+    DEVICE_GUARD(d);
+    (void)type;
+    *mhz = d->sm_clock_mhz;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u) {
+    DEVICE_GUARD(d);
+    u->gpu = d->util_gpu;
+    u->memory = d->util_mem;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *r) {
+    DEVICE_GUARD(d);
+    double t = since_init();
+    *r = (t >= d->throttle_from_s && t < d->throttle_until_s) ? d->throttle : 0;
+    return NVML_SUCCESS;
+}
