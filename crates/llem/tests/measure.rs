@@ -18,6 +18,9 @@ use serde_json::Value;
 mod common;
 use common::rapl_zone;
 
+#[path = "../../llem-energy/tests/support/nvml_standin.rs"]
+mod nvml_standin;
+
 /// A sandbox: empty sensor roots (so results do not depend on the machine's hardware), a
 /// home without user config.
 struct Sandbox {
@@ -287,6 +290,51 @@ fn amdgpu_tree_power_is_integrated() {
     );
     let truth = 150.0 * v["duration_s"].as_f64().unwrap();
     assert!((d["energy_j"].as_f64().unwrap() - truth).abs() / truth < 1e-6);
+}
+
+#[test]
+fn nvidia_gpus_through_the_driver_library_by_uuid_with_throttling() {
+    // Two boards behind a stand-in libnvidia-ml.so.1; CUDA_VISIBLE_DEVICES picks the second
+    // by UUID, which is held at its power cap throughout.
+    let standin = nvml_standin::StandIn::new(Some(
+        "driver 550.54.15
+gpu uuid=GPU-aaaa-1111 name=NVIDIA_H100 power_w=400
+gpu uuid=GPU-bbbb-2222 name=NVIDIA_H100 power_w=250 throttle=0x4 throttle_until_s=1000
+",
+    ));
+    let s = Sandbox::new();
+    let mut cmd = s.command(
+        &["measure", "--sampler", "zeus", "--json", "--", "sleep", "1"],
+        &[],
+    );
+    cmd.envs(standin.env())
+        .env("CUDA_VISIBLE_DEVICES", "GPU-bbbb");
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = json(&o);
+    let d = &v["domains"][0];
+    assert_eq!(v["domains"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        (d["name"].as_str(), d["energy_source"].as_str()),
+        (Some("gpu0"), Some("counter"))
+    );
+    let truth = 250.0 * v["duration_s"].as_f64().unwrap();
+    let j = d["energy_j"].as_f64().unwrap();
+    assert!((j - truth).abs() / truth < 0.01, "{j} J vs {truth} J");
+    let th = &v["throttle"][0];
+    assert_eq!(th["domain"], "gpu0");
+    assert!(th["power_cap_s"].as_f64().unwrap() > 0.9, "{th}");
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("gpu0 was throttled"), "{warnings}");
+
+    // `llem config` lists both boards with what each offers.
+    let mut cmd = s.command(&["config"], &[]);
+    cmd.envs(standin.env());
+    let out = String::from_utf8_lossy(&cmd.output().unwrap().stdout).into_owned();
+    assert!(
+        out.contains("GPU-aaaa-1111") && out.contains("GPU-bbbb-2222"),
+        "{out}"
+    );
 }
 
 #[test]
