@@ -145,6 +145,7 @@ mod tests {
             input_tokens: i,
             output_tokens: o,
             reference_output_tokens: None,
+            cached_input_tokens: None,
             scheduled_s: None,
             submit_s: 0.0,
             first_token_s: None,

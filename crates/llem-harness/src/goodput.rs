@@ -78,6 +78,7 @@ mod tests {
             input_tokens: 1,
             output_tokens: times.len() as u32,
             reference_output_tokens: None,
+            cached_input_tokens: None,
             scheduled_s: Some(sched),
             submit_s: submit,
             first_token_s: times.first().copied(),

@@ -133,6 +133,7 @@ mod tests {
             input_tokens: 5,
             output_tokens: times.len() as u32,
             reference_output_tokens: None,
+            cached_input_tokens: None,
             scheduled_s: None,
             submit_s: submit,
             first_token_s: times.first().copied(),

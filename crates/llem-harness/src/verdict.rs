@@ -87,6 +87,7 @@ mod tests {
             input_tokens: 4,
             output_tokens: tokens,
             reference_output_tokens: None,
+            cached_input_tokens: None,
             scheduled_s: None,
             submit_s: 0.0,
             first_token_s: None,

@@ -337,6 +337,7 @@ mod tests {
             input_tokens: 10,
             output_tokens: 2,
             reference_output_tokens: None,
+            cached_input_tokens: None,
             scheduled_s: Some(0.0),
             submit_s: 0.0,
             first_token_s: Some(first),

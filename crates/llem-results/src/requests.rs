@@ -1,7 +1,8 @@
 //! `requests.parquet`: one row per request of the measurement window.
 //!
 //! Columns: `request_id`, `batch_index`, `input_tokens`, `output_tokens`,
-//! `reference_output_tokens` (the dataset's own reply length, when it has one), `submit_s`,
+//! `reference_output_tokens` (the dataset's own reply length, when it has one),
+//! `cached_input_tokens` (prompt tokens a server answered from its prefix cache), `submit_s`,
 //! `first_token_s`, `end_s` (seconds since the experiment start), `success`, `error`,
 //! `finish_reason` (`stop`, `length`, `error`) and `token_times_s`, a list column with the
 //! arrival time of every output token.
@@ -64,6 +65,10 @@ pub struct RequestRecord {
     pub output_tokens: u32,
     /// Tokens of the dataset's reference reply (ShareGPT), when known.
     pub reference_output_tokens: Option<u32>,
+    /// Prompt tokens the server answered from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`); null when it does not say.
+    #[serde(default)]
+    pub cached_input_tokens: Option<u32>,
     /// When the traffic schedule said to send it (serving engines; null offline). Latency
     /// from this time counts queueing in the client too, so it is coordinated-omission safe.
     pub scheduled_s: Option<f64>,
@@ -103,6 +108,7 @@ fn schema() -> Schema {
         f("input_tokens", DataType::UInt32, false),
         f("output_tokens", DataType::UInt32, false),
         f("reference_output_tokens", DataType::UInt32, true),
+        f("cached_input_tokens", DataType::UInt32, true),
         f("scheduled_s", DataType::Float64, true),
         f("submit_s", DataType::Float64, false),
         f("first_token_s", DataType::Float64, true),
@@ -136,6 +142,7 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
         u32s(&|r| r.input_tokens),
         u32s(&|r| r.output_tokens),
         opt_u32s(&|r| r.reference_output_tokens),
+        opt_u32s(&|r| r.cached_input_tokens),
         Arc::new(rows.iter().map(|r| r.scheduled_s).collect::<Float64Array>()),
         Arc::new(Float64Array::from_iter_values(
             rows.iter().map(|r| r.submit_s),
@@ -187,6 +194,8 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
         let inp = column::<UInt32Array>(&b, "input_tokens").map_err(err)?;
         let outp = column::<UInt32Array>(&b, "output_tokens").map_err(err)?;
         let refo = column::<UInt32Array>(&b, "reference_output_tokens").map_err(err)?;
+        // Logs written before cached-token accounting have no such column.
+        let cached = column::<UInt32Array>(&b, "cached_input_tokens").ok();
         // Logs written before serving engines existed have no schedule column.
         let sched = column::<Float64Array>(&b, "scheduled_s").ok();
         let sub = column::<Float64Array>(&b, "submit_s").map_err(err)?;
@@ -208,6 +217,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
                 input_tokens: inp.value(i),
                 output_tokens: outp.value(i),
                 reference_output_tokens: refo.is_valid(i).then(|| refo.value(i)),
+                cached_input_tokens: cached.filter(|c| c.is_valid(i)).map(|c| c.value(i)),
                 scheduled_s: sched.filter(|c| c.is_valid(i)).map(|c| c.value(i)),
                 submit_s: sub.value(i),
                 first_token_s: first.is_valid(i).then(|| first.value(i)),
@@ -239,6 +249,7 @@ mod tests {
                 input_tokens: 12,
                 output_tokens: 3,
                 reference_output_tokens: Some(40),
+                cached_input_tokens: Some(5),
                 scheduled_s: Some(0.9),
                 submit_s: 1.0,
                 first_token_s: Some(1.2),
@@ -254,6 +265,7 @@ mod tests {
                 input_tokens: 7,
                 output_tokens: 0,
                 reference_output_tokens: None,
+                cached_input_tokens: None,
                 scheduled_s: None,
                 submit_s: 1.0,
                 first_token_s: None,

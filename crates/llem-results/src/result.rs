@@ -603,8 +603,15 @@ pub struct BatchEfficiencyMetrics {
 /// KV-cache metrics (serving engines).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KvCacheEfficiencyMetrics {
-    /// Prefix cache hit rate.
+    /// Prefix cache hit rate from the server's Prometheus counters or gauge, 0-1.
     pub kv_cache_hit_rate: Option<f64>,
+    /// Prompt tokens of the measured requests the server answered from its prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`, summed); null when no answer said.
+    #[serde(default)]
+    pub cached_prompt_tokens: Option<u64>,
+    /// `cached_prompt_tokens` / the prompt tokens of the same requests, 0-1.
+    #[serde(default)]
+    pub prompt_cache_hit_rate: Option<f64>,
     /// Blocks used.
     pub kv_cache_blocks_used: Option<u64>,
     /// Blocks available.

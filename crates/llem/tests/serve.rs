@@ -145,6 +145,8 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
         assert_eq!(q.output_tokens, 24, "request {}", q.request_id);
         assert_eq!(q.token_times_s.len(), 24);
         assert!(q.input_tokens > 0, "usage's prompt count");
+        // llama-server's usage says how much of each prompt its slot cache held.
+        assert!(q.cached_input_tokens.is_some_and(|c| c <= q.input_tokens));
         assert!(q.scheduled_s.is_some());
     }
     let t = r.traffic.as_ref().unwrap();

@@ -172,6 +172,15 @@ fn a_study_of_two_vllm_configurations_runs_for_real() {
             assert!(q.output_tokens >= 1 && q.output_tokens <= 16);
             assert_eq!(q.token_times_s.len(), q.output_tokens as usize);
         }
+        // vLLM says, per request, how many prompt tokens its prefix cache answered
+        // (--enable-prompt-tokens-details); the result sums them.
+        let cached: Option<u64> = reqs
+            .iter()
+            .map(|q| q.cached_input_tokens.map(u64::from))
+            .sum();
+        assert!(cached.is_some(), "a request without cached_tokens");
+        assert_eq!(r.extended_metrics.kv_cache.cached_prompt_tokens, cached);
+        assert!(r.extended_metrics.kv_cache.prompt_cache_hit_rate.is_some());
         // Latency recomputes from the per-request times of the whole run.
         let l = r.latency_stats.as_ref().unwrap();
         let ttft: Vec<f64> = reqs

@@ -20,6 +20,9 @@ pub struct ChunkInfo {
     pub prompt_tokens: Option<u32>,
     /// `usage.completion_tokens`, when the chunk carries usage.
     pub completion_tokens: Option<u32>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix
+    /// cache, when the server says.
+    pub cached_prompt_tokens: Option<u32>,
     /// The chunk is an error object.
     pub is_error: bool,
     /// `choices` held at least one choice (a usage-only chunk has none).
@@ -47,6 +50,11 @@ pub fn parse(data: &[u8]) -> Result<Option<ChunkInfo>, String> {
         text_bytes: u32::try_from(text).unwrap_or(u32::MAX),
         finish: c.finish_reason.and_then(|f| f.0),
         prompt_tokens: raw.usage.as_ref().and_then(|u| u.prompt_tokens),
+        cached_prompt_tokens: raw
+            .usage
+            .as_ref()
+            .and_then(|u| u.prompt_tokens_details.as_ref())
+            .and_then(|d| d.cached_tokens),
         completion_tokens: raw.usage.and_then(|u| u.completion_tokens),
         is_error: raw.error.is_some() || raw.object.is_some_and(|o| o.0),
         has_choice,
@@ -91,6 +99,14 @@ struct RawUsage {
     prompt_tokens: Option<u32>,
     #[serde(default)]
     completion_tokens: Option<u32>,
+    #[serde(default)]
+    prompt_tokens_details: Option<RawPromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct RawPromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u32>,
 }
 
 /// The length of a JSON string, read without keeping it.
@@ -207,6 +223,10 @@ mod tests {
             (chat.text_bytes, chat.finish),
             (5, Some(FinishReason::Stop))
         );
+        let cached = parse(br#"{"choices":[],"usage":{"prompt_tokens":46,"completion_tokens":4,"prompt_tokens_details":{"cached_tokens":45}}}"#)
+            .unwrap()
+            .unwrap();
+        assert_eq!(cached.cached_prompt_tokens, Some(45));
         let usage = parse(br#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":30,"total_tokens":42}}"#)
             .unwrap()
             .unwrap();

@@ -286,6 +286,7 @@ async fn one(
         // A capacity hint only: an open limit or a huge one does not reserve memory up front.
         chunks: Vec::with_capacity(req.max_tokens.map_or(256, |n| n.min(4096) as usize) + 4),
         usage: (None, None),
+        cached: None,
         finish: None,
     };
     // Error bodies may echo the request's headers: the key llem sent, or any credential,
@@ -298,6 +299,7 @@ async fn one(
     let StreamState {
         chunks,
         usage: final_usage,
+        cached,
         finish,
     } = st;
     let end_s = clock.now();
@@ -311,6 +313,7 @@ async fn one(
             input_tokens: final_usage.0.unwrap_or(0),
             output_tokens,
             reference_output_tokens: None,
+            cached_input_tokens: cached,
             scheduled_s: Some(scheduled_s),
             submit_s,
             first_token_s: acc.token_times_s.first().copied(),
@@ -334,6 +337,8 @@ async fn one(
 struct StreamState {
     chunks: Vec<ChunkObs>,
     usage: (Option<u32>, Option<u32>),
+    /// Prompt tokens the server took from its prefix cache, when its usage says.
+    cached: Option<u32>,
     finish: Option<FinishReason>,
 }
 
@@ -348,6 +353,7 @@ async fn stream(
     let StreamState {
         chunks,
         usage,
+        cached,
         finish,
     } = st;
     let url = format!("{}{}", endpoint.base_url, req.api.path());
@@ -400,6 +406,9 @@ async fn stream(
             Ok(Some(c)) => {
                 if c.completion_tokens.is_some() {
                     *usage = (c.prompt_tokens.or(usage.0), c.completion_tokens);
+                }
+                if c.cached_prompt_tokens.is_some() {
+                    *cached = c.cached_prompt_tokens;
                 }
                 if c.finish.is_some() {
                     *finish = c.finish;

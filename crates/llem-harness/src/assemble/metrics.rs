@@ -10,6 +10,7 @@ use llem_results::result::{
 
 use super::Measured;
 use crate::{latency, window};
+use llem_results::RequestRecord;
 use llem_results::stats;
 
 /// Throughput and efficiency of the window, as the extended metrics need them.
@@ -140,12 +141,73 @@ pub(super) fn batch(m: &Measured<'_>) -> BatchEfficiencyMetrics {
     }
 }
 
-/// KV-cache figures from the server's gauges (null for engines without them).
+/// Prompt tokens served from the prefix cache and their share of the prompt tokens, over the
+/// requests whose usage said (null when none did).
+fn cached_prompt_tokens(records: &[RequestRecord]) -> (Option<u64>, Option<f64>) {
+    let said: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.success && r.cached_input_tokens.is_some())
+        .collect();
+    if said.is_empty() {
+        return (None, None);
+    }
+    let cached: u64 = said
+        .iter()
+        .map(|r| u64::from(r.cached_input_tokens.unwrap_or(0)))
+        .sum();
+    let prompt: u64 = said.iter().map(|r| u64::from(r.input_tokens)).sum();
+    (
+        Some(cached),
+        (prompt > 0).then(|| cached as f64 / prompt as f64),
+    )
+}
+
+/// Above this share of prompt tokens from the prefix cache, a run the user did not ask to
+/// cache is flagged: those tokens skipped prefill, so TTFT and energy per token read low.
+pub(super) const UNINTENDED_HIT_RATE_WARN: f64 = 0.10;
+
+/// The warning for a prefix-cache hit rate the configuration did not ask for.
+pub(super) fn prefix_cache_warning(
+    cfg: &llem_config::ExperimentConfig,
+    kv: &KvCacheEfficiencyMetrics,
+) -> Option<String> {
+    // Caching is intended when the user turned it on by name.
+    let asked = cfg
+        .vllm
+        .as_deref()
+        .and_then(|v| v.engine.as_ref())
+        .and_then(|e| e.enable_prefix_caching)
+        == Some(true)
+        || cfg.sglang.as_deref().and_then(|s| s.disable_radix_cache) == Some(false);
+    if asked {
+        return None;
+    }
+    let (rate, from) = match (kv.prompt_cache_hit_rate, kv.kv_cache_hit_rate) {
+        (Some(r), _) => (r, "the servers' usage (cached_tokens)"),
+        (None, Some(r)) => (r, "the server's Prometheus counters"),
+        (None, None) => return None,
+    };
+    (rate > UNINTENDED_HIT_RATE_WARN).then(|| {
+        format!(
+            "{:.0} % of prompt tokens were served from the prefix cache (from {from}), which \
+             this configuration does not ask for: those tokens skipped prefill, so TTFT and \
+             energy per token are lower than for uncached prompts (repeated prompts or a \
+             shared prefix in the dataset)",
+            rate * 100.0
+        )
+    })
+}
+
+/// KV-cache figures from the server's gauges and the requests' usage (null for engines
+/// without them).
 pub(super) fn kv_cache(m: &Measured<'_>) -> KvCacheEfficiencyMetrics {
     let (t0, t1) = m.window;
     let sm = &m.summary.server_metrics;
+    let (cached, rate) = cached_prompt_tokens(m.records);
     KvCacheEfficiencyMetrics {
         kv_cache_hit_rate: window::prefix_hit_rate(sm, t0, t1),
+        cached_prompt_tokens: cached,
+        prompt_cache_hit_rate: rate,
         kv_cache_usage_mean: window::gauge_mean(sm, Gauge::KvCacheUsage, t0, t1),
         num_requests_waiting_mean: window::gauge_mean(sm, Gauge::Waiting, t0, t1),
         prefix_cache_reset: m.summary.prefix_cache_reset.clone(),

@@ -193,6 +193,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         total_j,
     };
     let extended = metrics::extended(m, &rates, lat.as_ref());
+    warnings.extend(metrics::prefix_cache_warning(cfg, &extended.kv_cache));
     let sampler = cfg
         .energy_sampler
         .map_or_else(|| "none".to_string(), |s| s.to_string());

@@ -90,6 +90,7 @@ fn records(n: u32, tokens: u32, first: f64) -> Vec<RequestRecord> {
                 input_tokens: 10,
                 output_tokens: tokens,
                 reference_output_tokens: None,
+                cached_input_tokens: None,
                 scheduled_s: None,
                 submit_s: 0.0,
                 first_token_s: times.first().copied(),
@@ -508,6 +509,62 @@ fn a_gpu_lost_mid_run_leaves_the_headline_null_not_short() {
     );
     // What was measured is still reported beside it: gpu0, the package and DRAM.
     assert!((r.system_energy_j.unwrap() - 2550.0).abs() < 1e-6);
+}
+
+#[test]
+fn cached_prompt_tokens_are_counted_and_an_unasked_hit_rate_is_flagged() {
+    let inputs = Inputs::new();
+    let tel = package_at_10_w();
+    // Four requests of 10 prompt tokens: 9, 0, 0 and 0 from the cache (22.5 %).
+    let mut recs = records(4, 5, 1.0);
+    for (r, c) in recs.iter_mut().zip([9, 0, 0, 0]) {
+        r.cached_input_tokens = Some(c);
+    }
+    let cfg: ExperimentConfig =
+        serde_json::from_value(serde_json::json!({"model": "m", "engine": "vllm"})).unwrap();
+    let req = request(&cfg);
+    let r = result(&inputs.measured(&req, &recs, &tel, None));
+    let kv = &r.extended_metrics.kv_cache;
+    assert_eq!(kv.cached_prompt_tokens, Some(9));
+    assert!((kv.prompt_cache_hit_rate.unwrap() - 0.225).abs() < 1e-9);
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .any(|w| w.starts_with("22 % of prompt tokens were served from the prefix cache")),
+        "{:?}",
+        r.measurement_warnings
+    );
+
+    // Asked for by name: the same hits are the deployment being measured, not a flaw.
+    let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+        "model": "m", "engine": "vllm", "vllm": {"engine": {"enable_prefix_caching": true}}
+    }))
+    .unwrap();
+    let req = request(&cfg);
+    let r = result(&inputs.measured(&req, &recs, &tel, None));
+    assert!(
+        !r.measurement_warnings
+            .iter()
+            .any(|w| w.contains("prefix cache")),
+        "{:?}",
+        r.measurement_warnings
+    );
+
+    // Under 10 %, or servers that do not say: nothing to flag, and null rather than 0.
+    recs[0].cached_input_tokens = Some(3);
+    let r = result(&inputs.measured(&request(&config()), &recs, &tel, None));
+    assert!(
+        !r.measurement_warnings
+            .iter()
+            .any(|w| w.contains("prefix cache"))
+    );
+    let none = records(4, 5, 1.0);
+    let r = result(&inputs.measured(&request(&config()), &none, &tel, None));
+    let kv = &r.extended_metrics.kv_cache;
+    assert_eq!(
+        (kv.cached_prompt_tokens, kv.prompt_cache_hit_rate),
+        (None, None)
+    );
 }
 
 #[test]

@@ -120,7 +120,13 @@ const FLAGS: &[(&str, Flag)] = &[
 
 /// Every flag llem may pass to `vllm serve`: its table, the fixed ones and the LoRA ones.
 pub(crate) fn cli_flags() -> Vec<&'static str> {
-    let mut f = vec!["--host", "--port", "--seed", "--dtype"];
+    let mut f = vec![
+        "--host",
+        "--port",
+        "--seed",
+        "--dtype",
+        "--enable-prompt-tokens-details",
+    ];
     f.extend(crate::serving::flags::names(FLAGS));
     f.extend(["--enable-lora", "--lora-modules", "--max-lora-rank"]);
     f
@@ -137,6 +143,8 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     let mut args: Vec<String> = vec![at.model.into(), "--host".into(), at.host.into()];
     args.extend(["--port".into(), at.port.to_string()]);
     args.extend(["--seed".into(), cfg.random_seed.to_string()]);
+    // Usage then says how many prompt tokens came from the prefix cache, per request.
+    args.push("--enable-prompt-tokens-details".into());
     if let Some(d) = cfg.dtype {
         args.extend(["--dtype".into(), d.to_string()]);
     }
