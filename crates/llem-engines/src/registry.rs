@@ -44,12 +44,12 @@ pub fn server(engine: EngineName) -> Option<&'static ServerSpec> {
 }
 
 /// Every command-line flag llem may pass to `engine`'s server, for checking against the
-/// installed server's own `--help` (so far vLLM's; empty for the others).
-pub fn cli_flags(engine: EngineName) -> Vec<&'static str> {
+/// installed server's own `--help` (vLLM's and llama-server's; empty for the others).
+pub fn cli_flags(engine: EngineName) -> Vec<String> {
     match engine {
         EngineName::Vllm => vllm::cli_flags(),
-        EngineName::LlamaCpp
-        | EngineName::Sglang
+        EngineName::LlamaCpp => llama_server::cli_flags(),
+        EngineName::Sglang
         | EngineName::Tgi
         | EngineName::TensorRt
         | EngineName::OpenAi

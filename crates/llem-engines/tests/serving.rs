@@ -687,11 +687,44 @@ fn every_vllm_flag_llem_passes_is_one_the_live_cli_accepts() {
     assert!(ours.len() > 20);
     let missing: Vec<&str> = ours
         .iter()
-        .copied()
+        .map(String::as_str)
         .filter(|f| !listed.contains(f))
         .collect();
     assert!(
         missing.is_empty(),
         "flags llem passes that this vllm serve does not have: {missing:?}"
+    );
+}
+
+#[test]
+fn every_llama_server_flag_llem_passes_is_one_the_live_cli_accepts() {
+    let explicit = std::env::var_os("LLEM_LLAMA_SERVER").map(std::path::PathBuf::from);
+    let server = llem_engines::serving::find_llama_server(explicit.as_ref())
+        .expect("no llama-server: run scripts/build-llama-server.sh or set LLEM_LLAMA_SERVER");
+    let o = std::process::Command::new(&server)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "llama-server --help failed:\n{help}");
+    let listed: std::collections::HashSet<&str> = help
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .filter(|w| w.starts_with('-'))
+        .collect();
+    assert!(listed.len() > 100, "an unexpected help text:\n{help}");
+    let ours = llem_engines::registry::cli_flags(llem_config::Engine::LlamaCpp);
+    assert!(ours.len() > 15, "{ours:?}");
+    let missing: Vec<&str> = ours
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !listed.contains(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags llem passes that this llama-server does not have: {missing:?}"
     );
 }

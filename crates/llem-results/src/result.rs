@@ -623,8 +623,9 @@ pub struct KvCacheEfficiencyMetrics {
     #[serde(default)]
     pub num_requests_waiting_mean: Option<f64>,
     /// How the server's prefix cache was emptied before the measured run (`POST
-    /// /reset_prefix_cache` on vLLM, `POST /flush_cache` on SGLang); null when it was not
-    /// (other engines, servers llem did not start): every cell still starts a fresh server.
+    /// /reset_prefix_cache` on vLLM, `POST /flush_cache` on SGLang, every slot erased on
+    /// llama-server); null when it was not (TGI, TensorRT-LLM, servers llem did not start):
+    /// every cell still starts a fresh server.
     #[serde(default)]
     pub prefix_cache_reset: Option<String>,
 }

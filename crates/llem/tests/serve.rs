@@ -138,6 +138,15 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
         serde_json::from_str(&std::fs::read_to_string(cell.join("result.json")).unwrap()).unwrap();
     let reqs = read_requests(&cell.join("requests.parquet")).unwrap();
     assert_eq!(reqs.len(), 16);
+    // The warmup sent request 0's prompt; its slots were erased before the measurement, so
+    // none of it is a cache hit (47 of its 48 tokens were, before llem erased them).
+    let first = reqs.iter().find(|q| q.request_id == 0).unwrap();
+    assert_eq!(first.cached_input_tokens, Some(0));
+    assert_eq!(
+        r.extended_metrics.kv_cache.prefix_cache_reset.as_deref(),
+        Some("POST /slots/<id>?action=erase (2 slots)")
+    );
+    assert_eq!(r.extended_metrics.kv_cache.cached_prompt_tokens, Some(0));
     for q in &reqs {
         assert!(q.success, "{:?}", q.error);
         // Synthetic requests ignore end-of-sequence: exactly the asked length, as counted by

@@ -31,7 +31,7 @@ use llem_config::{ExperimentConfig, RunnerSpec};
 use crate::engine::{ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, Session};
 use crate::launch::ServerProcess;
 use client::Endpoint;
-use engines::ServerSpec;
+use engines::{PrefixCacheReset, ServerSpec};
 use session::ServerSession;
 
 /// Settings of a serving run that are not in the experiment config.
@@ -265,20 +265,65 @@ impl ServerEngine {
         if self.process.is_none() {
             return Ok(None);
         }
+        match reset {
+            PrefixCacheReset::Post { route, .. } => {
+                self.post_ok(route)?;
+                Ok(Some(format!("POST {route}")))
+            }
+            PrefixCacheReset::EraseSlots => {
+                let slots = self.slot_ids()?;
+                for id in &slots {
+                    self.post_ok(&format!("/slots/{id}?action=erase"))?;
+                }
+                Ok(Some(format!(
+                    "POST /slots/<id>?action=erase ({} slots)",
+                    slots.len()
+                )))
+            }
+        }
+    }
+
+    /// POSTs `route` for the prefix-cache reset; anything but 200 fails the run.
+    fn post_ok(&self, route: &str) -> Result<(), EngineError> {
         let fail = |why: String| {
             EngineError::Inference(format!(
-                "the server did not reset its prefix cache (POST {}): {why}",
-                reset.route
+                "the server did not reset its prefix cache (POST {route}): {why}"
             ))
         };
-        match self.post(reset.route, Duration::from_secs(30)) {
-            Ok((200, _)) => Ok(Some(format!("POST {}", reset.route))),
+        match self.post(route, Duration::from_secs(30)) {
+            Ok((200, _)) => Ok(()),
             Ok((code, body)) => Err(fail(format!(
                 "HTTP {code} {}",
                 body.trim().chars().take(200).collect::<String>()
             ))),
             Err(e) => Err(fail(e)),
         }
+    }
+
+    /// The ids of llama-server's slots (`GET /slots`).
+    fn slot_ids(&self) -> Result<Vec<u64>, EngineError> {
+        let fail = |why: String| {
+            EngineError::Inference(format!(
+                "the server did not list its slots for the prefix-cache reset (GET /slots): {why}"
+            ))
+        };
+        let (code, body) = self.get("/slots", Duration::from_secs(30)).map_err(fail)?;
+        if code != 200 {
+            return Err(fail(format!(
+                "HTTP {code} {}",
+                body.trim().chars().take(200).collect::<String>()
+            )));
+        }
+        let slots: Vec<Value> =
+            serde_json::from_str(&body).map_err(|e| fail(format!("not a list of slots: {e}")))?;
+        let ids: Vec<u64> = slots
+            .iter()
+            .filter_map(|s| s.get("id").and_then(Value::as_u64))
+            .collect();
+        if ids.is_empty() || ids.len() != slots.len() {
+            return Err(fail("no slot ids in the answer".into()));
+        }
+        Ok(ids)
     }
 
     fn wait_ready(&mut self, health_path: &str) -> Result<(), EngineError> {

@@ -140,7 +140,7 @@ pub(super) fn launch(
 /// What the server's process needs in its environment (its prefix-cache reset route).
 fn reset_env(spec: &ServerSpec) -> Vec<(String, String)> {
     spec.prefix_cache_reset
-        .map(|r| r.env)
+        .map(|r| r.env())
         .unwrap_or_default()
         .iter()
         .map(|(k, v)| ((*k).to_string(), (*v).to_string()))

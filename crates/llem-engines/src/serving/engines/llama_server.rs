@@ -29,8 +29,36 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
     served_model: super::configured_model,
     lora_listing: super::LoraListing::LoraAdapters,
-    prefix_cache_reset: None,
+    prefix_cache_reset: Some(super::PrefixCacheReset::EraseSlots),
 };
+
+/// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of
+/// the command line built for a configuration that sets every option llem maps.
+pub(crate) fn cli_flags() -> Vec<String> {
+    let every_option = serde_json::json!({
+        "model": "m.gguf",
+        "engine": "llamacpp",
+        "llamacpp": {"n_threads": 2, "max_tokens_per_batch": 256, "use_mmap": false,
+                     "n_ctx": 512},
+        "lora": {"adapter_path": "/a/lora.gguf", "scale": 0.5},
+    });
+    let listen = Listen {
+        model: "m.gguf",
+        host: "127.0.0.1",
+        port: 8080,
+    };
+    serde_json::from_value::<ExperimentConfig>(every_option)
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| args(&cfg, &listen))
+        .map(|a| {
+            a.args
+                .into_iter()
+                .filter(|w| w.starts_with('-') && w.parse::<f64>().is_err())
+                .collect()
+        })
+        // A configuration this function cannot build is a bug its test shows as no flags.
+        .unwrap_or_default()
+}
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
@@ -47,6 +75,9 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     let mut args: Vec<String> = vec!["-m".into(), at.model.into(), "--host".into()];
     args.extend([at.host.into(), "--port".into(), at.port.to_string()]);
     args.extend(["--metrics".into(), "--no-webui".into()]);
+    // Slot actions, erase included, exist only with a save path; llem saves nothing there,
+    // it erases every slot before each run. /tmp exists on hosts and in the image alike.
+    args.extend(["--slot-save-path".into(), "/tmp".into()]);
     args.extend(["-np".into(), plan.slots.to_string()]);
     // Unless n_ctx says otherwise, a margin over the embedded engine's sizing: the server
     // tokenises text llem only estimated (synthetic prompts), and a request that does not fit
@@ -70,7 +101,9 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     args.extend(["-ctk".into(), l.kv_cache_type.to_string()]);
     args.extend(["-ctv".into(), l.kv_cache_type.to_string()]);
     if !l.use_mmap {
-        args.push("--no-mmap".into());
+        // Current llama-server has no `--no-mmap` (its help test caught it): loading is a
+        // mode, and `none` reads the file into memory.
+        args.extend(["--load-mode".into(), "none".into()]);
     }
     if let Some(lora) = cfg.lora.as_deref() {
         let path = super::adapter_path(cfg)

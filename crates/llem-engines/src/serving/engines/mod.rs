@@ -120,14 +120,30 @@ pub struct ServerSpec {
     pub prefix_cache_reset: Option<PrefixCacheReset>,
 }
 
-/// A server's prefix-cache reset: the route to POST, and what its launch needs for the
-/// route to exist.
+/// How a server's prefix cache is emptied, and what its launch needs for that to work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PrefixCacheReset {
-    /// `POST` this path.
-    pub route: &'static str,
-    /// Environment of the server process (vLLM serves the route in dev mode only).
-    pub env: &'static [(&'static str, &'static str)],
+pub enum PrefixCacheReset {
+    /// `POST` one route (vLLM `/reset_prefix_cache`, SGLang `/flush_cache`).
+    Post {
+        /// The path.
+        route: &'static str,
+        /// Environment of the server process (vLLM serves the route in dev mode only).
+        env: &'static [(&'static str, &'static str)],
+    },
+    /// Erase every slot's cache: `GET /slots` lists them, `POST /slots/<id>?action=erase`
+    /// each (llama-server, which allows slot actions only when launched with
+    /// `--slot-save-path`; its args add it).
+    EraseSlots,
+}
+
+impl PrefixCacheReset {
+    /// Environment the server process needs for the reset.
+    pub fn env(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            PrefixCacheReset::Post { env, .. } => env,
+            PrefixCacheReset::EraseSlots => &[],
+        }
+    }
 }
 
 /// How a server shows that it loaded the LoRA adapter llem asked for.

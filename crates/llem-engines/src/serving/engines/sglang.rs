@@ -28,7 +28,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: super::always,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
-    prefix_cache_reset: Some(super::PrefixCacheReset {
+    prefix_cache_reset: Some(super::PrefixCacheReset::Post {
         route: "/flush_cache",
         env: &[],
     }),

@@ -35,7 +35,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     wants_gpus: super::always,
     served_model,
     lora_listing: super::LoraListing::Models,
-    prefix_cache_reset: Some(super::PrefixCacheReset {
+    prefix_cache_reset: Some(super::PrefixCacheReset::Post {
         route: "/reset_prefix_cache",
         env: &[("VLLM_SERVER_DEV_MODE", "1")],
     }),
@@ -119,7 +119,7 @@ const FLAGS: &[(&str, Flag)] = &[
 ];
 
 /// Every flag llem may pass to `vllm serve`: its table, the fixed ones and the LoRA ones.
-pub(crate) fn cli_flags() -> Vec<&'static str> {
+pub(crate) fn cli_flags() -> Vec<String> {
     let mut f = vec![
         "--host",
         "--port",
@@ -129,7 +129,7 @@ pub(crate) fn cli_flags() -> Vec<&'static str> {
     ];
     f.extend(crate::serving::flags::names(FLAGS));
     f.extend(["--enable-lora", "--lora-modules", "--max-lora-rank"]);
-    f
+    f.into_iter().map(String::from).collect()
 }
 
 fn batch_limit(cfg: &ExperimentConfig) -> Option<u32> {
