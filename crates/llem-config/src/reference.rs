@@ -15,6 +15,7 @@ const EXPERIMENT_SECTIONS: &[(&str, &str)] = &[
     ("warmup", "WarmupConfig"),
     ("baseline", "BaselineConfig"),
     ("measurement", "MeasurementConfig"),
+    ("measurement.windows", "WindowsConfig"),
     ("traffic", "TrafficConfig"),
     ("traffic.slo", "SloConfig"),
     ("lora", "LoraConfig"),

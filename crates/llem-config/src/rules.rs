@@ -322,13 +322,26 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
         )),
         _ => {}
     }
+    let eff = cfg.effective_traffic();
+    if eff.arrival == Arrival::AllAtOnce
+        && eff.duration_seconds.is_some()
+        && eff.n_requests.is_none()
+        && eff.max_concurrency.is_none()
+    {
+        out.push(violation(
+            &["traffic", "arrival"],
+            "`traffic.arrival: all_at_once` for a duration sends requests without pause: set \
+             `traffic.max_concurrency` (a closed loop) or a rate (constant, poisson, gamma)"
+                .into(),
+        ));
+    }
     if t.burstiness.is_some() && t.arrival != Arrival::Gamma {
         out.push(violation(
             &["traffic", "burstiness"],
             "`traffic.burstiness` applies to gamma arrivals only".into(),
         ));
     }
-    check_schedule_length(cfg, t, out);
+    check_schedule_length(cfg, &cfg.effective_traffic(), out);
 }
 
 /// A schedule must fit [`TrafficConfig::MAX_SCHEDULE_S`]: a send duration past it, a gamma
@@ -386,6 +399,55 @@ fn check_schedule_length(cfg: &ExperimentConfig, t: &TrafficConfig, out: &mut Ve
                 "`traffic.rate_qps: {rate:?}` spreads {n} requests over {span:.3e} s; llem sends \
                  schedules of at most {max_s} s (30 days): raise the rate or set \
                  `traffic.duration_seconds`"
+            ),
+        ));
+    }
+}
+
+/// Methodology `windows` measures a server under traffic sent on time: a served engine, and
+/// a schedule that lasts the ramp and every window.
+fn check_windows(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
+    let w = cfg.measurement.windows_or_default();
+    if !cfg.is_served() {
+        out.push(violation(
+            &["measurement", "methodology"],
+            format!(
+                "`methodology: windows` measures a server under sustained traffic; {} runs a \
+                 fixed set of prompts offline (serve it, or use total or steady_state)",
+                cfg.engine
+            ),
+        ));
+        return;
+    }
+    let Some(t) = cfg.traffic.as_deref() else {
+        out.push(violation(
+            &["measurement", "methodology"],
+            "`methodology: windows` needs `traffic:`: a rate (constant, poisson, gamma with \
+             `rate_qps`) or a closed loop (`max_concurrency`)"
+                .into(),
+        ));
+        return;
+    };
+    if t.n_requests.is_some() {
+        out.push(violation(
+            &["traffic", "n_requests"],
+            "`methodology: windows` sends traffic for a time, not a count: leave out \
+             `traffic.n_requests` (the windows set the duration)"
+                .into(),
+        ));
+    }
+    if let Some(d) = t.duration_seconds
+        && d < w.span_s()
+    {
+        out.push(violation(
+            &["traffic", "duration_seconds"],
+            format!(
+                "`traffic.duration_seconds: {}` ends before the windows do: the ramp and {} \
+                 windows of {} s need {} s (leave it out to send for exactly that long)",
+                crate::schema::fmt_num(d),
+                w.n_windows,
+                crate::schema::fmt_num(w.window_seconds),
+                crate::schema::fmt_num(w.span_s())
             ),
         ));
     }
@@ -480,6 +542,17 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
                 }
             }
         }
+    }
+    if m.methodology == Methodology::Windows {
+        check_windows(cfg, out);
+    } else if m.windows.is_some() {
+        out.push(violation(
+            &["measurement", "windows"],
+            format!(
+                "`measurement.windows` applies to `methodology: windows`; methodology is {}",
+                m.methodology
+            ),
+        ));
     }
     if m.latency_profiling {
         if cfg.engine == Engine::TensorRt {

@@ -724,3 +724,59 @@ fn vllm_fields_gone_from_the_live_cli_are_refused() {
         .is_ok()
     );
 }
+
+#[test]
+fn methodology_windows_is_refused_where_it_cannot_measure() {
+    let cases = [
+        (
+            "model: m.gguf\nengine: llamacpp\nmeasurement: {methodology: windows}\n",
+            "`methodology: windows` measures a server under sustained traffic; llamacpp runs",
+            3,
+        ),
+        (
+            "model: m\nengine: vllm\nmeasurement: {methodology: windows}\n",
+            "`methodology: windows` needs `traffic:`",
+            3,
+        ),
+        (
+            "model: m\nengine: vllm\nmeasurement: {methodology: windows}\ntraffic: {arrival: constant, rate_qps: 2, n_requests: 40}\n",
+            "sends traffic for a time, not a count",
+            4,
+        ),
+        (
+            "model: m\nengine: vllm\nmeasurement: {methodology: windows, windows: {n_windows: 3, window_seconds: 60}}\ntraffic: {arrival: constant, rate_qps: 2, duration_seconds: 100}\n",
+            "ends before the windows do: the ramp and 3 windows of 60 s need 210 s",
+            4,
+        ),
+        (
+            "model: m\nengine: vllm\nmeasurement: {methodology: windows}\ntraffic: {max_concurrency: null}\n",
+            "`traffic.arrival: all_at_once` for a duration sends requests without pause",
+            4,
+        ),
+        (
+            "model: m\nengine: vllm\nmeasurement: {methodology: total, windows: {n_windows: 3}}\ntraffic: {arrival: constant, rate_qps: 2}\n",
+            "`measurement.windows` applies to `methodology: windows`",
+            3,
+        ),
+        (
+            "model: m\nengine: vllm\nmeasurement: {methodology: windows, windows: {n_windows: 1}}\ntraffic: {arrival: constant, rate_qps: 2}\n",
+            "n_windows",
+            3,
+        ),
+    ];
+    for (text, want, line) in cases {
+        let e = err(text);
+        let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
+        assert!(
+            all.iter().any(|m| m.contains(want)),
+            "{want} not in {all:?}"
+        );
+        assert_eq!(at(&e).0, line, "{text}: {all:?}");
+    }
+    // A rate for the windows' span plans; the duration is the windows'.
+    let ok = "model: m\nengine: vllm\nmeasurement: {methodology: windows}\n\
+              traffic: {arrival: poisson, rate_qps: 4}\n";
+    let plan = plan_text(ok).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = &plan.configs[0].config;
+    assert_eq!(cfg.effective_traffic().duration_seconds, Some(750.0));
+}

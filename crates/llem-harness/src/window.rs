@@ -165,6 +165,15 @@ pub fn select(
             ],
             None,
         ),
+        Methodology::Windows if untimed(records) => total(
+            vec![
+                "methodology windows needs per-token times, and this engine timed whole \
+                 batches: measured the whole run"
+                    .into(),
+            ],
+            None,
+        ),
+        Methodology::Windows => windows(cfg, records, metrics, target, (t0, t1)),
         Methodology::Windowed => {
             let Some([a, b]) = cfg.measurement.window else {
                 return total(
@@ -196,6 +205,35 @@ pub fn select(
             w
         }
     }
+}
+
+/// Methodology `windows`: from the end of the ramp to the end of the last window. Whether
+/// the windows agree is judged with their energy ([`crate::assemble`]); the batch rule of
+/// steady state does not apply (an open-loop rate need not fill the server).
+fn windows(
+    cfg: &ExperimentConfig,
+    records: &[RequestRecord],
+    metrics: &[MetricSample],
+    target: Option<u32>,
+    (t0, t1): (f64, f64),
+) -> Window {
+    let w = cfg.measurement.windows_or_default();
+    let (start, end) = (t0 + w.ramp_exclusion_seconds, t0 + w.span_s());
+    let mut chosen = judged(records, metrics, target, start, end.min(t1), "windows");
+    chosen.warnings.clear();
+    if let Some(info) = chosen.info.as_mut() {
+        info.is_stable = true;
+        info.unstable_reason = String::new();
+    }
+    if end > t1 + 1e-6 {
+        chosen.warnings.push(format!(
+            "methodology windows: the traffic ended {:.1} s after its start, before the last \
+             window ({:.1} s)",
+            t1 - t0,
+            w.span_s()
+        ));
+    }
+    chosen
 }
 
 fn steady_state(

@@ -137,6 +137,10 @@ pub struct ExperimentResult {
     /// (serving engines; null for methodology total).
     #[serde(default)]
     pub steady_state: Option<SteadyStateInfo>,
+    /// Methodology `windows`: each window's figures, their statistics and whether they
+    /// agree (null for other methodologies).
+    #[serde(default)]
+    pub windows: Option<WindowsResult>,
     /// Requests meeting the configured latency objectives (when `traffic.slo` is set).
     #[serde(default)]
     pub goodput: Option<Goodput>,
@@ -711,4 +715,55 @@ pub struct ModelDescription {
     pub tied_embeddings: Option<bool>,
     /// Time to load, s (set by the harness).
     pub load_time_s: Option<f64>,
+}
+
+/// Methodology `windows` (llem 0.7's server mode): consecutive windows after a ramp.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowsResult {
+    /// Windows measured.
+    pub n_windows: u32,
+    /// Length of each, s.
+    pub window_seconds: f64,
+    /// Traffic discarded before the first, s.
+    pub ramp_exclusion_seconds: f64,
+    /// Largest coefficient of variation of the windows' mJ/token for a valid cell.
+    pub cov_threshold: f64,
+    /// The windows agree: each has energy and tokens, and their mJ/token CoV is within the
+    /// threshold. An invalid cell is kept, with the reason.
+    pub valid: bool,
+    /// Why it is not valid; empty when it is.
+    pub invalid_reason: String,
+    /// The windows' mJ/token (headline energy scope) across windows, with its 95 % CI.
+    pub mj_per_tok: Option<crate::MetricStatistics>,
+    /// Output tokens per second across windows.
+    pub tokens_per_second: Option<crate::MetricStatistics>,
+    /// Average power of the headline scope across windows, W.
+    pub avg_power_w: Option<crate::MetricStatistics>,
+    /// Each window.
+    pub windows: Vec<WindowResult>,
+}
+
+/// One window of methodology `windows`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WindowResult {
+    /// 0-based position.
+    pub index: u32,
+    /// Start, s since the experiment start.
+    pub start_s: f64,
+    /// End, s since the experiment start.
+    pub end_s: f64,
+    /// Energy of the headline scope in the window, J; null when it was not measured.
+    pub energy_j: Option<f64>,
+    /// Where it came from (`counter`, `integrated`, `estimate`).
+    pub energy_source: Option<String>,
+    /// Output tokens that arrived in the window.
+    pub output_tokens: u64,
+    /// Requests that finished in the window.
+    pub requests_completed: u64,
+    /// `energy_j / output_tokens`, mJ; null without energy or tokens.
+    pub mj_per_tok: Option<f64>,
+    /// Output tokens per second.
+    pub tokens_per_second: f64,
+    /// Average power of the headline scope, W.
+    pub avg_power_w: Option<f64>,
 }

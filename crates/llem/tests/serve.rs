@@ -699,3 +699,72 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
         "{warnings}"
     );
 }
+
+/// Methodology `windows` over two rate levels (a sweep axis): each cell sends its constant
+/// rate for the ramp and three windows, and every window is measured on its own — a GPU at a
+/// known 150 W gives each window 150 W x its length, and the windows agree, so both levels
+/// are valid; the higher level doubles the throughput.
+#[test]
+fn rate_levels_are_measured_as_windows_after_a_ramp() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = fake_openai::spawn(fake_openai::FakeConfig {
+        first_token_ms: 20,
+        gap_ms: 5,
+        ..fake_openai::FakeConfig::default()
+    });
+    let home = tempfile::tempdir().unwrap();
+    common::amdgpu_card(&home.path().join("sys"), 150.0);
+    let prompts: Vec<String> = (0..8).map(|i| format!("hello {i}")).collect();
+    let file = home.path().join("levels.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: levels
+{}max_output_tokens: 16
+traffic: {{arrival: constant, rate_qps: 4}}
+measurement:
+  methodology: windows
+  windows: {{n_windows: 3, window_seconds: 1.5, ramp_exclusion_seconds: 0.5}}
+sweep:
+  traffic.rate_qps: [4, 8]
+study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}
+",
+            fake_experiment(home.path(), &url, &prompts)
+        ),
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = run_quiet(home.path(), &file, &out);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let mut results: Vec<ExperimentResult> = common::walk(&out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(results.len(), 2);
+    results.sort_by(|a, b| a.avg_tokens_per_second.total_cmp(&b.avg_tokens_per_second));
+    let mut rates = Vec::new();
+    for r in &results {
+        assert_eq!(r.measurement_methodology, "windows");
+        let w = r.windows.as_ref().unwrap();
+        assert_eq!(w.windows.len(), 3);
+        assert!(w.valid, "{}: {:?}", w.invalid_reason, w.windows);
+        for x in &w.windows {
+            assert!((x.end_s - x.start_s - 1.5).abs() < 1e-9);
+            let j = x.energy_j.unwrap();
+            assert!((j - 225.0).abs() / 225.0 < 0.02, "{x:?}");
+            assert!((x.mj_per_tok.unwrap() - j / x.output_tokens as f64 * 1e3).abs() < 1e-6);
+        }
+        // The windows start after the ramp and the headline spans them.
+        let [a, b] = r.measurement_window_s.unwrap();
+        assert!((a - w.windows[0].start_s).abs() < 1e-9);
+        assert!((b - w.windows[2].end_s).abs() < 1e-9);
+        let mj = w.mj_per_tok.as_ref().unwrap();
+        assert!(mj.ci95_low.unwrap() <= mj.mean && mj.mean <= mj.ci95_high.unwrap());
+        rates.push(w.tokens_per_second.as_ref().unwrap().mean);
+    }
+    // 4 and 8 requests/s of 16 tokens.
+    assert!((rates[0] - 64.0).abs() / 64.0 < 0.1, "{rates:?}");
+    assert!((rates[1] - 128.0).abs() / 128.0 < 0.1, "{rates:?}");
+}

@@ -168,6 +168,19 @@ impl ExperimentConfig {
         self.runners.get(&self.engine)
     }
 
+    /// The traffic a served run sends: `traffic:` (defaults when absent), with methodology
+    /// `windows` sending for the ramp and every window unless a duration is given.
+    pub fn effective_traffic(&self) -> TrafficConfig {
+        let mut t = self.traffic.as_deref().cloned().unwrap_or_default();
+        if self.measurement.methodology == crate::Methodology::Windows
+            && t.duration_seconds.is_none()
+            && t.n_requests.is_none()
+        {
+            t.duration_seconds = Some(self.measurement.windows_or_default().span_s());
+        }
+        t
+    }
+
     /// True when the engine is reached as a server, so `traffic:` applies.
     pub fn is_served(&self) -> bool {
         match self.runner() {

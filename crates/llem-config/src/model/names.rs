@@ -238,6 +238,9 @@ str_enum! {
         SteadyState = "steady_state",
         /// An explicit `[start, end]` window.
         Windowed = "windowed",
+        /// Consecutive windows after a ramp, each measured, valid when their energy per
+        /// token agrees (`measurement.windows`; served engines).
+        Windows = "windows",
     }
 }
 

@@ -223,7 +223,8 @@ impl Default for BaselineConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct MeasurementConfig {
-    /// total (whole run), steady_state (all slots busy), windowed (explicit window).
+    /// total (whole run), steady_state (all slots busy), windowed (explicit window),
+    /// windows (consecutive windows after a ramp, each measured; served engines).
     pub methodology: Methodology,
     /// Per-token timing where an engine must pay for it; flagged in the result, part of
     /// the config hash.
@@ -234,6 +235,8 @@ pub struct MeasurementConfig {
     /// any failed request fails the cell).
     #[schemars(range(min = 0, max = 1))]
     pub max_failed_request_fraction: Option<f64>,
+    /// Methodology `windows`: consecutive windows after a ramp (null = the defaults).
+    pub windows: Option<WindowsConfig>,
 }
 
 impl Default for MeasurementConfig {
@@ -243,7 +246,54 @@ impl Default for MeasurementConfig {
             latency_profiling: false,
             window: None,
             max_failed_request_fraction: None,
+            windows: None,
         }
+    }
+}
+
+impl MeasurementConfig {
+    /// The windows of methodology `windows`, defaults filled.
+    pub fn windows_or_default(&self) -> WindowsConfig {
+        self.windows.clone().unwrap_or_default()
+    }
+}
+
+/// Methodology `windows` (the server mode of llem 0.7): a served cell sends its traffic for
+/// `ramp_exclusion_seconds` plus `n_windows` x `window_seconds`; the ramp is discarded, each
+/// window is measured on its own, and the cell is valid only when the windows' energy per
+/// token agrees within `cov_threshold`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WindowsConfig {
+    /// Consecutive measured windows.
+    #[schemars(range(min = 2, max = 1000))]
+    pub n_windows: u32,
+    /// Length of each window, s.
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub window_seconds: f64,
+    /// Traffic discarded before the first window while the server fills, s.
+    #[schemars(range(min = 0.0, max = 86400.0))]
+    pub ramp_exclusion_seconds: f64,
+    /// Largest coefficient of variation of the windows' energy per token for a valid cell.
+    #[schemars(extend("exclusiveMinimum" = 0), range(max = 1.0))]
+    pub cov_threshold: f64,
+}
+
+impl Default for WindowsConfig {
+    fn default() -> Self {
+        WindowsConfig {
+            n_windows: 3,
+            window_seconds: 240.0,
+            ramp_exclusion_seconds: 30.0,
+            cov_threshold: 0.05,
+        }
+    }
+}
+
+impl WindowsConfig {
+    /// Seconds of traffic the windows need: the ramp and every window.
+    pub fn span_s(&self) -> f64 {
+        self.ramp_exclusion_seconds + f64::from(self.n_windows) * self.window_seconds
     }
 }
 

@@ -84,7 +84,7 @@ impl Workload {
             batching,
             traffic: cfg
                 .is_served()
-                .then(|| TrafficPlan::from_config(cfg.traffic.as_deref(), cfg.random_seed)),
+                .then(|| TrafficPlan::from_config(Some(&cfg.effective_traffic()), cfg.random_seed)),
             sampling: SamplingParams::from_config(cfg),
             max_input_tokens: cfg.max_input_tokens,
             max_output_tokens: cfg.max_output_tokens,

@@ -9,6 +9,7 @@ mod metrics;
 mod notes;
 #[cfg(test)]
 mod tests;
+mod windows;
 
 use llem_energy::Telemetry;
 use llem_energy::baseline::BaselineOutcome;
@@ -194,6 +195,15 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     };
     let extended = metrics::extended(m, &rates, lat.as_ref());
     warnings.extend(metrics::prefix_cache_warning(cfg, &extended.kv_cache));
+    let windows = windows::windows(m);
+    let mut steady_state = m.steady_state.clone();
+    if let Some(w) = windows.as_ref().filter(|w| !w.valid) {
+        warnings.extend(windows::warning(w));
+        if let Some(info) = steady_state.as_mut() {
+            info.is_stable = false;
+            info.unstable_reason.clone_from(&w.invalid_reason);
+        }
+    }
     let sampler = cfg
         .energy_sampler
         .map_or_else(|| "none".to_string(), |s| s.to_string());
@@ -258,7 +268,8 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         requests: Some(layout::REQUESTS.to_string()),
         latency_stats: lat,
         extended_metrics: extended,
-        steady_state: m.steady_state.clone(),
+        steady_state,
+        windows,
         goodput: cfg
             .traffic
             .as_deref()

@@ -567,6 +567,125 @@ fn cached_prompt_tokens_are_counted_and_an_unasked_hit_rate_is_flagged() {
     );
 }
 
+/// Four requests streaming a token every 0.5 s from 1.25 s to 9.75 s: 6 tokens of each in
+/// every 3 s window from 1 s on.
+fn streaming_records() -> Vec<RequestRecord> {
+    let mut recs = records(4, 0, 1.0);
+    for r in &mut recs {
+        r.token_times_s = (0..18).map(|k| 1.25 + 0.5 * f64::from(k)).collect();
+        r.output_tokens = 18;
+        r.first_token_s = Some(1.25);
+        r.end_s = 9.75;
+    }
+    recs
+}
+
+fn windows_config() -> ExperimentConfig {
+    serde_json::from_value(serde_json::json!({
+        "model": "m", "engine": "openai",
+        "runners": {"openai": "external:http://127.0.0.1:9"},
+        "traffic": {"arrival": "constant", "rate_qps": 2},
+        "measurement": {"methodology": "windows", "windows":
+            {"n_windows": 3, "window_seconds": 3, "ramp_exclusion_seconds": 1, "cov_threshold": 0.05}}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn each_window_after_the_ramp_is_measured_and_steady_windows_are_valid() {
+    let cfg = windows_config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = streaming_records();
+    let tel = package_at_10_w();
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.methodology = "windows";
+    m.window = (1.0, 10.0);
+    let r = result(&m);
+    let w = r.windows.as_ref().unwrap();
+    assert_eq!(w.windows.len(), 3);
+    for (i, x) in w.windows.iter().enumerate() {
+        let start = 1.0 + 3.0 * i as f64;
+        assert_eq!((x.start_s, x.end_s), (start, start + 3.0));
+        assert!((x.energy_j.unwrap() - 30.0).abs() < 1e-9, "{x:?}");
+        assert_eq!(x.output_tokens, 24);
+        // 30 J over 24 tokens.
+        assert!((x.mj_per_tok.unwrap() - 1250.0).abs() < 1e-6);
+        assert!((x.tokens_per_second - 8.0).abs() < 1e-12);
+        assert!((x.avg_power_w.unwrap() - 10.0).abs() < 1e-9);
+    }
+    assert!(w.valid, "{}", w.invalid_reason);
+    let mj = w.mj_per_tok.as_ref().unwrap();
+    assert_eq!(mj.n, 3);
+    assert!((mj.mean - 1250.0).abs() < 1e-6);
+    assert!(mj.ci95_half_width.unwrap() < 1e-6);
+    assert_eq!(r.measurement_methodology, "windows");
+}
+
+#[test]
+fn windows_that_disagree_are_kept_and_marked_invalid() {
+    let cfg = windows_config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = streaming_records();
+    // 10 W until 4 s, then 20 W: the first window costs half as much per token.
+    let domain = Domain {
+        name: "package-0".into(),
+        kind: DomainKind::CpuPackage,
+        index: 0,
+        device: "test".into(),
+    };
+    let mut s = Series::new(domain, SensorKind::Rapl, true, false);
+    for i in 0..=20 {
+        let t = f64::from(i) * 0.5;
+        let j = if t <= 4.0 {
+            10.0 * t
+        } else {
+            40.0 + 20.0 * (t - 4.0)
+        };
+        s.push(
+            t,
+            &Reading {
+                energy_j: Some(j),
+                ..Reading::default()
+            },
+        );
+    }
+    let tel = telemetry(vec![s]);
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.methodology = "windows";
+    m.window = (1.0, 10.0);
+    m.steady_state = Some(llem_results::result::SteadyStateInfo {
+        is_stable: true,
+        ..Default::default()
+    });
+    let r = result(&m);
+    let w = r.windows.as_ref().unwrap();
+    let mj: Vec<f64> = w.windows.iter().map(|x| x.mj_per_tok.unwrap()).collect();
+    assert!(
+        (mj[0] - 1250.0).abs() < 1e-6 && (mj[1] - 2500.0).abs() < 1e-6,
+        "{mj:?}"
+    );
+    assert!(!w.valid);
+    assert!(
+        w.invalid_reason
+            .starts_with("the windows' energy per token varies by CoV 0.3"),
+        "{}",
+        w.invalid_reason
+    );
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .any(|x| x.starts_with("methodology windows: not valid")),
+        "{:?}",
+        r.measurement_warnings
+    );
+    // Kept, and the window's stability says so too.
+    let ss = r.steady_state.as_ref().unwrap();
+    assert!(!ss.is_stable);
+    assert!(r.total_energy_j > 0.0);
+}
+
 #[test]
 fn a_configured_intensity_is_used_and_one_in_kg_is_flagged() {
     let cfg = config();
