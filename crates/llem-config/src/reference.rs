@@ -13,6 +13,7 @@ const EXPERIMENT_SECTIONS: &[(&str, &str)] = &[
     ("dataset", "DatasetConfig"),
     ("decoder", "DecoderConfig"),
     ("warmup", "WarmupConfig"),
+    ("warmup.gate", "WarmupGate"),
     ("baseline", "BaselineConfig"),
     ("measurement", "MeasurementConfig"),
     ("measurement.windows", "WindowsConfig"),

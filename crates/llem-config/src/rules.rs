@@ -518,6 +518,21 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             crate::schema::fmt_num(w.thermal_floor_seconds)
         ));
     }
+    if w.gate.is_some() {
+        if !w.enabled {
+            out.push(violation(
+                &["warmup", "gate"],
+                "`warmup.gate` keeps warming until the device is steady; warmup is disabled".into(),
+            ));
+        }
+        if cfg.energy_sampler.is_none() {
+            out.push(violation(
+                &["warmup", "gate"],
+                "`warmup.gate` judges sampled power and temperature; `energy_sampler` is null"
+                    .into(),
+            ));
+        }
+    }
     let m = &cfg.measurement;
     if m.methodology == Methodology::Windowed {
         match m.window {

@@ -780,3 +780,28 @@ fn methodology_windows_is_refused_where_it_cannot_measure() {
     let cfg = &plan.configs[0].config;
     assert_eq!(cfg.effective_traffic().duration_seconds, Some(750.0));
 }
+
+#[test]
+fn a_warmup_gate_needs_warmup_and_an_energy_sampler() {
+    let e = err("model: m.gguf\nwarmup: {enabled: false, gate: {timeout_seconds: 60}}\n");
+    let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
+    assert!(
+        all.iter().any(|m| m.contains("warmup is disabled")),
+        "{all:?}"
+    );
+    assert_eq!(at(&e).0, 2);
+    let e = err("model: m.gguf\nenergy_sampler: null\nwarmup: {gate: {}}\n");
+    let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
+    assert!(
+        all.iter().any(|m| m.contains("`energy_sampler` is null")),
+        "{all:?}"
+    );
+    let e = err("model: m.gguf\nwarmup: {gate: {max_power_cov: 0}}\n");
+    assert_eq!(at(&e).0, 2, "{e}");
+    let plan = plan_text("model: m.gguf\nwarmup: {gate: {window_seconds: 20}}\n").unwrap();
+    let g = plan.configs[0].config.warmup.gate.clone().unwrap();
+    assert_eq!(
+        (g.window_seconds, g.timeout_seconds, g.no_throttle),
+        (20.0, 600.0, true)
+    );
+}

@@ -18,7 +18,7 @@ pub mod telemetry;
 pub mod throttle;
 mod value_file;
 
-pub use meter::{Meter, MeterConfig};
+pub use meter::{Meter, MeterConfig, TickSummary};
 pub use scope::{EnergyScope, ScopedEnergy, scoped};
 pub use select::{SensorEnv, select};
 pub use sensor::{Domain, DomainKind, EnergySource, Reading, Sensor, SensorKind};

@@ -1,8 +1,9 @@
 //! The sampler: one background thread reading every sensor per tick, on absolute deadlines so
 //! the schedule never drifts, until stopped.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -64,11 +65,31 @@ fn thread_cpu_s() -> Option<f64> {
 /// What the sampler thread hands back: the recording and the sensors, for reuse.
 type Recording = (Telemetry, Vec<Box<dyn Sensor>>);
 
+/// One tick across every sensor, as a running phase may judge it (the warmup gate).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TickSummary {
+    /// Time, s since the epoch.
+    pub t_s: f64,
+    /// Total power of the sensors that gave one, W.
+    pub power_w: Option<f64>,
+    /// Hottest temperature read (detail ticks only), °C.
+    pub temperature_c: Option<f64>,
+    /// Union of the throttle-reason bitmasks read (detail ticks only).
+    pub throttle_reasons: Option<u64>,
+}
+
+/// How much of the recent past [`Meter::trail`] keeps, s.
+pub const TRAIL_S: f64 = 3600.0;
+
+/// The recent ticks, shared between the sampler and whoever asks.
+type Trail = Arc<Mutex<VecDeque<TickSummary>>>;
+
 /// A running sampler.
 pub struct Meter {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Recording>>,
     live_power: Arc<AtomicU64>,
+    trail: Trail,
 }
 
 impl Meter {
@@ -95,10 +116,12 @@ impl Meter {
         let stop = Arc::new(AtomicBool::new(false));
         let live_power = Arc::new(AtomicU64::new(f64::NAN.to_bits()));
         let (live, flag) = (live_power.clone(), stop.clone());
+        let trail: Trail = Arc::default();
+        let keep = trail.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("llem-sampler".into())
-            .spawn(move || run(sensors, config, epoch, &flag, &live, &ready_tx))
+            .spawn(move || run(sensors, config, epoch, &flag, (&live, &keep), &ready_tx))
             .map_err(MeterError::Spawn)?;
         // Return only once the first sample is taken, so a window opened after start() is
         // covered by samples from its first instant.
@@ -107,7 +130,17 @@ impl Meter {
             stop,
             thread: Some(thread),
             live_power,
+            trail,
         })
+    }
+
+    /// The ticks at or after `since_s` (s since the epoch), oldest first; the last
+    /// [`TRAIL_S`] at most.
+    pub fn trail(&self, since_s: f64) -> Vec<TickSummary> {
+        self.trail
+            .lock()
+            .map(|t| t.iter().filter(|x| x.t_s >= since_s).copied().collect())
+            .unwrap_or_default()
     }
 
     /// Total power of the last tick, W (for progress displays).
@@ -158,12 +191,17 @@ struct Ticker<'a> {
     last_energy: Vec<Option<(f64, f64)>>,
     epoch: Instant,
     live: &'a AtomicU64,
+    trail: &'a Mutex<VecDeque<TickSummary>>,
 }
 
 impl Ticker<'_> {
     fn sample(&mut self, detail: bool) {
         let mut total = 0.0;
         let mut any = false;
+        let mut tick = TickSummary {
+            t_s: self.epoch.elapsed().as_secs_f64(),
+            ..TickSummary::default()
+        };
         for ((sensor, series), last) in self
             .sensors
             .iter_mut()
@@ -174,6 +212,12 @@ impl Ticker<'_> {
             match sensor.read(detail) {
                 Ok(r) => {
                     series.push(t, &r);
+                    if let Some(c) = r.temperature_c {
+                        tick.temperature_c = Some(tick.temperature_c.map_or(c, |h| h.max(c)));
+                    }
+                    if let Some(b) = r.throttle_reasons {
+                        tick.throttle_reasons = Some(tick.throttle_reasons.unwrap_or(0) | b);
+                    }
                     let power = r.power_w.or_else(|| {
                         let e = r.energy_j?;
                         let (t0, e0) = last.replace((t, e))?;
@@ -194,6 +238,13 @@ impl Ticker<'_> {
         }
         if any {
             self.live.store(total.to_bits(), Ordering::Relaxed);
+            tick.power_w = Some(total);
+        }
+        if let Ok(mut trail) = self.trail.lock() {
+            while trail.front().is_some_and(|x| x.t_s < tick.t_s - TRAIL_S) {
+                trail.pop_front();
+            }
+            trail.push_back(tick);
         }
     }
 }
@@ -203,7 +254,7 @@ fn run(
     config: MeterConfig,
     epoch: Instant,
     stop: &AtomicBool,
-    live: &AtomicU64,
+    (live, trail): (&AtomicU64, &Mutex<VecDeque<TickSummary>>),
     ready: &std::sync::mpsc::SyncSender<()>,
 ) -> Recording {
     let series: Vec<Series> = sensors
@@ -221,6 +272,7 @@ fn run(
         last_energy: vec![None; n],
         epoch,
         live,
+        trail,
     };
     let interval = config.interval;
     let detail_every = (config.detail_interval.as_secs_f64() / interval.as_secs_f64())

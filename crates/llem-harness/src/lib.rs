@@ -11,6 +11,7 @@ pub mod command;
 pub mod devices;
 pub mod environment;
 mod flops;
+mod gate;
 mod goodput;
 mod latency;
 pub mod lifecycle;

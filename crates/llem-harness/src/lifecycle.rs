@@ -618,6 +618,22 @@ pub fn run_experiment(
     let workload = registry::workload(cfg, data.prompts.clone());
     let mut warmup_result =
         crate::warmup::run(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
+    let gate = crate::gate::run(
+        session.as_mut(),
+        cfg,
+        &workload,
+        meter.as_ref(),
+        epoch,
+        req.sampling_interval.as_secs_f64(),
+        progress,
+        cancel,
+    )?;
+    if let Some(g) = gate {
+        warnings.extend(crate::gate::warning(&g));
+        if let Some(w) = warmup_result.as_mut() {
+            w.gate = Some(g);
+        }
+    }
     let on_gpu = !set.gpus.is_empty();
     thermal_floor_phase(
         cfg,

@@ -19,10 +19,10 @@ use crate::lifecycle::HarnessError;
 use crate::progress::{Event, Phase, Progress};
 
 /// Collects a warmup batch's records.
-struct Batch<'a> {
-    epoch: Instant,
-    records: Vec<RequestRecord>,
-    cancel: &'a AtomicBool,
+pub(crate) struct Batch<'a> {
+    pub(crate) epoch: Instant,
+    pub(crate) records: Vec<RequestRecord>,
+    pub(crate) cancel: &'a AtomicBool,
 }
 
 impl RequestSink for Batch<'_> {
@@ -160,6 +160,7 @@ pub(crate) fn run(
         max_prompts: w.max_prompts,
         latencies_ms,
         thermal_floor_wait_s: 0.0,
+        gate: None,
         mode: if rule.fixed {
             "fixed"
         } else {

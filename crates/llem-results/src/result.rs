@@ -450,6 +450,28 @@ pub struct WarmupResult {
     pub thermal_floor_wait_s: f64,
     /// `fixed` or `cv_convergence`.
     pub mode: String,
+    /// The composite warmup gate, when configured.
+    #[serde(default)]
+    pub gate: Option<WarmupGateResult>,
+}
+
+/// What the composite warmup gate saw when it ended.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WarmupGateResult {
+    /// Power, temperature and throttling were steady over the trailing window.
+    pub passed: bool,
+    /// Time spent in the gate (its warmup rounds), s.
+    pub waited_s: f64,
+    /// Warmup rounds run inside the gate.
+    pub rounds: u32,
+    /// CoV of the total sampled power over the last judged window.
+    pub power_cov: Option<f64>,
+    /// Spread of the hottest temperature over it, °C; null without a temperature sensor.
+    pub temperature_range_c: Option<f64>,
+    /// Throttle reasons seen in it (thermal, power cap, hardware), as a bitmask; 0 = none.
+    pub throttle_reasons: u64,
+    /// Why the last judgement failed; empty when it passed.
+    pub reasons: Vec<String>,
 }
 
 /// Latency statistics, in the flat field names of the Python llem, plus p90, TPOT and E2E.

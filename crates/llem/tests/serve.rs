@@ -768,3 +768,101 @@ study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}
     assert!((rates[0] - 64.0).abs() / 64.0 < 0.1, "{rates:?}");
     assert!((rates[1] - 128.0).abs() / 128.0 < 0.1, "{rates:?}");
 }
+
+/// `warmup.gate`: a GPU at a steady 150 W and 60 °C passes before the timeout; the same GPU
+/// heating by 1 °C every 100 ms never does, and the run goes on flagged when
+/// the gate times out.
+#[test]
+fn the_warmup_gate_waits_for_a_steady_device_and_flags_one_that_never_is() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let url = fake_openai::spawn(fake_openai::FakeConfig {
+        first_token_ms: 5,
+        gap_ms: 2,
+        ..fake_openai::FakeConfig::default()
+    });
+    let run = |heating: bool| -> ExperimentResult {
+        let home = tempfile::tempdir().unwrap();
+        let sys = home.path().join("sys");
+        common::amdgpu_card(&sys, 150.0);
+        let temp = sys.join("class/drm/card0/device/hwmon/hwmon0/temp1_input");
+        std::fs::write(&temp, "60000\n").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let heater = {
+            let (stop, temp) = (stop.clone(), temp.clone());
+            std::thread::spawn(move || {
+                let mut c = 60_000u64;
+                while heating && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    c += 1000;
+                    let tmp = temp.with_extension("tmp");
+                    std::fs::write(&tmp, format!("{c}\n")).unwrap();
+                    std::fs::rename(&tmp, &temp).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })
+        };
+        let prompts: Vec<String> = (0..4).map(|i| format!("hello {i}")).collect();
+        let file = home.path().join("gate.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "name: gate\n{}max_output_tokens: 8\n\
+                 warmup: {{n_warmup: 2, thermal_floor_seconds: 0, gate: \
+                 {{window_seconds: 1, max_temperature_range_c: 2, timeout_seconds: 3}}}}\n",
+                fake_experiment(home.path(), &url, &prompts)
+                    .replace("warmup: {enabled: false}\n", "")
+            ),
+        )
+        .unwrap();
+        let out = home.path().join("results");
+        let o = run_quiet(home.path(), &file, &out);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        heater.join().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let found = common::walk(&out)
+            .into_iter()
+            .find(|p| p.ends_with("result.json"))
+            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(found).unwrap()).unwrap()
+    };
+
+    let steady = run(false);
+    let g = steady
+        .warmup_result
+        .as_ref()
+        .unwrap()
+        .gate
+        .as_ref()
+        .unwrap();
+    assert!(g.passed, "{:?}", g.reasons);
+    // The trailing window includes the warmup prompts' load: it may pass at once.
+    assert!(g.waited_s < 3.0, "{}", g.waited_s);
+    assert!(g.power_cov.unwrap() < 0.01);
+    assert_eq!(g.temperature_range_c, Some(0.0));
+    assert!(
+        !steady
+            .measurement_warnings
+            .iter()
+            .any(|w| w.starts_with("warmup gate"))
+    );
+
+    let heating = run(true);
+    let g = heating
+        .warmup_result
+        .as_ref()
+        .unwrap()
+        .gate
+        .as_ref()
+        .unwrap();
+    assert!(!g.passed);
+    assert!(g.waited_s >= 3.0, "{}", g.waited_s);
+    assert!(g.temperature_range_c.unwrap() > 5.0, "{g:?}");
+    assert!(
+        heating
+            .measurement_warnings
+            .iter()
+            .any(|w| w.starts_with("warmup gate not passed after 3 s (temperature moved")),
+        "{:?}",
+        heating.measurement_warnings
+    );
+    assert!(heating.total_output_tokens > 0, "measured anyway");
+}

@@ -18,5 +18,5 @@ pub use names::{
 pub use runner::{RunnerKind, RunnerSpec};
 pub use sections::{
     BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, SloConfig,
-    SyntheticConfig, TrafficConfig, WarmupConfig, WindowsConfig,
+    SyntheticConfig, TrafficConfig, WarmupConfig, WarmupGate, WindowsConfig,
 };

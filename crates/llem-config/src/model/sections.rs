@@ -166,6 +166,45 @@ pub struct WarmupConfig {
     /// Prompts before convergence is first checked.
     #[schemars(range(min = 1))]
     pub min_prompts: u32,
+    /// Keep warming until the device is steady: power, temperature and throttling over a
+    /// trailing window (null = no gate).
+    pub gate: Option<WarmupGate>,
+}
+
+/// The composite warmup gate: after the warmup prompts, more warmup rounds run until, over
+/// the trailing `window_seconds`, the sampled power's CoV is at most `max_power_cov`, the
+/// hottest temperature moved at most `max_temperature_range_c` and (with `no_throttle`) no
+/// clock was throttled — or `timeout_seconds` pass, which the result says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WarmupGate {
+    /// Trailing window judged, s.
+    #[schemars(range(min = 1.0, max = 3600.0))]
+    pub window_seconds: f64,
+    /// Largest coefficient of variation of the total sampled power in the window.
+    #[schemars(extend("exclusiveMinimum" = 0), range(max = 1.0))]
+    pub max_power_cov: f64,
+    /// Largest spread of the hottest temperature in the window, °C (sensors without a
+    /// temperature skip this test, and the result says so).
+    #[schemars(range(min = 0.0, max = 100.0))]
+    pub max_temperature_range_c: f64,
+    /// No thermal, power-cap or hardware throttling in the window.
+    pub no_throttle: bool,
+    /// Give up after this long, s: the run goes on, flagged.
+    #[schemars(range(min = 1.0, max = 86400.0))]
+    pub timeout_seconds: f64,
+}
+
+impl Default for WarmupGate {
+    fn default() -> Self {
+        WarmupGate {
+            window_seconds: 30.0,
+            max_power_cov: 0.05,
+            max_temperature_range_c: 2.0,
+            no_throttle: true,
+            timeout_seconds: 600.0,
+        }
+    }
 }
 
 impl Default for WarmupConfig {
@@ -179,6 +218,7 @@ impl Default for WarmupConfig {
             max_prompts: 20,
             window_size: 3,
             min_prompts: 5,
+            gate: None,
         }
     }
 }
