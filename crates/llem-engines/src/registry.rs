@@ -44,17 +44,22 @@ pub fn server(engine: EngineName) -> Option<&'static ServerSpec> {
 }
 
 /// Every command-line flag llem may pass to `engine`'s server, for checking against the
-/// installed server's own `--help` (vLLM's and llama-server's; empty for the others).
+/// installed server's own parser (vLLM's, SGLang's and llama-server's; empty for TGI and
+/// TensorRT-LLM, whose CLIs cannot be installed here).
 pub fn cli_flags(engine: EngineName) -> Vec<String> {
     match engine {
         EngineName::Vllm => vllm::cli_flags(),
         EngineName::LlamaCpp => llama_server::cli_flags(),
-        EngineName::Sglang
-        | EngineName::Tgi
-        | EngineName::TensorRt
-        | EngineName::OpenAi
-        | EngineName::Transformers => Vec::new(),
+        EngineName::Sglang => sglang::cli_flags(),
+        EngineName::Tgi | EngineName::TensorRt | EngineName::OpenAi | EngineName::Transformers => {
+            Vec::new()
+        }
     }
+}
+
+/// The engine version `engine`'s flag table was checked against, where a test checks it.
+pub fn flags_version(engine: EngineName) -> Option<&'static str> {
+    server(engine).and_then(|s| s.flags_version)
 }
 
 /// Every server spec llem knows (the metric names of any of them may show up in a scrape).

@@ -683,6 +683,18 @@ fn every_vllm_flag_llem_passes_is_one_the_live_cli_accepts() {
         .filter(|w| w.starts_with("--"))
         .collect();
     assert!(listed.len() > 100, "an unexpected help text:\n{help}");
+    // The version the table is stamped with is the one the test ran.
+    let v = std::process::Command::new(&vllm)
+        .arg("--version")
+        .env("VLLM_NO_USAGE_STATS", "1")
+        .output()
+        .unwrap();
+    let installed = String::from_utf8_lossy(&v.stdout).trim().to_string();
+    assert_eq!(
+        installed.split('+').next(),
+        llem_engines::registry::flags_version(llem_config::Engine::Vllm),
+        "vllm --version said {installed:?}"
+    );
     let ours = llem_engines::registry::cli_flags(llem_config::Engine::Vllm);
     assert!(ours.len() > 20);
     let missing: Vec<&str> = ours
@@ -726,5 +738,63 @@ fn every_llama_server_flag_llem_passes_is_one_the_live_cli_accepts() {
     assert!(
         missing.is_empty(),
         "flags llem passes that this llama-server does not have: {missing:?}"
+    );
+}
+
+/// Every flag llem may pass to `sglang.launch_server` is one the pinned SGLang's own argument
+/// parser defines: the parser is built from the wheel (`scripts/engines-env.sh` puts it in
+/// `target/pyenv-engines/sglang-cli`, without SGLang's GPU dependencies) and asked for its
+/// option strings. The server itself needs a GPU and is never launched here.
+#[test]
+fn every_sglang_flag_llem_passes_is_one_its_parser_defines() {
+    let root =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv-engines");
+    let python = root.join("bin/python");
+    let cli = root.join("sglang-cli");
+    assert!(
+        python.is_file() && cli.is_dir(),
+        "no SGLang parser at {}: run scripts/engines-env.sh (make test does)",
+        cli.display()
+    );
+    let o = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import argparse, json\n\
+             from importlib.metadata import version\n\
+             from sglang.srt.server_args import ServerArgs\n\
+             p = argparse.ArgumentParser()\n\
+             ServerArgs.add_cli_args(p)\n\
+             print(json.dumps({'version': version('sglang'), 'flags': sorted(p._option_string_actions)}))",
+        ])
+        .env("PYTHONPATH", &cli)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "building SGLang's parser failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["version"].as_str(),
+        llem_engines::registry::flags_version(llem_config::Engine::Sglang)
+    );
+    let listed: std::collections::HashSet<&str> = v["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f.as_str())
+        .collect();
+    assert!(listed.len() > 100, "{v}");
+    let ours = llem_engines::registry::cli_flags(llem_config::Engine::Sglang);
+    assert!(ours.len() > 25, "{ours:?}");
+    let missing: Vec<&str> = ours
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !listed.contains(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags llem passes that SGLang's parser does not define: {missing:?}"
     );
 }

@@ -507,6 +507,13 @@ impl ServerEngine {
         {
             self.info.version = v.get("version").and_then(Value::as_str).map(String::from);
         }
+        // SGLang says it in its server info.
+        if self.info.version.is_none()
+            && let Ok((200, body)) = self.get("/server_info", Duration::from_secs(5))
+            && let Ok(v) = serde_json::from_str::<Value>(&body)
+        {
+            self.info.version = v.get("version").and_then(Value::as_str).map(String::from);
+        }
         if self.info.version.is_none()
             && let Ok((200, body)) = self.get("/props", Duration::from_secs(5))
             && let Ok(v) = serde_json::from_str::<Value>(&body)
@@ -518,6 +525,35 @@ impl ServerEngine {
         }
         self.metrics_available =
             matches!(self.get("/metrics", Duration::from_secs(5)), Ok((200, _)));
+        if self.process.is_some()
+            && let Some(note) = self
+                .spec
+                .and_then(|s| version_note(s, self.cfg.engine, self.info.version.as_deref()))
+        {
+            self.notes.push(note);
+        }
+    }
+}
+
+/// A server llem launched whose version is not the one its flag table was checked against.
+fn version_note(
+    spec: &ServerSpec,
+    engine: llem_config::Engine,
+    running: Option<&str>,
+) -> Option<String> {
+    let checked = spec.flags_version?;
+    match running {
+        // vLLM's CPU build says `0.32.0+cpu`.
+        Some(v) if v.split('+').next() == Some(checked) => None,
+        Some(v) => Some(format!(
+            "{engine} {v} is running; llem's {engine} flags were checked against {checked} \
+             (the default image's): a flag this version lacks stops the server at launch, and \
+             one whose meaning changed would go unnoticed"
+        )),
+        None => Some(format!(
+            "the {engine} server did not say its version; llem's {engine} flags were checked \
+             against {checked}"
+        )),
     }
 }
 
@@ -550,5 +586,30 @@ impl Engine for ServerEngine {
     }
     fn open(&self, _plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
         Ok(Box::new(ServerSession { engine: self }))
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn a_server_of_another_version_than_the_checked_one_is_noted() {
+        let spec = &engines::vllm::SPEC;
+        let vllm = llem_config::Engine::Vllm;
+        assert_eq!(version_note(spec, vllm, Some("0.32.0")), None);
+        assert_eq!(version_note(spec, vllm, Some("0.32.0+cpu")), None);
+        let note = version_note(spec, vllm, Some("0.11.0")).unwrap_or_default();
+        assert!(
+            note.starts_with(
+                "vllm 0.11.0 is running; llem's vllm flags were checked against 0.32.0"
+            ),
+            "{note}"
+        );
+        assert!(version_note(spec, vllm, None).is_some());
+        assert_eq!(
+            version_note(&engines::tgi::SPEC, llem_config::Engine::Tgi, Some("3.3.6")),
+            None
+        );
     }
 }

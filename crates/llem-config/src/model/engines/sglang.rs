@@ -80,9 +80,10 @@ pub struct SglangConfig {
     /// Largest batch compiled with torch.compile.
     #[schemars(range(min = 1))]
     pub torch_compile_max_bs: Option<u32>,
-    /// Disable CUDA graphs.
+    /// Disable CUDA graphs (decode and prefill: `--cuda-graph-backend-{decode,prefill}
+    /// disabled`).
     pub disable_cuda_graph: Option<bool>,
-    /// Largest batch captured in CUDA graphs.
+    /// Largest batch captured in the decode CUDA graph (`--cuda-graph-max-bs-decode`).
     #[schemars(range(min = 1))]
     pub cuda_graph_max_bs: Option<u32>,
     /// Mix prefill and decode in one batch.

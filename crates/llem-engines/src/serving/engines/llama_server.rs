@@ -30,6 +30,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     served_model: super::configured_model,
     lora_listing: super::LoraListing::LoraAdapters,
     prefix_cache_reset: Some(super::PrefixCacheReset::EraseSlots),
+    flags_version: None,
 };
 
 /// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of

@@ -118,6 +118,11 @@ pub struct ServerSpec {
     pub lora_listing: LoraListing,
     /// How a server llem started empties its prefix cache before each run.
     pub prefix_cache_reset: Option<PrefixCacheReset>,
+    /// The engine version whose CLI llem's flag table was checked against (in a test, against
+    /// that version's own parser), which `default_image` also runs; null where no check runs.
+    /// A server of another version gets a warning: a flag it lacks stops it at launch, and one
+    /// whose meaning changed would go unnoticed.
+    pub flags_version: Option<&'static str>,
 }
 
 /// How a server's prefix cache is emptied, and what its launch needs for that to work.

@@ -10,7 +10,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     local: LocalProgram::PythonModule("sglang.launch_server"),
     install_hint: "pip install \"sglang[all]\"",
     container_entry: &["python3", "-m", "sglang.launch_server"],
-    default_image: "lmsysorg/sglang:v0.5.3-cu126",
+    default_image: "lmsysorg/sglang:v0.5.23",
     container_port: 30000,
     health_path: "/health",
     continuous_usage: true,
@@ -32,6 +32,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         route: "/flush_cache",
         env: &[],
     }),
+    flags_version: Some("0.5.23"),
 };
 
 /// `sglang.*` → `sglang.launch_server` flags.
@@ -56,8 +57,9 @@ const FLAGS: &[(&str, Flag)] = &[
     ("disable_radix_cache", Switch("--disable-radix-cache")),
     ("enable_torch_compile", Switch("--enable-torch-compile")),
     ("torch_compile_max_bs", Val("--torch-compile-max-bs")),
-    ("disable_cuda_graph", Switch("--disable-cuda-graph")),
-    ("cuda_graph_max_bs", Val("--cuda-graph-max-bs")),
+    // 0.5.23 splits CUDA graphs into decode and prefill: the seed's one cap is the decode
+    // graph's, and `disable_cuda_graph` is both backends `disabled` (see args).
+    ("cuda_graph_max_bs", Val("--cuda-graph-max-bs-decode")),
     ("enable_mixed_chunk", Switch("--enable-mixed-chunk")),
     ("stream_interval", Val("--stream-interval")),
     ("speculative_algorithm", Val("--speculative-algorithm")),
@@ -82,7 +84,36 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
     if let Some(d) = cfg.dtype {
         args.extend(["--dtype".into(), d.to_string()]);
     }
-    let section = to_value(cfg.sglang.as_deref())?;
+    let mut section = to_value(cfg.sglang.as_deref())?;
+    // `--disable-cuda-graph` is deprecated in 0.5.23 in favour of a backend per phase.
+    if let Some(o) = section.as_object_mut()
+        && o.remove("disable_cuda_graph") == Some(serde_json::Value::Bool(true))
+    {
+        args.extend(DISABLE_CUDA_GRAPH.iter().map(|a| (*a).to_string()));
+    }
     append(&mut args, "sglang", section, FLAGS, &mut None)?;
     Ok(ServerArgs::plain(args))
+}
+
+/// `sglang.disable_cuda_graph: true` on the command line.
+const DISABLE_CUDA_GRAPH: [&str; 4] = [
+    "--cuda-graph-backend-decode",
+    "disabled",
+    "--cuda-graph-backend-prefill",
+    "disabled",
+];
+
+/// Every flag llem may pass to `sglang.launch_server`, for checking against its parser.
+pub(crate) fn cli_flags() -> Vec<String> {
+    let mut f = vec![
+        "--model-path",
+        "--host",
+        "--port",
+        "--random-seed",
+        "--enable-metrics",
+        "--dtype",
+    ];
+    f.extend(crate::serving::flags::names(FLAGS));
+    f.extend(DISABLE_CUDA_GRAPH.iter().filter(|a| a.starts_with("--")));
+    f.into_iter().map(String::from).collect()
 }

@@ -25,6 +25,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
+    flags_version: None,
 };
 
 /// `tensorrt.*` → `trtllm-serve` flags and extra options.

@@ -27,6 +27,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
+    flags_version: None,
 };
 
 /// `tgi.*` → `text-generation-launcher` flags.

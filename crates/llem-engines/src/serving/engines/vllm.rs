@@ -12,7 +12,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     local: LocalProgram::Cli(&["vllm", "serve"]),
     install_hint: "pip install vllm",
     container_entry: &[],
-    default_image: "vllm/vllm-openai:v0.11.0",
+    default_image: "vllm/vllm-openai:v0.32.0",
     container_port: 8000,
     health_path: "/health",
     continuous_usage: true,
@@ -39,6 +39,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         route: "/reset_prefix_cache",
         env: &[("VLLM_SERVER_DEV_MODE", "1")],
     }),
+    flags_version: Some("0.32.0"),
 };
 
 /// The name `--lora-modules` gives the adapter; requests ask for it to get the adapter.
