@@ -44,16 +44,15 @@ pub fn server(engine: EngineName) -> Option<&'static ServerSpec> {
 }
 
 /// Every command-line flag llem may pass to `engine`'s server, for checking against the
-/// installed server's own parser (vLLM's, SGLang's and llama-server's; empty for TGI and
-/// TensorRT-LLM, whose CLIs cannot be installed here).
+/// server's own parser (vLLM's, SGLang's, llama-server's; TGI's from its source at the pinned
+/// tag; empty for TensorRT-LLM, whose CLI cannot be installed here).
 pub fn cli_flags(engine: EngineName) -> Vec<String> {
     match engine {
         EngineName::Vllm => vllm::cli_flags(),
         EngineName::LlamaCpp => llama_server::cli_flags(),
         EngineName::Sglang => sglang::cli_flags(),
-        EngineName::Tgi | EngineName::TensorRt | EngineName::OpenAi | EngineName::Transformers => {
-            Vec::new()
-        }
+        EngineName::Tgi => tgi::cli_flags(),
+        EngineName::TensorRt | EngineName::OpenAi | EngineName::Transformers => Vec::new(),
     }
 }
 

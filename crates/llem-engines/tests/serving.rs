@@ -798,3 +798,36 @@ fn every_sglang_flag_llem_passes_is_one_its_parser_defines() {
         "flags llem passes that SGLang's parser does not define: {missing:?}"
     );
 }
+
+/// Every flag llem may pass to TGI's `text-generation-launcher` is a flag of its `Args` at the
+/// pinned tag, the default image's. The launcher is a Rust binary shipped only in that image,
+/// so the list is taken from its source at the tag (`scripts/tgi-launcher-flags.py`) and kept
+/// in tests/reference/.
+#[test]
+fn every_tgi_flag_llem_passes_is_one_its_pinned_launcher_defines() {
+    let reference = include_str!("reference/tgi-launcher-flags.txt");
+    let tag = reference
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# text-generation-launcher v"))
+        .and_then(|l| l.split(':').next());
+    assert_eq!(
+        tag,
+        llem_engines::registry::flags_version(llem_config::Engine::Tgi),
+        "the reference list is of another TGI than the table's"
+    );
+    let listed: std::collections::HashSet<&str> =
+        reference.lines().filter(|l| l.starts_with("--")).collect();
+    assert!(listed.len() > 40);
+    let ours = llem_engines::registry::cli_flags(llem_config::Engine::Tgi);
+    assert!(ours.len() > 15, "{ours:?}");
+    let missing: Vec<&str> = ours
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !listed.contains(f))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "flags llem passes that TGI's launcher does not define: {missing:?}"
+    );
+}

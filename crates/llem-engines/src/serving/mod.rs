@@ -507,6 +507,13 @@ impl ServerEngine {
         {
             self.info.version = v.get("version").and_then(Value::as_str).map(String::from);
         }
+        // TGI says it in its info.
+        if self.info.version.is_none()
+            && let Ok((200, body)) = self.get("/info", Duration::from_secs(5))
+            && let Ok(v) = serde_json::from_str::<Value>(&body)
+        {
+            self.info.version = v.get("version").and_then(Value::as_str).map(String::from);
+        }
         // SGLang says it in its server info.
         if self.info.version.is_none()
             && let Ok((200, body)) = self.get("/server_info", Duration::from_secs(5))
@@ -609,6 +616,14 @@ mod version_tests {
         assert!(version_note(spec, vllm, None).is_some());
         assert_eq!(
             version_note(&engines::tgi::SPEC, llem_config::Engine::Tgi, Some("3.3.6")),
+            None
+        );
+        assert_eq!(
+            version_note(
+                &engines::tensorrt::SPEC,
+                llem_config::Engine::TensorRt,
+                Some("1.0.0")
+            ),
             None
         );
     }

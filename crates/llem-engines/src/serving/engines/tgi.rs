@@ -27,7 +27,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
-    flags_version: None,
+    flags_version: Some("3.3.6"),
 };
 
 /// `tgi.*` → `text-generation-launcher` flags.
@@ -65,4 +65,12 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
         &mut None,
     )?;
     Ok(ServerArgs::plain(args))
+}
+
+/// Every flag llem may pass to `text-generation-launcher`, for checking against the flags of
+/// its `Args` at the pinned tag (tests/reference/tgi-launcher-flags.txt).
+pub(crate) fn cli_flags() -> Vec<String> {
+    let mut f = vec!["--model-id", "--hostname", "--port", "--dtype"];
+    f.extend(crate::serving::flags::names(FLAGS));
+    f.into_iter().map(String::from).collect()
 }
