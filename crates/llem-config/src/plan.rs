@@ -779,7 +779,12 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let (root, dir) = load_root(req, &mut sources)?;
     check_root_keys(&root, &sources)?;
     let root_map = root.as_map().cloned().unwrap_or_default();
-    let kind = if root_map.contains("sweep") || root_map.contains("experiments") {
+    let rate_levels = root_map
+        .get("traffic")
+        .and_then(Node::as_map)
+        .and_then(|t| t.get("rate_qps"))
+        .is_some_and(|r| matches!(r.kind, crate::yaml::NodeKind::Seq(_)));
+    let kind = if root_map.contains("sweep") || root_map.contains("experiments") || rate_levels {
         PlanKind::Study
     } else {
         PlanKind::Experiment

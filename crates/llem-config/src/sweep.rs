@@ -621,6 +621,22 @@ fn expand_sweep(
     for e in &sweep.entries {
         declare(&mut d, e, loader)?;
     }
+    // Rate levels written in place (`traffic: {rate_qps: [1, 2, 4]}`) are an axis.
+    let levels = take_rate_levels(fixed);
+    let fixed = &levels.0;
+    if let Some(entry) = levels.1 {
+        if sweep.get(RATE_LEVELS).is_some() {
+            return Err(err(
+                loader,
+                ErrorKind::Sweep,
+                format!(
+                    "rate levels are given twice: `traffic.rate_qps` lists them and `sweep:` has a `{RATE_LEVELS}` axis"
+                ),
+                entry.value.span,
+            ));
+        }
+        declare(&mut d, &entry, loader)?;
+    }
     check_collisions(&d, sweep, fixed, loader)?;
     let engines = engines_of(&d, fixed, loader)?;
     let set_engine = engines.iter().any(Option::is_some);
@@ -673,6 +689,32 @@ fn expand_sweep(
     }
     debug_assert_eq!(n_points as u128, total);
     Ok(n_points)
+}
+
+/// The path of rate levels.
+const RATE_LEVELS: &str = "traffic.rate_qps";
+
+/// `fixed` without a list of rate levels in `traffic.rate_qps`, and that list as a sweep
+/// entry (llem 0.7 takes rate levels in place; each level is one configuration).
+fn take_rate_levels(fixed: &Node) -> (Node, Option<crate::yaml::Entry>) {
+    let mut out = fixed.clone();
+    let levels = out
+        .as_map_mut()
+        .and_then(|m| m.get_mut("traffic"))
+        .and_then(Node::as_map_mut)
+        .filter(|t| matches!(t.get("rate_qps").map(|n| &n.kind), Some(NodeKind::Seq(_))))
+        .and_then(|t| t.remove("rate_qps"));
+    match levels {
+        Some(e) => (
+            out,
+            Some(crate::yaml::Entry {
+                key: RATE_LEVELS.into(),
+                key_span: e.key_span,
+                value: e.value,
+            }),
+        ),
+        None => (fixed.clone(), None),
+    }
 }
 
 /// Odometer increment, last position fastest; false when it wraps around.

@@ -805,3 +805,26 @@ fn a_warmup_gate_needs_warmup_and_an_energy_sampler() {
         (20.0, 600.0, true)
     );
 }
+
+#[test]
+fn rate_levels_in_place_are_one_configuration_each() {
+    let plan = plan_text(
+        "model: m\nengine: vllm\ntraffic: {arrival: constant, rate_qps: [1, 2.5, 4]}\n\
+         measurement: {methodology: windows}\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.kind, llem_config::PlanKind::Study);
+    let rates: Vec<Option<f64>> = plan
+        .configs
+        .iter()
+        .map(|c| c.config.traffic.as_ref().and_then(|t| t.rate_qps))
+        .collect();
+    assert_eq!(rates, [Some(1.0), Some(2.5), Some(4.0)]);
+    // Given twice is an error at the list.
+    let e = err(
+        "model: m\nengine: vllm\ntraffic: {arrival: constant, rate_qps: [1, 2]}\n\
+         sweep: {traffic.rate_qps: [4, 8]}\n",
+    );
+    assert!(e.to_string().contains("rate levels are given twice"), "{e}");
+    assert_eq!(at(&e).0, 3);
+}

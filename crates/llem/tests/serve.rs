@@ -700,7 +700,8 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
     );
 }
 
-/// Methodology `windows` over two rate levels (a sweep axis): each cell sends its constant
+/// Methodology `windows` over two rate levels (listed in place, as llem 0.7 takes them; each
+/// is one configuration, as a `sweep:` axis over `traffic.rate_qps` would be): each cell sends its constant
 /// rate for the ramp and three windows, and every window is measured on its own — a GPU at a
 /// known 150 W gives each window 150 W x its length, and the windows agree, so both levels
 /// are valid; the higher level doubles the throughput.
@@ -721,12 +722,10 @@ fn rate_levels_are_measured_as_windows_after_a_ramp() {
         format!(
             "name: levels
 {}max_output_tokens: 16
-traffic: {{arrival: constant, rate_qps: 4}}
+traffic: {{arrival: constant, rate_qps: [4, 8]}}
 measurement:
   methodology: windows
   windows: {{n_windows: 3, window_seconds: 1.5, ramp_exclusion_seconds: 0.5}}
-sweep:
-  traffic.rate_qps: [4, 8]
 study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}
 ",
             fake_experiment(home.path(), &url, &prompts)
