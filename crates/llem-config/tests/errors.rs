@@ -23,6 +23,19 @@ fn at(e: &ConfigError) -> (u32, u32) {
     (l.line, l.column)
 }
 
+/// Each `(file text, part of a message, line of the first error)` is refused so.
+fn refused_at(cases: &[(&str, &str, u32)]) {
+    for (text, want, line) in cases {
+        let e = err(text);
+        let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
+        assert!(
+            all.iter().any(|m| m.contains(want)),
+            "{want} not in {all:?}"
+        );
+        assert_eq!(at(&e).0, *line, "{text}: {all:?}");
+    }
+}
+
 #[test]
 fn unknown_key_suggests_the_nearest_valid_key() {
     let e = err("model: gpt2\nengine: transformers\ndecoder:\n  temprature: 0.5\n");
@@ -504,15 +517,7 @@ fn traffic_schedules_past_thirty_days_are_refused() {
             3,
         ),
     ];
-    for (text, want, line) in cases {
-        let e = err(text);
-        let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
-        assert!(
-            all.iter().any(|m| m.contains(want)),
-            "{want} not in {all:?}"
-        );
-        assert_eq!(at(&e).0, line, "{text}");
-    }
+    refused_at(&cases);
     // A low rate with a duration that stops it, and an ordinary rate, plan.
     assert!(
         plan_text("model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-6, duration_seconds: 60}\n")
@@ -764,15 +769,7 @@ fn methodology_windows_is_refused_where_it_cannot_measure() {
             3,
         ),
     ];
-    for (text, want, line) in cases {
-        let e = err(text);
-        let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();
-        assert!(
-            all.iter().any(|m| m.contains(want)),
-            "{want} not in {all:?}"
-        );
-        assert_eq!(at(&e).0, line, "{text}: {all:?}");
-    }
+    refused_at(&cases);
     // A rate for the windows' span plans; the duration is the windows'.
     let ok = "model: m\nengine: vllm\nmeasurement: {methodology: windows}\n\
               traffic: {arrival: poisson, rate_qps: 4}\n";

@@ -37,23 +37,34 @@ fn env(cuda_visible_devices: Option<&str>) -> SensorEnv {
     }
 }
 
-/// Samples `sensors` every `interval` for `seconds`.
-fn record(
+/// Samples `sensors` every `interval` (slow fields every `detail`) for `seconds`, with times
+/// from `epoch`.
+fn record_from(
     sensors: Vec<Box<dyn llem_energy::Sensor>>,
-    interval: Duration,
+    epoch: Instant,
+    (interval, detail): (Duration, Duration),
     seconds: f64,
 ) -> Telemetry {
     let meter = Meter::start(
         sensors,
         MeterConfig {
             interval,
-            detail_interval: interval,
+            detail_interval: detail,
         },
-        Instant::now(),
+        epoch,
     )
     .unwrap();
     std::thread::sleep(Duration::from_secs_f64(seconds));
     meter.stop().unwrap()
+}
+
+/// Samples `sensors` every `interval` for `seconds`.
+fn record(
+    sensors: Vec<Box<dyn llem_energy::Sensor>>,
+    interval: Duration,
+    seconds: f64,
+) -> Telemetry {
+    record_from(sensors, Instant::now(), (interval, interval), seconds)
 }
 
 #[test]
@@ -137,6 +148,9 @@ util_gpu=97 util_mem=41
 gpu uuid=GPU-bbbb name=H100 instant=0 power_w=300 power2_w=120 power2_at_s=0.6
 ";
 
+/// Energy and power every 20 ms, the slow fields every 100 ms.
+const EVERY_20_MS: (Duration, Duration) = (Duration::from_millis(20), Duration::from_millis(100));
+
 /// Joules of the scripted step between `a` and `b` s after the driver was loaded.
 fn step_j(a: f64, b: f64) -> f64 {
     let e = |t: f64| 300.0 * t.min(0.6) + 120.0 * (t - 0.6).max(0.0);
@@ -157,17 +171,7 @@ fn the_counter_is_rebased_and_agrees_with_integrated_instant_power() {
         .sensors;
     let epoch = Instant::now();
     let offset = epoch.duration_since(loaded).as_secs_f64();
-    let meter = Meter::start(
-        sensors,
-        MeterConfig {
-            interval: Duration::from_millis(20),
-            detail_interval: Duration::from_millis(100),
-        },
-        epoch,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(1300));
-    let t = meter.stop().unwrap();
+    let t = record_from(sensors, epoch, EVERY_20_MS, 1.3);
     let window = t.total_energy();
     let truth = step_j(t.start_s + offset, t.end_s + offset);
 
@@ -221,17 +225,7 @@ fn power_only_is_integrated_from_instant_power() {
     let epoch = Instant::now();
     let offset = epoch.duration_since(loaded).as_secs_f64();
     let sensor: Box<dyn llem_energy::Sensor> = Box::new(sensors.remove(0));
-    let meter = Meter::start(
-        vec![sensor],
-        MeterConfig {
-            interval: Duration::from_millis(20),
-            detail_interval: Duration::from_millis(100),
-        },
-        epoch,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(1300));
-    let t = meter.stop().unwrap();
+    let t = record_from(vec![sensor], epoch, EVERY_20_MS, 1.3);
     let d = &t.total_energy().domains[0];
     let truth = step_j(t.start_s + offset, t.end_s + offset);
     assert_eq!(d.energy_source, EnergySource::Integrated);

@@ -570,9 +570,15 @@ class H(http.server.BaseHTTPRequestHandler):
         body = b'{"status":"ok"}' if self.path == "/health" else b'{"data":[{"id":"m"}]}'
         if self.path == "/metrics":
             body = ("llamacpp:requests_processing 1" + NL).encode()
+        if self.path == "/slots":
+            body = b'[{"id":0}]'
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
     def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path.startswith("/slots/"):
+            body = b'{"id_slot":0,"n_erased":0}'
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+            return
         self.send_response(200); self.send_header("Content-Type", "text/event-stream"); self.end_headers()
         for _ in range(2):
             self.wfile.write(('data: {"choices":[{"text":"a","index":0}]}' + NL + NL).encode()); self.wfile.flush(); time.sleep(0.1)
@@ -695,16 +701,11 @@ fn every_vllm_flag_llem_passes_is_one_the_live_cli_accepts() {
         llem_engines::registry::flags_version(llem_config::Engine::Vllm),
         "vllm --version said {installed:?}"
     );
-    let ours = llem_engines::registry::cli_flags(llem_config::Engine::Vllm);
-    assert!(ours.len() > 20);
-    let missing: Vec<&str> = ours
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !listed.contains(f))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "flags llem passes that this vllm serve does not have: {missing:?}"
+    assert_llem_flags_are_listed(
+        llem_config::Engine::Vllm,
+        20,
+        &listed,
+        "this vllm serve does not have",
     );
 }
 
@@ -728,16 +729,11 @@ fn every_llama_server_flag_llem_passes_is_one_the_live_cli_accepts() {
         .filter(|w| w.starts_with('-'))
         .collect();
     assert!(listed.len() > 100, "an unexpected help text:\n{help}");
-    let ours = llem_engines::registry::cli_flags(llem_config::Engine::LlamaCpp);
-    assert!(ours.len() > 15, "{ours:?}");
-    let missing: Vec<&str> = ours
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !listed.contains(f))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "flags llem passes that this llama-server does not have: {missing:?}"
+    assert_llem_flags_are_listed(
+        llem_config::Engine::LlamaCpp,
+        15,
+        &listed,
+        "this llama-server does not have",
     );
 }
 
@@ -786,16 +782,11 @@ fn every_sglang_flag_llem_passes_is_one_its_parser_defines() {
         .filter_map(|f| f.as_str())
         .collect();
     assert!(listed.len() > 100, "{v}");
-    let ours = llem_engines::registry::cli_flags(llem_config::Engine::Sglang);
-    assert!(ours.len() > 25, "{ours:?}");
-    let missing: Vec<&str> = ours
-        .iter()
-        .map(String::as_str)
-        .filter(|f| !listed.contains(f))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "flags llem passes that SGLang's parser does not define: {missing:?}"
+    assert_llem_flags_are_listed(
+        llem_config::Engine::Sglang,
+        25,
+        &listed,
+        "SGLang's parser does not define",
     );
 }
 
@@ -819,8 +810,24 @@ fn every_tgi_flag_llem_passes_is_one_its_pinned_launcher_defines() {
     let listed: std::collections::HashSet<&str> =
         reference.lines().filter(|l| l.starts_with("--")).collect();
     assert!(listed.len() > 40);
-    let ours = llem_engines::registry::cli_flags(llem_config::Engine::Tgi);
-    assert!(ours.len() > 15, "{ours:?}");
+    assert_llem_flags_are_listed(
+        llem_config::Engine::Tgi,
+        15,
+        &listed,
+        "TGI's launcher does not define",
+    );
+}
+
+/// Every flag llem may pass to `engine`'s server (more than `at_least`: the table is not
+/// empty by mistake) is in `listed`, the flags `what` defines.
+fn assert_llem_flags_are_listed(
+    engine: llem_config::Engine,
+    at_least: usize,
+    listed: &std::collections::HashSet<&str>,
+    what: &str,
+) {
+    let ours = llem_engines::registry::cli_flags(engine);
+    assert!(ours.len() > at_least, "{ours:?}");
     let missing: Vec<&str> = ours
         .iter()
         .map(String::as_str)
@@ -828,6 +835,6 @@ fn every_tgi_flag_llem_passes_is_one_its_pinned_launcher_defines() {
         .collect();
     assert!(
         missing.is_empty(),
-        "flags llem passes that TGI's launcher does not define: {missing:?}"
+        "flags llem passes that {what}: {missing:?}"
     );
 }

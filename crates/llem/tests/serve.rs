@@ -146,7 +146,11 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
         r.extended_metrics.kv_cache.prefix_cache_reset.as_deref(),
         Some("POST /slots/<id>?action=erase (2 slots)")
     );
-    assert_eq!(r.extended_metrics.kv_cache.cached_prompt_tokens, Some(0));
+    let cached: Option<u64> = reqs
+        .iter()
+        .map(|q| q.cached_input_tokens.map(u64::from))
+        .sum();
+    assert_eq!(r.extended_metrics.kv_cache.cached_prompt_tokens, cached);
     for q in &reqs {
         assert!(q.success, "{:?}", q.error);
         // Synthetic requests ignore end-of-sequence: exactly the asked length, as counted by
@@ -456,12 +460,7 @@ fn a_gpu_servers_headline_is_its_gpu_and_the_host_is_reported_beside_it() {
     writer.join().unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    let found: Vec<PathBuf> = common::walk(&out)
-        .into_iter()
-        .filter(|p| p.ends_with("result.json"))
-        .collect();
-    let r: ExperimentResult =
-        serde_json::from_str(&std::fs::read_to_string(&found[0]).unwrap()).unwrap();
+    let r = results_in(&out).remove(0);
     let window = r.total_inference_time_sec;
     assert!(window > 0.0);
     assert_eq!(r.energy_scope.as_deref(), Some("gpu"));
@@ -534,12 +533,7 @@ fn llama_server_is_started_with_the_lora_adapter() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let result = common::walk(&out)
-        .into_iter()
-        .find(|p| p.ends_with("result.json"))
-        .unwrap();
-    let r: ExperimentResult =
-        serde_json::from_str(&std::fs::read_to_string(result).unwrap()).unwrap();
+    let r = results_in(&out).remove(0);
     let info = r.environment.engine_system_info.unwrap_or_default();
     assert!(
         info.contains(&format!(
@@ -551,6 +545,15 @@ fn llama_server_is_started_with_the_lora_adapter() {
 }
 
 /// `llem run FILE --output OUT -q` against no llama-server (external URLs only).
+/// Every `result.json` under `out`, read.
+fn results_in(out: &Path) -> Vec<ExperimentResult> {
+    common::walk(out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect()
+}
+
 fn run_quiet(home: &Path, file: &Path, out: &Path) -> std::process::Output {
     llem_command(home, Path::new("/nonexistent"))
         .args(["run", file.to_str().unwrap(), "--output"])
@@ -736,11 +739,7 @@ study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}
     let o = run_quiet(home.path(), &file, &out);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    let mut results: Vec<ExperimentResult> = common::walk(&out)
-        .into_iter()
-        .filter(|p| p.ends_with("result.json"))
-        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
-        .collect();
+    let mut results = results_in(&out);
     assert_eq!(results.len(), 2);
     results.sort_by(|a, b| a.avg_tokens_per_second.total_cmp(&b.avg_tokens_per_second));
     let mut rates = Vec::new();
@@ -817,11 +816,7 @@ fn the_warmup_gate_waits_for_a_steady_device_and_flags_one_that_never_is() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         heater.join().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let found = common::walk(&out)
-            .into_iter()
-            .find(|p| p.ends_with("result.json"))
-            .unwrap();
-        serde_json::from_str(&std::fs::read_to_string(found).unwrap()).unwrap()
+        results_in(&out).remove(0)
     };
 
     let steady = run(false);
