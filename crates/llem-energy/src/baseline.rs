@@ -116,6 +116,18 @@ pub enum BaselineOrigin {
     Remeasured,
 }
 
+impl BaselineOrigin {
+    /// How it was obtained, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            BaselineOrigin::Fresh => "measured",
+            BaselineOrigin::Cached => "cached",
+            BaselineOrigin::Validated => "cached, spot-checked",
+            BaselineOrigin::Remeasured => "re-measured after drift",
+        }
+    }
+}
+
 /// The baseline to use and how it was obtained.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BaselineOutcome {

@@ -174,9 +174,9 @@ fn baseline(
     let o = got.map_err(CommandError::Baseline)?;
     if o.origin != BaselineOrigin::Fresh {
         notes.push(format!(
-            "baseline {:.2} W {:?} ({:.0} s old)",
+            "baseline {:.2} W, {} ({:.0} s old)",
             o.record.total_power_w,
-            o.origin,
+            o.origin.describe(),
             o.age_s.unwrap_or(0.0)
         ));
     }

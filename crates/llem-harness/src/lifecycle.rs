@@ -354,8 +354,9 @@ fn baseline_phase(
     progress.event(Event::Finish {
         phase: Phase::Baseline,
         summary: format!(
-            "{:.2} W ({:?})",
-            outcome.record.total_power_w, outcome.origin
+            "{:.2} W ({})",
+            outcome.record.total_power_w,
+            outcome.origin.describe()
         ),
     });
     Ok(Some(outcome))

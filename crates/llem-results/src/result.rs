@@ -141,6 +141,10 @@ pub struct ExperimentResult {
     /// agree (null for other methodologies).
     #[serde(default)]
     pub windows: Option<WindowsResult>,
+    /// The fully resolved configuration, as `effective_config.json` beside it holds it, so a
+    /// result read alone still says what it measured (null in results written before).
+    #[serde(default)]
+    pub effective_config: Option<serde_json::Value>,
     /// Requests meeting the configured latency objectives (when `traffic.slo` is set).
     #[serde(default)]
     pub goodput: Option<Goodput>,
@@ -737,6 +741,17 @@ pub struct ModelDescription {
     pub tied_embeddings: Option<bool>,
     /// Time to load, s (set by the harness).
     pub load_time_s: Option<f64>,
+}
+
+/// Below this share of the raw energy, baseline-adjusted energy is mostly the noise of
+/// subtracting two near-equal figures (the window drew barely more than idle): it is flagged,
+/// and summaries lead with the raw figure instead.
+pub const DEGENERATE_ADJUSTED_SHARE: f64 = 0.05;
+
+/// Whether `adjusted` energy (or energy per token) is under [`DEGENERATE_ADJUSTED_SHARE`]
+/// of `raw`.
+pub fn adjusted_is_degenerate(adjusted: f64, raw: f64) -> bool {
+    raw > 0.0 && adjusted < DEGENERATE_ADJUSTED_SHARE * raw
 }
 
 /// Methodology `windows` (llem 0.7's server mode): consecutive windows after a ramp.

@@ -92,10 +92,14 @@ fn cell_name(e: &ManifestEntry) -> String {
 fn outcome_line(e: &ManifestEntry) -> String {
     match e.status {
         CellStatus::Completed => {
-            let mj = e
-                .mj_per_tok_adjusted
-                .or(e.mj_per_tok)
-                .map_or_else(|| "-".into(), |v| format!("{v:.2} mJ/tok"));
+            let mj = match (e.mj_per_tok_adjusted, e.mj_per_tok) {
+                (Some(a), Some(r)) if llem_results::result::adjusted_is_degenerate(a, r) => {
+                    format!("{r:.2} mJ/tok raw (adjusted {a:.2}: near idle)")
+                }
+                (Some(a), _) => format!("{a:.2} mJ/tok"),
+                (None, Some(r)) => format!("{r:.2} mJ/tok"),
+                (None, None) => "-".into(),
+            };
             let tps = e
                 .throughput_tok_s
                 .map_or_else(|| "-".into(), |v| format!("{v:.1} tok/s"));
@@ -278,62 +282,66 @@ fn pm(s: Option<&MetricStatistics>, digits: usize) -> String {
     }
 }
 
-/// The end-of-study table: per configuration, mean ± 95 % CI over cycles and the CV.
+/// The end-of-study table: per configuration, mean ± 95 % CI over cycles and the CV, fitted
+/// to the terminal.
 pub fn summary_table(r: &StudyResult) -> String {
+    summary_table_in(r, crate::commands::results::terminal_width())
+}
+
+/// [`summary_table`] for `width` columns.
+pub fn summary_table_in(r: &StudyResult, width: usize) -> String {
     let mut out = String::new();
     if r.statistics.is_empty() {
         return out;
     }
-    let rows: Vec<[String; 6]> = r
+    let mut degenerate = false;
+    let rows: Vec<Vec<String>> = r
         .statistics
         .iter()
         .map(|c| {
-            let (mj_name, mj) = match c.metric("mj_per_tok_adjusted") {
-                Some(s) => ("adj", Some(s)),
-                None => ("raw", c.metric("mj_per_tok_total")),
+            let raw = c.metric("mj_per_tok_total");
+            // Adjusted leads unless it is mostly subtraction noise (see the results' warning).
+            let (mj_name, mj) = match (c.metric("mj_per_tok_adjusted"), raw) {
+                (Some(a), Some(r))
+                    if llem_results::result::adjusted_is_degenerate(a.mean, r.mean) =>
+                {
+                    degenerate = true;
+                    ("raw*", Some(r))
+                }
+                (Some(a), _) => ("adj", Some(a)),
+                (None, _) => ("raw", raw),
             };
             let cv = mj
                 .and_then(|s| s.cv)
                 .map_or_else(|| "-".into(), |v| format!("{:.1} %", v * 100.0));
-            [
+            vec![
                 format!("{} ({})", c.config_summary, c.config_hash),
-                format!("{}/{}", c.n_completed, c.n_cycles),
                 format!("{} {mj_name}", pm(mj, 2)),
                 pm(c.metric("avg_tokens_per_second"), 1),
-                pm(c.metric("ttft_p50_ms"), 1),
+                format!("{}/{}", c.n_completed, c.n_cycles),
                 cv,
+                pm(c.metric("ttft_p50_ms"), 1),
             ]
         })
         .collect();
     let head = [
         "configuration",
-        "n",
         "mJ/tok",
         "tok/s",
-        "TTFT p50 ms",
+        "n",
         "CV mJ/tok",
+        "TTFT p50 ms",
     ];
-    let mut width = head.map(|h| h.chars().count());
-    for row in &rows {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        let mut s = String::from(" ");
-        for (i, (c, w)) in cells.iter().zip(width).enumerate() {
-            if i == 0 {
-                let _ = write!(s, " {c:<w$}");
-            } else {
-                let _ = write!(s, "  {c:>w$}");
-            }
-        }
-        s.trim_end().to_string()
-    };
     let _ = writeln!(out, "\n mean ± 95 % CI over cycles (Student t):");
-    let _ = writeln!(out, "{}", line(&head.map(String::from)));
-    for row in &rows {
-        let _ = writeln!(out, "{}", line(row));
+    out.push_str(&llem_results::records::table::fit_table(
+        &head, &rows, width,
+    ));
+    if degenerate {
+        let _ = writeln!(
+            out,
+            " raw*: baseline-adjusted energy under {:.0} % of raw (near idle), so raw is shown",
+            llem_results::result::DEGENERATE_ADJUSTED_SHARE * 100.0
+        );
     }
     out
 }

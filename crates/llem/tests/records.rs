@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::assets;
+use llem_results::records::runs::Condition;
 use llem_results::records::{Runs, load_any};
 
 fn llem(home: &Path, args: &[&str]) -> Output {
@@ -149,14 +150,27 @@ fn study_cells_load_round_trip_query_export_and_report() {
     assert_eq!(cycles.iter().filter(|c| **c == 0).count(), 2);
     assert_eq!(runs.group_by(&["config_hash"]).unwrap().len(), 2);
 
-    // llem cells -> Runs -> Parquet -> Runs, equal.
+    // llem cells -> Runs -> Parquet -> Runs, equal; of the configuration, Parquet keeps the
+    // swept paths (the whole stays in each cell's result.json).
     let pq = home.join("runs.parquet");
     runs.write_parquet(&pq, None).unwrap();
     let back = Runs::from_parquet(&pq, None).unwrap();
     assert_eq!(back.len(), runs.len());
+    let swept = runs.swept_paths();
+    assert_eq!(swept, ["llamacpp.batch_size"]);
     for (a, b) in runs.iter().zip(back.iter()) {
-        assert_eq!(a, b);
+        for p in &swept {
+            assert_eq!(a.field(p), b.field(p), "{p}");
+        }
+        let strip = |r: &llem_results::records::LlmRun| {
+            let mut r = r.clone();
+            r.extra.config = None;
+            r
+        };
+        assert_eq!(strip(a), strip(b));
     }
+    let c = Condition::parse("llamacpp.batch_size=2").unwrap();
+    assert_eq!(back.filter(|r| c.matches(r)).len(), 2);
     // Per-request extraction from llem cells.
     assert_eq!(runs.output_lengths(false).unwrap().len(), 16);
     assert!(!runs.inter_token_latencies().unwrap().is_empty());

@@ -2,7 +2,6 @@
 //! per-process entry, and throttling — all read from the window's one
 //! [`llem_energy::WindowSummary`].
 
-use llem_energy::baseline::BaselineOrigin;
 use llem_energy::telemetry::DomainEnergy;
 use llem_energy::{CarbonFactors, DomainKind, EnergyScope, ScopedEnergy, Telemetry, WindowEnergy};
 use llem_engines::placement::Placement;
@@ -172,13 +171,11 @@ pub(super) fn breakdown(m: &Measured<'_>, window: &WindowEnergy, e: &Energies) -
         system_baseline_power_w: e.system.baseline_power_w,
         system_adjusted_j: e.system.adjusted_j,
         baseline_method: m.baseline.map(|b| {
-            let how = match b.origin {
-                BaselineOrigin::Fresh => "measured",
-                BaselineOrigin::Cached => "cached",
-                BaselineOrigin::Validated => "cached, spot-checked",
-                BaselineOrigin::Remeasured => "re-measured after drift",
-            };
-            format!("{} ({how})", m.request.config.baseline.strategy)
+            format!(
+                "{} ({})",
+                m.request.config.baseline.strategy,
+                b.origin.describe()
+            )
         }),
         baseline_timestamp: m
             .baseline

@@ -195,6 +195,16 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     };
     let extended = metrics::extended(m, &rates, lat.as_ref());
     warnings.extend(metrics::prefix_cache_warning(cfg, &extended.kv_cache));
+    if let Some(adj) = adjusted
+        && llem_results::result::adjusted_is_degenerate(adj, total_j)
+    {
+        warnings.push(format!(
+            "baseline-adjusted energy is {:.1} % of the measured {total_j:.2} J: the window drew \
+             barely more than the idle baseline, so the adjusted figures (mj_per_tok_adjusted) \
+             are mostly subtraction noise; read the raw figures",
+            adj / total_j * 100.0
+        ));
+    }
     let windows = windows::windows(m);
     let mut steady_state = m.steady_state.clone();
     if let Some(w) = windows.as_ref().filter(|w| !w.valid) {
@@ -270,6 +280,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         extended_metrics: extended,
         steady_state,
         windows,
+        effective_config: serde_json::to_value(cfg).ok(),
         goodput: cfg
             .traffic
             .as_deref()

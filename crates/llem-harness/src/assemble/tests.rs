@@ -687,6 +687,34 @@ fn windows_that_disagree_are_kept_and_marked_invalid() {
 }
 
 #[test]
+fn an_adjusted_energy_near_zero_is_flagged_not_passed_off() {
+    let cfg = config();
+    let req = request(&cfg);
+    let inputs = Inputs::new();
+    let recs = records(4, 5, 1.0);
+    let tel = package_at_10_w();
+    // 10 W measured over 10 s against a 9.8 W idle: 2 J of 100 above idle.
+    let b = baseline(9.8);
+    let r = result(&inputs.measured(&req, &recs, &tel, Some(&b)));
+    assert!((r.energy_adjusted_j.unwrap() - 2.0).abs() < 1e-6);
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .any(|w| w.starts_with("baseline-adjusted energy is 2.0 % of the measured 100.00 J")),
+        "{:?}",
+        r.measurement_warnings
+    );
+    // Well above idle: no warning.
+    let b = baseline(5.0);
+    let r = result(&inputs.measured(&req, &recs, &tel, Some(&b)));
+    assert!(
+        !r.measurement_warnings
+            .iter()
+            .any(|w| w.starts_with("baseline-adjusted"))
+    );
+}
+
+#[test]
 fn a_configured_intensity_is_used_and_one_in_kg_is_flagged() {
     let cfg = config();
     let mut req = request(&cfg);

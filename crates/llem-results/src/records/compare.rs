@@ -97,8 +97,12 @@ impl Configuration {
     }
 }
 
-/// A run's configuration label: model, engine, task, GPUs, batch.
+/// A run's configuration label: what sets it apart in its study (llem runs), else model,
+/// engine, task, GPUs, batch.
 pub fn label(r: &LlmRun) -> String {
+    if let Some(l) = &r.extra.label {
+        return l.clone();
+    }
     let engine = r.extra.engine.as_deref().unwrap_or("?");
     let gpus = if r.num_gpus > 0 {
         format!("{}x{}", r.num_gpus, r.gpu_model)

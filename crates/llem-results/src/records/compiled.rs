@@ -36,11 +36,43 @@ fn data_type(k: FieldKind) -> (DataType, bool) {
     }
 }
 
-/// The runs as a record batch: every field of [`all_fields`], one row per run. Path
-/// columns are made relative to `base` when given and the path lies below it.
-pub fn to_record_batch(runs: &[&LlmRun], base: Option<&Path>) -> Result<RecordBatch, String> {
-    let fields: Vec<(&str, FieldKind)> = all_fields().collect();
-    record_batch(runs, &fields, base, |r, n| r.field(n))
+/// The runs as a record batch: every field in column order (paths relative to `base` when
+/// given), then a column per swept configuration path (integers, numbers or text, as the
+/// values are).
+pub fn to_record_batch(
+    runs: &[&LlmRun],
+    base: Option<&Path>,
+    swept: &[String],
+) -> Result<RecordBatch, String> {
+    let mut fields: Vec<(&str, FieldKind)> = all_fields().collect();
+    for p in swept {
+        let values: Vec<FieldValue<'_>> = runs.iter().filter_map(|r| r.field(p)).collect();
+        let kind = if values
+            .iter()
+            .all(|v| matches!(v, FieldValue::Int(_) | FieldValue::Null))
+        {
+            FieldKind::OptInt
+        } else if values.iter().all(|v| {
+            matches!(
+                v,
+                FieldValue::Int(_) | FieldValue::Float(_) | FieldValue::Null
+            )
+        }) {
+            FieldKind::OptFloat
+        } else {
+            FieldKind::OptStr
+        };
+        fields.push((p.as_str(), kind));
+    }
+    let kinds: std::collections::HashMap<&str, FieldKind> = fields.iter().copied().collect();
+    record_batch(runs, &fields, base, |r, n| {
+        let v = r.field(n)?;
+        // A numeric column of integers and floats holds them all as floats.
+        Some(match (kinds.get(n), v) {
+            (Some(FieldKind::OptFloat), FieldValue::Int(i)) => FieldValue::Float(i as f64),
+            _ => v,
+        })
+    })
 }
 
 /// A record batch of `rows` with `fields`, values from `get`; the path columns
@@ -131,8 +163,9 @@ pub fn write_parquet(
     runs: &[&LlmRun],
     path: &Path,
     base: Option<&Path>,
+    swept: &[String],
 ) -> Result<(), RecordsError> {
-    let batch = to_record_batch(runs, base).map_err(|message| RecordsError::Invalid {
+    let batch = to_record_batch(runs, base, swept).map_err(|message| RecordsError::Invalid {
         path: path.to_path_buf(),
         message,
     })?;
@@ -311,15 +344,69 @@ pub fn read_parquet(
         let batch = batch.map_err(|e| invalid(e.to_string()))?;
         let required: Vec<_> = LLM_FIELDS.iter().chain(PATH_FIELDS).copied().collect();
         let t = Table::read(&batch, &required, EXTRA_FIELDS).map_err(invalid)?;
+        let swept = swept_columns(&batch).map_err(invalid)?;
         for i in 0..batch.num_rows() {
             match row(&t, i, base) {
-                Ok(r) => runs.push(r),
+                Ok(mut r) => {
+                    r.extra.config = swept_config(&swept, i);
+                    runs.push(r);
+                }
                 Err(e) => issues.push(LoadIssue::new(path, format!("row {i}: {e}"))),
             }
         }
     }
     super::raw_tree::sort_runs(&mut runs);
     Ok((runs, issues))
+}
+
+/// The columns an export wrote for swept configuration paths (`decoder.preset`), read back.
+fn swept_columns(batch: &RecordBatch) -> Result<Vec<(String, Col)>, String> {
+    let schema = batch.schema();
+    let mut out = Vec::new();
+    for (f, a) in schema.fields().iter().zip(batch.columns()) {
+        let name = f.name();
+        if super::run::field_kind(name).is_some() || !super::runs::is_config_path(name) {
+            continue;
+        }
+        let kind = match f.data_type() {
+            DataType::Int64 => FieldKind::OptInt,
+            DataType::Float64 | DataType::Float32 => FieldKind::OptFloat,
+            _ => FieldKind::OptStr,
+        };
+        out.push((name.clone(), read_col(a.as_ref(), kind)?));
+    }
+    Ok(out)
+}
+
+/// The part of a run's configuration its swept columns hold; null without any.
+fn swept_config(swept: &[(String, Col)], i: usize) -> Option<Arc<serde_json::Value>> {
+    use serde_json::Value;
+    if swept.is_empty() {
+        return None;
+    }
+    let mut root = Value::Object(serde_json::Map::new());
+    for (path, col) in swept {
+        let v = match col {
+            Col::Str(v) => v.get(i).cloned().flatten().map(Value::String),
+            Col::Int(v) => v.get(i).copied().flatten().map(Value::from),
+            Col::Float(v) => v.get(i).copied().flatten().map(Value::from),
+            Col::Bool(v) => v.get(i).copied().flatten().map(Value::Bool),
+        }
+        .unwrap_or(Value::Null);
+        let mut at = &mut root;
+        let segments: Vec<&str> = path.split('.').collect();
+        for (k, seg) in segments.iter().enumerate() {
+            let Some(obj) = at.as_object_mut() else { break };
+            if k + 1 == segments.len() {
+                obj.insert((*seg).to_string(), v.clone());
+                break;
+            }
+            at = obj
+                .entry((*seg).to_string())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        }
+    }
+    Some(Arc::new(root))
 }
 
 fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
@@ -372,6 +459,8 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             engine: t.s("engine", i),
             study: t.s("study", i),
             cycle: t.i("cycle", i),
+            label: t.s("label", i),
+            config: None,
             config_hash: t.s("config_hash", i),
             experiment_id: t.s("experiment_id", i),
             measurement_methodology: t.s("measurement_methodology", i),

@@ -58,10 +58,14 @@ fn read_cell(path: &Path) -> Result<Cell, String> {
     let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
     let result: ExperimentResult =
         serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
-    let config = llem_config::files::read_record(path.with_file_name(layout::EFFECTIVE_CONFIG))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or(Value::Null);
+    // The result's own copy first; results from before it had one have the sibling file.
+    let config = match result.effective_config.clone() {
+        Some(c) if c.is_object() => c,
+        _ => llem_config::files::read_record(path.with_file_name(layout::EFFECTIVE_CONFIG))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null),
+    };
     let req_path = path.with_file_name(layout::REQUESTS);
     let requests = if req_path.exists() {
         let recs = crate::requests::read_requests(&req_path).map_err(|e| e.to_string())?;
@@ -167,13 +171,17 @@ fn placement(path: &Path) -> (Option<String>, Option<i64>) {
 }
 
 /// llem's own fields of a cell's run.
-fn llem_fields(path: &Path, r: &ExperimentResult, lat: &LatencyStatistics) -> LlemFields {
+fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields {
     let (study, cycle) = placement(path);
+    let r = &cell.result;
     LlemFields {
         source: Some(RunSource::Llem),
         engine: Some(r.engine.clone()),
         study,
         cycle,
+        // Set once every run of the study is loaded (super::labels).
+        label: None,
+        config: (!cell.config.is_null()).then(|| std::sync::Arc::new(cell.config.clone())),
         config_hash: Some(r.measurement_config_hash.clone()),
         experiment_id: Some(r.experiment_id.clone()),
         measurement_methodology: Some(r.measurement_methodology.clone()),
@@ -288,7 +296,7 @@ fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
             .with_file_name(layout::SERVER_METRICS)
             .to_string_lossy()
             .into_owned(),
-        extra: llem_fields(path, r, &lat),
+        extra: llem_fields(path, cell, &lat),
     };
     let facts = RunFacts {
         model_id,

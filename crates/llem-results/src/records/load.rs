@@ -125,7 +125,8 @@ pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
         out.issues.extend(di);
     }
     if !llem_dirs.is_empty() {
-        let (runs, issues) = llem_cells::load_cells(&llem_dirs)?;
+        let (mut runs, issues) = llem_cells::load_cells(&llem_dirs)?;
+        super::labels::assign(&mut runs);
         out.runs.extend(runs);
         out.issues.extend(issues);
     }

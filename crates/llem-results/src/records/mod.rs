@@ -9,6 +9,7 @@ pub mod diffusion;
 pub mod export;
 pub(crate) mod extract;
 pub(crate) mod itl;
+pub mod labels;
 pub(crate) mod lenient;
 pub(crate) mod llem_cells;
 pub(crate) mod load;

@@ -1,6 +1,8 @@
 //! The `LLMRun` record of seed 002, field for field, plus the fields llem's own cells add,
 //! and name-based access to every field (filters, grouping, exports go through it).
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 /// Where a run was loaded from.
@@ -127,6 +129,13 @@ pub struct LlemFields {
     pub study: Option<String>,
     /// Cycle of the study.
     pub cycle: Option<i64>,
+    /// What sets the configuration apart within its study (`llamacpp.batch_size=4,
+    /// decoder.preset=creative`): the configuration paths whose values differ between its
+    /// runs; the model and engine when nothing does.
+    pub label: Option<String>,
+    /// The resolved configuration (`effective_config.json`); its paths are fields too
+    /// (`decoder.preset`).
+    pub config: Option<Arc<Value>>,
     /// Configuration hash (equal across the cycles of one configuration).
     pub config_hash: Option<String>,
     /// Experiment id.
@@ -274,6 +283,7 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("engine", FieldKind::OptStr),
     ("study", FieldKind::OptStr),
     ("cycle", FieldKind::OptInt),
+    ("label", FieldKind::OptStr),
     ("config_hash", FieldKind::OptStr),
     ("experiment_id", FieldKind::OptStr),
     ("measurement_methodology", FieldKind::OptStr),
@@ -301,6 +311,21 @@ pub fn all_fields() -> impl Iterator<Item = (&'static str, FieldKind)> {
 /// The kind of field `name`, if it is one.
 pub fn field_kind(name: &str) -> Option<FieldKind> {
     all_fields().find(|(n, _)| *n == name).map(|(_, k)| k)
+}
+
+/// The scalar at dotted `path` of a configuration (`decoder.preset`), if there is one.
+pub fn config_value<'a>(config: &'a Value, path: &str) -> Option<FieldValue<'a>> {
+    let v = path.split('.').try_fold(config, |v, k| v.get(k))?;
+    Some(match v {
+        Value::String(s) => FieldValue::Str(s),
+        Value::Bool(b) => FieldValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => FieldValue::Int(i),
+            None => FieldValue::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::Null => FieldValue::Null,
+        Value::Array(_) | Value::Object(_) => return None,
+    })
 }
 
 fn opt_f(v: Option<f64>) -> FieldValue<'static> {
@@ -375,7 +400,8 @@ impl LlmRun {
             "tpot_median_ms" => opt_f(x.tpot_median_ms),
             "e2e_p99_ms" => opt_f(x.e2e_p99_ms),
             "warnings" => opt_s(&x.warnings),
-            _ => return None,
+            "label" => opt_s(&x.label),
+            path => return x.config.as_deref().and_then(|c| config_value(c, path)),
         })
     }
 

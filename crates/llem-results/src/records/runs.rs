@@ -251,22 +251,50 @@ impl Runs {
         RunColumns::of(self.iter(), self.len())
     }
 
-    /// The runs as one Arrow record batch (reference column order, then llem's).
+    /// The runs as one Arrow record batch (reference column order, then llem's, then a
+    /// column per configuration path the runs differ in).
     pub fn to_record_batch(&self) -> Result<arrow_array::RecordBatch, RecordsError> {
         let v: Vec<&LlmRun> = self.iter().collect();
-        super::compiled::to_record_batch(&v, None).map_err(RecordsError::Usage)
+        super::compiled::to_record_batch(&v, None, &self.swept_paths()).map_err(RecordsError::Usage)
+    }
+
+    /// The configuration paths whose values differ between these runs (what a sweep swept),
+    /// in path order; each is a field (`decoder.preset`) and an export column.
+    pub fn swept_paths(&self) -> Vec<String> {
+        super::labels::varying_paths(self.iter().filter_map(|r| r.extra.config.as_deref()))
+    }
+
+    /// Every field name an export writes: the record's, then [`Runs::swept_paths`].
+    pub fn column_names(&self) -> Vec<String> {
+        all_fields()
+            .map(|(n, _)| n.to_string())
+            .chain(self.swept_paths())
+            .collect()
     }
 
     /// Writes `runs/llm.parquet`-style Parquet; paths relative to `base` when given.
     pub fn write_parquet(&self, path: &Path, base: Option<&Path>) -> Result<(), RecordsError> {
         let v: Vec<&LlmRun> = self.iter().collect();
-        super::compiled::write_parquet(&v, path, base)
+        super::compiled::write_parquet(&v, path, base, &self.swept_paths())
     }
 }
 
-/// An error naming the nearest field when `name` is not one.
+/// Whether `name` is a path of an experiment configuration (`decoder.preset`, `dtype`): its
+/// first segment is a top-level key of the experiment schema. llem runs answer it from their
+/// resolved configuration.
+pub fn is_config_path(name: &str) -> bool {
+    let first = name.split('.').next().unwrap_or_default();
+    !first.is_empty()
+        && llem_config::schema::experiment_schema()
+            .get("properties")
+            .and_then(|p| p.get(first))
+            .is_some()
+}
+
+/// An error naming the nearest field when `name` is neither a record field nor a
+/// configuration path.
 pub(crate) fn check_field(name: &str) -> Result<(), RecordsError> {
-    if field_kind(name).is_some() {
+    if field_kind(name).is_some() || is_config_path(name) {
         return Ok(());
     }
     let nearest = all_fields()
@@ -275,7 +303,8 @@ pub(crate) fn check_field(name: &str) -> Result<(), RecordsError> {
         .map(|(_, f)| f)
         .unwrap_or("task");
     Err(RecordsError::Usage(format!(
-        "unknown field {name:?} (did you mean {nearest:?}?)"
+        "unknown field {name:?} (did you mean {nearest:?}, or a configuration path such as \
+         `decoder.preset`?)"
     )))
 }
 

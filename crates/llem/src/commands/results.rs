@@ -103,42 +103,39 @@ fn print_json(v: &serde_json::Value) {
 }
 
 fn run_row(r: &LlmRun) -> Vec<String> {
-    let name = match (&r.extra.study, Path::new(&r.results_path).parent()) {
-        (Some(_), Some(dir)) => dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        _ => compare::label(r),
-    };
     vec![
-        name,
-        r.extra.engine.clone().unwrap_or_default(),
-        r.model_id.clone(),
-        r.task.clone(),
+        compare::label(r),
+        r.extra.cycle.map(|c| c.to_string()).unwrap_or_default(),
         short_number(r.energy_per_token_joules * 1000.0),
         short_number(r.output_throughput_tokens_per_sec),
-        short_number(r.avg_power_watts),
-        short_number(r.p50_itl_ms),
-        r.extra.ttft_p99_ms.map(short_number).unwrap_or_default(),
         if r.is_stable {
             "stable".into()
         } else {
             r.unstable_reason.clone()
         },
+        short_number(r.avg_power_watts),
+        short_number(r.p50_itl_ms),
+        r.extra.ttft_p99_ms.map(short_number).unwrap_or_default(),
+        r.extra.engine.clone().unwrap_or_default(),
+        r.model_id.clone(),
+        r.task.clone(),
     ]
 }
 
+/// The run table, most important first: what `fit_table` drops, it drops from the right
+/// (after the columns that are the same in every row).
 const RUN_HEADERS: &[&str] = &[
-    "run",
-    "engine",
-    "model",
-    "task",
+    "configuration",
+    "cycle",
     "mJ/tok",
     "tok/s",
+    "stability",
     "W",
     "ITL p50 ms",
     "TTFT p99 ms",
-    "stability",
+    "engine",
+    "model",
+    "task",
 ];
 
 fn print_runs(runs: &Runs) {

@@ -131,13 +131,9 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         llem_version: env!("CARGO_PKG_VERSION").to_string(),
         interrupts: interrupt_counter(),
     };
-    for (pc, w) in plan
-        .configs
-        .iter()
-        .flat_map(|pc| pc.warnings.iter().map(move |w| (pc, w)))
-    {
-        if !args.quiet {
-            eprintln!("llem: warning: {}: {w}", pc.label);
+    if !args.quiet {
+        for line in plan_warnings(plan) {
+            eprintln!("llem: warning: {line}");
         }
     }
     let gap = if args.no_gaps {
@@ -153,8 +149,16 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
             let m = &o.manifest;
             let s = &m.summary;
             eprint!("{}", summary_table(&o.result));
-            for w in &s.warnings {
+            // A long study's warnings stay in the manifest; the terminal gets the first few.
+            for w in s.warnings.iter().take(SHOWN_WARNINGS) {
                 eprintln!(" warning: {w}");
+            }
+            if s.warnings.len() > SHOWN_WARNINGS {
+                eprintln!(
+                    " ... and {} more warnings in {}",
+                    s.warnings.len() - SHOWN_WARNINGS,
+                    o.dir.join(llem_results::layout::MANIFEST).display()
+                );
             }
             eprintln!(
                 "\n study {}: {} of {} cells completed, {} failed, {} interrupted, {} skipped, {} left; {:.0} s\n {}",
@@ -187,10 +191,7 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
                     | StudyStatus::TimedOut
                     | StudyStatus::CircuitBreaker
             ) {
-                eprintln!(
-                    " resume with: llem run <study.yaml> --resume-dir {}",
-                    o.dir.display()
-                );
+                eprintln!(" resume with: {}", resume_command(args, &o.dir));
             }
             if args.json {
                 let v = serde_json::json!({
@@ -210,5 +211,90 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
                 _ => exit::FAILURE,
             }
         }
+    }
+}
+
+/// The command that resumes a study: its own file, or the same options when it had none.
+fn resume_command(args: &RunArgs, dir: &std::path::Path) -> String {
+    let quote = |p: &std::path::Path| {
+        let s = p.display().to_string();
+        if s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,=:@".contains(c))
+        {
+            s
+        } else {
+            format!("'{}'", s.replace('\'', r"'\''"))
+        }
+    };
+    match &args.config {
+        Some(file) => format!("llem run {} --resume-dir {}", quote(file), quote(dir)),
+        None => format!("llem run <the same options> --resume-dir {}", quote(dir)),
+    }
+}
+
+/// Warnings printed at the end of a study; the rest are in its manifest.
+const SHOWN_WARNINGS: usize = 3;
+
+/// The plan's warnings, each once: with the configurations it applies to, or "every
+/// configuration" when it applies to all.
+fn plan_warnings(plan: &StudyPlan) -> Vec<String> {
+    collapse_warnings(
+        plan.configs
+            .iter()
+            .map(|pc| (pc.label.as_str(), pc.warnings.as_slice())),
+    )
+}
+
+/// `(label, warnings)` of each configuration → each warning once, saying where it applies.
+fn collapse_warnings<'a>(configs: impl Iterator<Item = (&'a str, &'a [String])>) -> Vec<String> {
+    let mut by_text: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut n = 0usize;
+    for (label, warnings) in configs {
+        n += 1;
+        for w in warnings {
+            match by_text.iter_mut().find(|(t, _)| *t == w.as_str()) {
+                Some((_, labels)) => labels.push(label),
+                None => by_text.push((w.as_str(), vec![label])),
+            }
+        }
+    }
+    by_text
+        .into_iter()
+        .map(|(w, labels)| {
+            if n > 1 && labels.len() == n {
+                format!("{w} (every configuration)")
+            } else if labels.len() > 3 {
+                format!("{w} ({} configurations)", labels.len())
+            } else {
+                let named: Vec<&str> = labels.into_iter().filter(|l| !l.is_empty()).collect();
+                if named.is_empty() {
+                    w.to_string()
+                } else {
+                    format!("{}: {w}", named.join("; "))
+                }
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warning_of_every_configuration_is_said_once() {
+        let floor = vec!["thermal floor below 30 s".to_string()];
+        let both = vec![
+            "thermal floor below 30 s".to_string(),
+            "dtype has no effect".to_string(),
+        ];
+        let configs = [("batch=1", floor.as_slice()), ("batch=4", both.as_slice())];
+        assert_eq!(
+            collapse_warnings(configs.into_iter()),
+            [
+                "thermal floor below 30 s (every configuration)",
+                "batch=4: dtype has no effect"
+            ]
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 use super::Exporter;
 use crate::records::RecordsError;
-use crate::records::run::{FieldValue, all_fields};
+use crate::records::run::FieldValue;
 use crate::records::runs::Runs;
 
 /// CSV of every field.
@@ -10,8 +10,12 @@ pub struct CsvExporter;
 
 impl Exporter for CsvExporter {
     fn serialize(&self, runs: &Runs) -> Result<Vec<u8>, RecordsError> {
-        let names: Vec<&str> = all_fields().map(|(n, _)| n).collect();
-        let mut out = names.join(",");
+        let names = runs.column_names();
+        let mut out = names
+            .iter()
+            .map(|n| csv_cell(n))
+            .collect::<Vec<_>>()
+            .join(",");
         out.push('\n');
         for r in runs.iter() {
             let row: Vec<String> = names

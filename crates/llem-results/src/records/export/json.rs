@@ -7,9 +7,24 @@ use crate::records::runs::Runs;
 /// A pretty-printed JSON array of every run.
 pub struct JsonExporter;
 
-/// A JSON array, one object per run with the seed's field names (plus llem's).
+/// A JSON array, one object per run with the seed's field names (plus llem's, plus the
+/// configuration paths the runs differ in).
 pub fn to_json(runs: &Runs) -> serde_json::Value {
-    serde_json::Value::Array(runs.iter().map(|r| r.to_json()).collect())
+    let swept = runs.swept_paths();
+    serde_json::Value::Array(
+        runs.iter()
+            .map(|r| {
+                let mut v = r.to_json();
+                if let Some(o) = v.as_object_mut() {
+                    for p in &swept {
+                        let x = r.field(p).map_or(serde_json::Value::Null, |f| f.to_json());
+                        o.insert(p.clone(), x);
+                    }
+                }
+                v
+            })
+            .collect(),
+    )
 }
 
 impl Exporter for JsonExporter {

@@ -8,6 +8,8 @@ use crate::records::table::cell;
 
 /// Columns of the Markdown table: what a reviewer reads first.
 pub const HEADLINE_FIELDS: &[&str] = &[
+    "label",
+    "cycle",
     "model_id",
     "engine",
     "task",
