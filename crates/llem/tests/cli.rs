@@ -443,3 +443,36 @@ fn duration_flags_past_their_range_are_refused() {
         );
     }
 }
+
+/// `llem ... | head`: a reader that goes away ends llem quietly, with the command's own exit
+/// code (it panicked with 101 on the closed pipe once).
+#[test]
+fn a_closed_pipe_ends_quietly_with_the_commands_exit_code() {
+    let home = Home::new();
+    for (args, want) in [
+        (&["config", "schema"][..], 0),
+        (&["measure", "--sampler", "estimate", "--json", "--", "false"][..], 1),
+        (&["results", "export", "fuzz/corpus/results", "--format", "json"][..], 0),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .args(args)
+            .current_dir(repo_root())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read a few bytes, as `head -c 16` would, then hang up.
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 16];
+        let _ = std::io::Read::read(&mut out, &mut first);
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(want), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
+    }
+}
