@@ -254,11 +254,22 @@ pub enum ResultsCommand {
         json: bool,
     },
     /// Two cells, studies or directories side by side: means, 95 % CIs and ratios.
+    /// Two sets of runs, metric by metric: two directories (A the baseline, B the candidate),
+    /// or the configurations of one study directory split `--by` a field or configuration
+    /// path, or two of them picked by label or hash with `--pick A --pick B`.
     Compare {
-        /// The baseline.
+        /// The baseline directory, or the study when B is not given.
         a: PathBuf,
-        /// The candidate.
-        b: PathBuf,
+        /// The candidate directory.
+        b: Option<PathBuf>,
+        /// Within one directory: compare the groups of this field or configuration path
+        /// (`decoder.preset`), each against the first.
+        #[arg(long, conflicts_with = "b")]
+        by: Option<String>,
+        /// Within one directory: a configuration to compare, by label or configuration hash
+        /// (give two: baseline, then candidate).
+        #[arg(long, conflicts_with_all = ["b", "by"])]
+        pick: Vec<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,

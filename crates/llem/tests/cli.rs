@@ -451,8 +451,20 @@ fn a_closed_pipe_ends_quietly_with_the_commands_exit_code() {
     let home = Home::new();
     for (args, want) in [
         (&["config", "schema"][..], 0),
-        (&["measure", "--sampler", "estimate", "--json", "--", "false"][..], 1),
-        (&["results", "export", "fuzz/corpus/results", "--format", "json"][..], 0),
+        (
+            &["measure", "--sampler", "estimate", "--json", "--", "false"][..],
+            1,
+        ),
+        (
+            &[
+                "results",
+                "export",
+                "fuzz/corpus/results",
+                "--format",
+                "json",
+            ][..],
+            0,
+        ),
     ] {
         let mut child = Command::new(env!("CARGO_BIN_EXE_llem"))
             .env_clear()
@@ -475,4 +487,71 @@ fn a_closed_pipe_ends_quietly_with_the_commands_exit_code() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(!stderr.contains("Broken pipe"), "{args:?}: {stderr}");
     }
+}
+
+/// `results compare` between the configurations of one study: split by a configuration path,
+/// or two picked by label; the error without either says what is needed.
+#[test]
+fn compare_splits_one_study_by_a_configuration_path_or_two_picks() {
+    let home = Home::new();
+    let study = "fuzz/corpus/results";
+    let o = home.llem(
+        &[
+            "results",
+            "compare",
+            study,
+            "--by",
+            "llamacpp.batch_size",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["a"], "llamacpp.batch_size=1");
+    assert_eq!(v["b"], "llamacpp.batch_size=2");
+    let mj = v["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["metric"] == "energy_per_token")
+        .unwrap();
+    assert!(mj["ratio_b_over_a"].as_f64().unwrap() > 0.0, "{mj}");
+
+    let o = home.llem(
+        &[
+            "results",
+            "compare",
+            study,
+            "--pick",
+            "llamacpp.batch_size=2",
+            "--pick",
+            "llamacpp.batch_size=1",
+        ],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.starts_with("A: llamacpp.batch_size=2 (1 runs)\nB: llamacpp.batch_size=1 (1 runs)"),
+        "{text}"
+    );
+    let o = home.llem(
+        &["results", "compare", study, "--pick", "nothing-like-it"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let o = home.llem(
+        &["results", "compare", study, "--pick", "x", "--pick", "y"],
+        &[],
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("labels: llamacpp.batch_size=1 | llamacpp.batch_size=2"),
+        "{e}"
+    );
 }

@@ -38,7 +38,17 @@ pub fn run(args: &ResultsArgs) -> i32 {
             list(dir.as_deref().unwrap_or(Path::new("results")), *json)
         }
         ResultsCommand::Show { target, json } => show(target, *json),
-        ResultsCommand::Compare { a, b, json } => compare_dirs(a, b, *json),
+        ResultsCommand::Compare {
+            a,
+            b,
+            by,
+            pick,
+            json,
+        } => match (b, by) {
+            (Some(b), _) => compare_dirs(a, b, *json),
+            (None, Some(by)) => compare_by(a, by, *json),
+            (None, None) => compare_picked(a, pick, *json),
+        },
         ResultsCommand::Export {
             dir,
             format,
@@ -361,8 +371,80 @@ fn print_configurations(runs: &Runs) {
 fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
     let ra = load(a)?;
     let rb = load(b)?;
-    let rows = compare::compare(&ra, &rb);
-    let mismatch = compare::scope_mismatch(&ra, &rb);
+    compare_sets(
+        (&a.display().to_string(), &ra),
+        (&b.display().to_string(), &rb),
+        json,
+    )
+}
+
+/// The configurations of `dir` grouped by `field`, each group against the first.
+fn compare_by(dir: &Path, field: &str, json: bool) -> Result<(), RecordsError> {
+    let runs = load(dir)?;
+    let field = llem_results::records::runs::resolve_field(field)?;
+    let groups = runs.group_by(&[field])?;
+    if groups.len() < 2 {
+        return Err(RecordsError::Usage(format!(
+            "{field} has {} value(s) among the runs under {}: nothing to compare",
+            groups.len(),
+            dir.display()
+        )));
+    }
+    let name = |g: &llem_results::records::runs::Group| {
+        format!("{field}={}", g.key.first().cloned().unwrap_or_default())
+    };
+    let Some((first, rest)) = groups.split_first() else {
+        return Ok(());
+    };
+    for g in rest {
+        compare_sets((&name(first), &first.runs), (&name(g), &g.runs), json)?;
+        if !json {
+            outln!();
+        }
+    }
+    Ok(())
+}
+
+/// Two configurations of `dir`, picked by label or configuration hash (prefix).
+fn compare_picked(dir: &Path, picks: &[String], json: bool) -> Result<(), RecordsError> {
+    let [a, b] = picks else {
+        return Err(RecordsError::Usage(
+            "compare within one directory needs --by FIELD, or --pick A --pick B (a label or \
+             configuration hash each), or a second directory"
+                .into(),
+        ));
+    };
+    let runs = load(dir)?;
+    let pick = |p: &str| {
+        let chosen = runs.filter(|r| {
+            r.extra.label.as_deref() == Some(p)
+                || r.extra
+                    .config_hash
+                    .as_deref()
+                    .is_some_and(|h| h.starts_with(p))
+        });
+        if chosen.is_empty() {
+            let mut known: Vec<String> =
+                runs.iter().filter_map(|r| r.extra.label.clone()).collect();
+            known.dedup();
+            return Err(RecordsError::Usage(format!(
+                "--pick {p:?} matches no run's label or configuration hash; labels: {}",
+                known.join(" | ")
+            )));
+        }
+        Ok(chosen)
+    };
+    compare_sets((a, &pick(a)?), (b, &pick(b)?), json)
+}
+
+/// Compares run set B against A, metric by metric.
+fn compare_sets(
+    (a, ra): (&str, &Runs),
+    (b, rb): (&str, &Runs),
+    json: bool,
+) -> Result<(), RecordsError> {
+    let rows = compare::compare(ra, rb);
+    let mismatch = compare::scope_mismatch(ra, rb);
     if json {
         let arr: Vec<serde_json::Value> = rows
             .iter()
@@ -379,13 +461,7 @@ fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
         }));
         return Ok(());
     }
-    outln!(
-        "A: {} ({} runs)\nB: {} ({} runs)",
-        a.display(),
-        ra.len(),
-        b.display(),
-        rb.len()
-    );
+    outln!("A: {a} ({} runs)\nB: {b} ({} runs)", ra.len(), rb.len());
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|m| {
