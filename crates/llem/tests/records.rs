@@ -46,7 +46,8 @@ fn text(b: &[u8]) -> String {
 /// small machine slow each other down by an order of magnitude. One at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Runs a 2-configuration × 2-cycle study and returns its directory.
+/// Runs the 2 × 2 sweep of issue 21 (batch size × decoder preset) over 2 cycles and returns
+/// its directory.
 fn study(home: &Path) -> PathBuf {
     for d in ["powercap", "sys", "cache"] {
         std::fs::create_dir_all(home.join(d)).unwrap();
@@ -57,7 +58,7 @@ fn study(home: &Path) -> PathBuf {
         "name: rec\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
          dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 16, output_tokens: 6}}\n\
          warmup: {enabled: false}\nbaseline: {enabled: false}\n\
-         sweep:\n  llamacpp.batch_size: [1, 2]\n\
+         sweep:\n  llamacpp.batch_size: [1, 2]\n  decoder.preset: [deterministic, creative]\n\
          study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
     )
     .unwrap();
@@ -102,7 +103,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
 
     // The LlemRun view of each cell.
     let runs = Runs::from_directory(&dir).unwrap();
-    assert_eq!(runs.len(), 4, "{:?}", runs.issues());
+    assert_eq!(runs.len(), 8, "{:?}", runs.issues());
     assert!(runs.issues().is_empty());
     for r in runs.iter() {
         let res: llem_results::ExperimentResult =
@@ -141,14 +142,33 @@ fn study_cells_load_round_trip_query_export_and_report() {
             );
         }
     }
-    assert_eq!(runs.batch(2).len(), 2);
+    assert_eq!(runs.batch(2).len(), 4);
     assert_eq!(
         runs.data().max_num_seqs.iter().filter(|b| **b == 1).count(),
-        2
+        4
     );
     let cycles: Vec<i64> = runs.iter().filter_map(|r| r.extra.cycle).collect();
-    assert_eq!(cycles.iter().filter(|c| **c == 0).count(), 2);
-    assert_eq!(runs.group_by(&["config_hash"]).unwrap().len(), 2);
+    assert_eq!(cycles.iter().filter(|c| **c == 0).count(), 4);
+    assert_eq!(runs.group_by(&["config_hash"]).unwrap().len(), 4);
+    // Labelled by what the sweep varied, as the plan named them.
+    let mut labels: Vec<String> = runs
+        .iter()
+        .map(|r| r.extra.label.clone().unwrap())
+        .collect();
+    labels.sort();
+    labels.dedup();
+    assert_eq!(
+        labels,
+        [
+            "llamacpp.batch_size=1, decoder.preset=creative",
+            "llamacpp.batch_size=1, decoder.preset=deterministic",
+            "llamacpp.batch_size=2, decoder.preset=creative",
+            "llamacpp.batch_size=2, decoder.preset=deterministic",
+        ]
+    );
+    // The swept field as written is a field.
+    let c = Condition::parse("decoder.preset=creative").unwrap();
+    assert_eq!(runs.filter(|r| c.matches(r)).len(), 4);
 
     // llem cells -> Runs -> Parquet -> Runs, equal; of the configuration, Parquet keeps the
     // swept paths (the whole stays in each cell's result.json).
@@ -157,7 +177,11 @@ fn study_cells_load_round_trip_query_export_and_report() {
     let back = Runs::from_parquet(&pq, None).unwrap();
     assert_eq!(back.len(), runs.len());
     let swept = runs.swept_paths();
-    assert_eq!(swept, ["llamacpp.batch_size"]);
+    assert!(
+        swept.contains(&"llamacpp.batch_size".to_string())
+            && swept.contains(&"decoder.preset".to_string()),
+        "{swept:?}"
+    );
     for (a, b) in runs.iter().zip(back.iter()) {
         for p in &swept {
             assert_eq!(a.field(p), b.field(p), "{p}");
@@ -170,9 +194,9 @@ fn study_cells_load_round_trip_query_export_and_report() {
         assert_eq!(strip(a), strip(b));
     }
     let c = Condition::parse("llamacpp.batch_size=2").unwrap();
-    assert_eq!(back.filter(|r| c.matches(r)).len(), 2);
+    assert_eq!(back.filter(|r| c.matches(r)).len(), 4);
     // Per-request extraction from llem cells.
-    assert_eq!(runs.output_lengths(false).unwrap().len(), 16);
+    assert_eq!(runs.output_lengths(false).unwrap().len(), 32);
     assert!(!runs.inter_token_latencies().unwrap().is_empty());
     assert!(!runs.timelines("power.device_instant").unwrap().is_empty());
 
@@ -185,7 +209,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let arr = v.as_array().unwrap();
-    assert_eq!(arr.len(), 2);
+    assert_eq!(arr.len(), 4);
     for obj in arr {
         assert_eq!(obj["max_num_seqs"], 2);
         for k in [
@@ -212,7 +236,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
     );
     let o = llem(home, &["results", "query", d, "--group-by", "batch"]);
     assert!(
-        text(&o.stdout).contains("max_num_seqs=1 (2 runs)"),
+        text(&o.stdout).contains("max_num_seqs=1 (4 runs)"),
         "{}",
         text(&o.stdout)
     );
@@ -221,7 +245,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
     let o = llem(home, &["results", "export", d, "--format", "csv"]);
     let csv = text(&o.stdout);
     // Records start with the domain; warnings spanning lines stay inside quotes.
-    assert_eq!(csv.lines().filter(|l| l.starts_with("llm,")).count(), 4);
+    assert_eq!(csv.lines().filter(|l| l.starts_with("llm,")).count(), 8);
     assert!(csv.starts_with("domain,task,model_id,"));
     let md = home.join("t.md");
     let o = llem(
@@ -237,7 +261,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
         ],
     );
     assert!(o.status.success());
-    assert_eq!(std::fs::read_to_string(&md).unwrap().lines().count(), 6);
+    assert_eq!(std::fs::read_to_string(&md).unwrap().lines().count(), 10);
     let o = llem(home, &["results", "export", d, "--format", "parquet"]);
     assert_eq!(o.status.code(), Some(2));
 
@@ -280,7 +304,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
     let mixed = home.join("results");
     tree::write_parity_tree(&mixed.join("mlenergy"));
     let l = load_any(std::slice::from_ref(&mixed)).unwrap();
-    assert_eq!(l.runs.len(), 4 + 18);
+    assert_eq!(l.runs.len(), 8 + 18);
 
     // The report, rendered by headless Chromium.
     let html = home.join("report.html");
@@ -337,6 +361,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
         );
     }
     assert!(dom_text.matches("<svg").count() >= 10);
+    report_shows_every_configuration_apart(&dom_text, &labels);
     let errors: Vec<&str> = text(&dom.stderr)
         .lines()
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
@@ -361,6 +386,80 @@ fn study_cells_load_round_trip_query_export_and_report() {
         std::fs::copy(&shot, keep.join("report.png")).unwrap();
         std::fs::copy(&html, keep.join("report.html")).unwrap();
     }
+}
+
+/// The chart with id `id` in the DOM, from `<svg id=...>` to its end.
+fn chart<'a>(dom: &'a str, id: &str) -> &'a str {
+    let start = dom
+        .find(&format!("<svg id=\"{id}\""))
+        .unwrap_or_else(|| panic!("{id}"));
+    let end = dom[start..].find("</svg>").unwrap() + start;
+    &dom[start..end]
+}
+
+/// The `data-name` of every series of a chart with a point drawn.
+fn plotted(svg: &str) -> Vec<String> {
+    svg.split("<g class=\"series\" data-name=\"")
+        .skip(1)
+        .filter(|g| g.contains("<circle"))
+        .map(|g| g.split('"').next().unwrap().replace("&amp;", "&"))
+        .collect()
+}
+
+/// Issue 21's bar for the report: every llem configuration on both Pareto charts under its
+/// own label (hollow when unstable, with the reason), no whisker below zero, distinct power
+/// timeline titles.
+fn report_shows_every_configuration_apart(dom: &str, labels: &[String]) {
+    // The frame's bottom edge is y = 0 (the axis starts at zero); a whisker below zero would
+    // reach past it.
+    const BOTTOM_PX: f64 = 400.0 - 52.0;
+    for id in ["pareto-throughput", "pareto-latency"] {
+        let svg = chart(dom, id);
+        let names = plotted(svg);
+        for l in labels {
+            assert!(
+                names.contains(l),
+                "{id}: {l} not plotted; plotted: {names:?}"
+            );
+        }
+        for w in svg.split("class=\"whisker\"").skip(1) {
+            for attr in ["y1=\"", "y2=\""] {
+                let v: f64 = w
+                    .split(attr)
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(
+                    v <= BOTTOM_PX + 0.05,
+                    "{id}: a whisker reaches {v} px, below zero"
+                );
+            }
+        }
+        // These short CPU runs fail the steady-state rule: drawn hollow, the reason on hover.
+        assert!(
+            svg.contains("point hollow") && svg.contains("unstable: short_steady_state"),
+            "{id}"
+        );
+    }
+    let titles: Vec<&str> = (0..8)
+        .map(|i| {
+            let svg = chart(dom, &format!("power-{i}"));
+            svg.split("class=\"title\">")
+                .nth(1)
+                .unwrap()
+                .split('<')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    let mut distinct = titles.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 8, "power timeline titles: {titles:?}");
 }
 
 /// `llem` with a deadline: a command that blocks (on a FIFO, say) is killed and reported.

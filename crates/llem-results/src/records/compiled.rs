@@ -47,7 +47,12 @@ pub fn to_record_batch(
     let mut fields: Vec<(&str, FieldKind)> = all_fields().collect();
     for p in swept {
         let values: Vec<FieldValue<'_>> = runs.iter().filter_map(|r| r.field(p)).collect();
-        let kind = if values
+        let kind = if runs
+            .iter()
+            .all(|r| matches!(r.field(p), Some(FieldValue::Bool(_))))
+        {
+            FieldKind::Bool
+        } else if values
             .iter()
             .all(|v| matches!(v, FieldValue::Int(_) | FieldValue::Null))
         {
@@ -369,6 +374,7 @@ fn swept_columns(batch: &RecordBatch) -> Result<Vec<(String, Col)>, String> {
             continue;
         }
         let kind = match f.data_type() {
+            DataType::Boolean => FieldKind::Bool,
             DataType::Int64 => FieldKind::OptInt,
             DataType::Float64 | DataType::Float32 => FieldKind::OptFloat,
             _ => FieldKind::OptStr,

@@ -54,8 +54,32 @@ pub fn pareto_front(points: &[(f64, f64)], maximize_x: bool) -> Vec<usize> {
     front
 }
 
-fn ci(s: &Option<crate::MetricStatistics>) -> Option<(f64, f64)> {
-    s.as_ref().and_then(|s| Some((s.ci95_low?, s.ci95_high?)))
+/// The whisker of a configuration's metric: the 95 % t interval from three runs on, clipped
+/// at zero (no plotted metric can be negative); the range of the runs for two (a t interval
+/// of two runs, t = 12.7, says little and runs far below zero); none for one.
+fn whisker(values: &[f64]) -> Option<(f64, f64)> {
+    match values.len() {
+        0 | 1 => None,
+        2 => {
+            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            Some((lo, hi))
+        }
+        _ => {
+            let s = crate::stats::describe(values)?;
+            Some((s.ci95_low?.max(0.0), s.ci95_high?))
+        }
+    }
+}
+
+/// Whether every run of a configuration failed a stability rule, and the first reason.
+fn unstable(c: &Configuration) -> Option<String> {
+    c.runs.iter().all(|r| !r.is_stable).then(|| {
+        c.runs
+            .get(0)
+            .map(|r| r.unstable_reason.clone())
+            .unwrap_or_default()
+    })
 }
 
 fn pareto_chart(
@@ -70,43 +94,59 @@ fn pareto_chart(
     let (xm, ym) = (metric(x_metric)?, metric("energy_per_token")?);
     let mut pts = Vec::new();
     let mut names = Vec::new();
+    let mut why: Vec<Option<String>> = Vec::new();
     for c in configs {
         let (Some(sx), Some(sy)) = (c.stats(xm), c.stats(ym)) else {
             continue;
         };
+        let values =
+            |m: &compare::Metric| -> Vec<f64> { c.runs.iter().filter_map(m.get).collect() };
         pts.push(Point {
             x: sx.mean,
             y: sy.mean,
-            x_ci: ci(&Some(sx)),
-            y_ci: ci(&Some(sy)),
+            x_ci: whisker(&values(xm)),
+            y_ci: whisker(&values(ym)),
         });
         names.push(c.label.clone());
+        why.push(unstable(c));
     }
     if pts.is_empty() {
         return None;
     }
-    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.x, p.y)).collect();
+    // The frontier joins stable configurations only (all of them when none is stable): an
+    // unstable one would otherwise win by a measurement that cannot be trusted.
+    let any_stable = why.iter().any(Option::is_none);
+    let eligible: Vec<usize> = (0..pts.len())
+        .filter(|i| !any_stable || why.get(*i).is_some_and(Option::is_none))
+        .collect();
+    let xy: Vec<(f64, f64)> = eligible
+        .iter()
+        .filter_map(|i| pts.get(*i).map(|p| (p.x, p.y)))
+        .collect();
     let front: Vec<Point> = pareto_front(&xy, maximize_x)
         .into_iter()
-        .filter_map(|i| pts.get(i).copied())
+        .filter_map(|k| eligible.get(k).and_then(|i| pts.get(*i)).copied())
         .collect();
     let mut series: Vec<Series> = pts
         .iter()
         .zip(&names)
+        .zip(&why)
         .enumerate()
-        .map(|(i, (p, n))| Series {
+        .map(|(i, ((p, n), w))| Series {
             name: n.clone(),
             points: vec![*p],
             style: Style::Markers,
             color: svg::color(i),
+            hollow: w.is_some(),
+            note: w.as_ref().map(|r| format!("unstable: {r}")),
         })
         .collect();
-    series.truncate(40);
     series.push(Series {
         name: "Pareto frontier".into(),
         points: front,
         style: Style::Line,
         color: "#444444".into(),
+        ..Series::default()
     });
     Some(Chart {
         id: id.into(),
@@ -116,6 +156,8 @@ fn pareto_chart(
         x_log: false,
         series,
         bands: Vec::new(),
+        hlines: Vec::new(),
+        y_from_zero: true,
     })
 }
 
@@ -166,6 +208,7 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
                 points: cdf(&mut v),
                 style: Style::Step,
                 color: svg::color(itl.len()),
+                ..Series::default()
             });
         }
         if ttft.len() < MAX_CDF_SERIES
@@ -176,6 +219,7 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
                 points: cdf(&mut v),
                 style: Style::Step,
                 color: svg::color(ttft.len()),
+                ..Series::default()
             });
         }
     }
@@ -203,20 +247,20 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
                 x_log: false,
                 series,
                 bands: Vec::new(),
+                hlines: Vec::new(),
+                y_from_zero: true,
             });
         }
     }
     out
 }
 
-const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}\
+const CSS: &str = "body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}\
+figure{margin:12px 0}figcaption{font-size:11px}.grid2{display:flex;flex-wrap:wrap;gap:8px}\
+.grid2>figure{flex:1 1 48%;min-width:420px}svg.plot{display:block;width:100%;height:auto}\
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}\
-td.t,th.t{text-align:left}tr.unstable td{background:#fff4e5}.warn{color:#a04000;white-space:pre-wrap;text-align:left}\
-svg.plot{display:block;margin:12px 0;background:#fff}svg .title{font-size:14px;font-weight:600}\
-svg .tick,svg .legend{font-size:11px}svg .label{font-size:12px}svg .grid{stroke:#eee}\
-svg .frame{fill:none;stroke:#999}svg .band{fill:#2a7ab0;fill-opacity:0.12}svg .line{stroke-width:1.6}\
-svg .whisker{stroke-width:1.2}.grid2{display:flex;flex-wrap:wrap;gap:8px}.small svg.plot{width:560px;height:311px}";
+td.t,th.t{text-align:left}tr.unstable td{background:#fff4e5}.warn{color:#a04000;white-space:pre-wrap;text-align:left}";
 
 /// Counts, models, engines, and mean ± CI of every metric per configuration.
 fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
@@ -283,21 +327,32 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
 
 /// Energy per token against throughput and latency, with the Pareto-optimal configurations joined.
 fn pareto_section(h: &mut String, runs: &Runs) {
-    // Stable runs with a positive energy per token (all positive ones
-    // when none is stable, said so), since an invalid run would otherwise win.
-    let valid = runs.filter(|r| r.energy_per_token_joules > 0.0);
-    let (front_runs, which) = if valid.stable().is_empty() {
-        (
-            valid,
-            "No run passed the stability rules, so unstable runs are shown.",
-        )
-    } else {
-        (valid.stable(), "Unstable runs are left out.")
-    };
+    // Every configuration with a positive energy per token is drawn; those whose runs all
+    // failed a stability rule hollow, with the reason, and off the frontier.
+    let front_runs = runs.filter(|r| r.energy_per_token_joules > 0.0);
     let front_configs = compare::configurations(&front_runs);
+    let left_out = runs.len() - front_runs.len();
+    let n_unstable = front_configs
+        .iter()
+        .filter(|c| unstable(c).is_some())
+        .count();
+    let which = match (n_unstable, front_configs.len() - n_unstable) {
+        (0, _) => String::new(),
+        (u, 0) => format!(
+            " No configuration passed the stability rules: all {u} are hollow, and the line joins the best of them."
+        ),
+        (u, _) => format!(
+            " Hollow points: {u} configuration(s) whose runs failed a stability rule (the reason on hover); the frontier leaves them out."
+        ),
+    };
+    let dropped = if left_out > 0 {
+        format!(" {left_out} run(s) without a positive energy per token are not plotted.")
+    } else {
+        String::new()
+    };
     let _ = write!(
         h,
-        "<section id=\"pareto\"><h2>Energy per token against throughput and latency</h2><p>One point per configuration (mean over its runs; whiskers: 95 % confidence intervals where there are several runs). The line joins the Pareto-optimal configurations. {which}</p>"
+        "<section id=\"pareto\"><h2>Energy per token against throughput and latency</h2><p>One point per configuration: the mean over its runs; whiskers: the 95 % confidence interval (Student t) from three runs, clipped at zero, the range of the two runs for two, none for one. The line joins the Pareto-optimal configurations.{which}{dropped}</p>"
     );
     if let Some(c) = pareto_chart(
         "pareto-throughput",
@@ -307,7 +362,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
         "output throughput (tokens/s)",
         true,
     ) {
-        h.push_str(&c.render());
+        h.push_str(&figure(&c));
     }
     let has_ttft = front_runs.iter().any(|r| r.extra.ttft_p99_ms.is_some());
     let (metric, label, t) = if has_ttft {
@@ -320,7 +375,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
         )
     };
     if let Some(c) = pareto_chart("pareto-latency", t, &front_configs, metric, label, false) {
-        h.push_str(&c.render());
+        h.push_str(&figure(&c));
     }
     h.push_str("</section>");
 }
@@ -329,7 +384,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
 fn timelines_section(h: &mut String, runs: &Runs) {
     let _ = write!(
         h,
-        "<section id=\"timelines\"><h2>Power timelines</h2><p>Power summed over the measured devices; the shaded band is the measurement window (steady state). {}</p><div class=\"grid2 small\">",
+        "<section id=\"timelines\"><h2>Power timelines</h2><p>Each chart says which devices' power it sums and which window is shaded; power starts at zero, and the dashed line is the idle baseline where one was measured. The load and warmup phases are not marked: results do not record when they began. {}</p><div class=\"grid2 small\">",
         if runs.len() > MAX_TIMELINES {
             format!("First {MAX_TIMELINES} of {} runs.", runs.len())
         } else {
@@ -339,11 +394,21 @@ fn timelines_section(h: &mut String, runs: &Runs) {
     for (i, r) in runs.iter().take(MAX_TIMELINES).enumerate() {
         match power_trace(r) {
             Ok((trace, (ws, we))) => {
+                let method = r
+                    .extra
+                    .measurement_methodology
+                    .as_deref()
+                    .unwrap_or("steady_state");
+                let cycle = r
+                    .extra
+                    .cycle
+                    .map(|c| format!(", cycle {c}"))
+                    .unwrap_or_default();
                 let chart = Chart {
                     id: format!("power-{i}"),
-                    title: compare::label(r),
-                    x_label: "time (s)".into(),
-                    y_label: "power (W)".into(),
+                    title: format!("{}{cycle}", compare::label(r)),
+                    x_label: "time since the first sample (s)".into(),
+                    y_label: format!("power of {} (W)", trace_words(r)),
                     x_log: false,
                     series: vec![Series {
                         name: "power".into(),
@@ -357,10 +422,15 @@ fn timelines_section(h: &mut String, runs: &Runs) {
                             .collect(),
                         style: Style::Line,
                         color: svg::color(0),
+                        ..Series::default()
                     }],
-                    bands: vec![(ws, we, "measurement window".into())],
+                    bands: vec![(ws, we, format!("measurement window ({method})"))],
+                    hlines: baseline_w(r)
+                        .map(|b| vec![(b, format!("idle baseline {b:.1} W"))])
+                        .unwrap_or_default(),
+                    y_from_zero: true,
                 };
-                h.push_str(&chart.render());
+                h.push_str(&figure(&chart));
             }
             Err(e) => {
                 let _ = write!(
@@ -379,9 +449,67 @@ fn timelines_section(h: &mut String, runs: &Runs) {
 fn latency_section(h: &mut String, configs: &[Configuration]) {
     h.push_str("<section id=\"latency\"><h2>Latency distributions</h2>");
     for c in latency_cdfs(configs) {
-        h.push_str(&c.render());
+        h.push_str(&figure(&c));
     }
     h.push_str("</section>");
+}
+
+/// Whose power a run's trace sums: its GPUs when it has GPU samples, else the CPU package
+/// and DRAM (what `power_trace` takes).
+fn trace_words(r: &LlmRun) -> &'static str {
+    match r.extra.energy_scope.as_deref() {
+        Some("gpu") => "the GPUs",
+        Some("cpu") if r.gpu_model == "CPU" => "CPU package + DRAM",
+        Some(_) | None => "the measured devices",
+    }
+}
+
+/// The idle baseline of a llem run's headline scope, W, from its result.
+fn baseline_w(r: &LlmRun) -> Option<f64> {
+    if r.extra.source != Some(crate::records::RunSource::Llem) {
+        return None;
+    }
+    let bytes = llem_config::files::read_record(&r.results_path).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("baseline_power_w")?
+        .as_f64()
+        .filter(|b| b.is_finite())
+}
+
+/// A chart with a link that downloads it as an SVG file (a data URI: the report stays one
+/// self-contained file).
+fn figure(c: &Chart) -> String {
+    let svg = c.render();
+    let mut uri = String::with_capacity(svg.len() * 5 / 4);
+    for ch in svg.chars() {
+        match ch {
+            'A'..='Z'
+            | 'a'..='z'
+            | '0'..='9'
+            | ' '
+            | '-'
+            | '_'
+            | '.'
+            | '='
+            | ':'
+            | '/'
+            | ','
+            | ';'
+            | '('
+            | ')' => uri.push(ch),
+            _ => {
+                let mut buf = [0u8; 4];
+                for b in ch.encode_utf8(&mut buf).bytes() {
+                    let _ = write!(uri, "%{b:02X}");
+                }
+            }
+        }
+    }
+    format!(
+        "<figure>{svg}<figcaption><a class=\"svg\" download=\"{}.svg\" href=\"data:image/svg+xml;charset=utf-8,{}\">download SVG</a></figcaption></figure>",
+        esc(&c.id),
+        uri.replace(' ', "%20")
+    )
 }
 
 /// What a run's energy figures hold, for the tables.
@@ -396,14 +524,41 @@ fn scope_words(scope: Option<&str>) -> &'static str {
 
 /// Every run, and the runs that were found but could not be loaded.
 fn runs_section(h: &mut String, runs: &Runs) {
-    h.push_str("<section id=\"runs\"><h2>Every run</h2><table><tr><th class=\"t\">run</th><th class=\"t\">source</th><th>mJ/tok</th><th class=\"t\">energy of</th><th>system mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
+    // A warning every run carries (the same sensors, the same short window) is said once.
+    let lines = |r: &LlmRun| -> Vec<String> {
+        r.extra
+            .warnings
+            .as_deref()
+            .unwrap_or("")
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let shared: Vec<String> = match runs.get(0) {
+        Some(first) if runs.len() > 1 => lines(first)
+            .into_iter()
+            .filter(|w| runs.iter().all(|r| lines(r).contains(w)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    h.push_str("<section id=\"runs\"><h2>Every run</h2>");
+    if !shared.is_empty() {
+        h.push_str("<p>Every run warns:</p><ul class=\"warn shared\">");
+        for w in &shared {
+            let _ = write!(h, "<li>{}</li>", esc(w));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("<table><tr><th class=\"t\">configuration</th><th>cycle</th><th class=\"t\">source</th><th>mJ/tok</th><th class=\"t\">energy of</th><th>system mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
     for r in runs.iter() {
         let opt = |v: Option<f64>| v.map(short_number).unwrap_or_default();
         let _ = write!(
             h,
-            "<tr class=\"{}\"><td class=\"t\">{}</td><td class=\"t\">{}</td><td>{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td><td class=\"warn\">{}</td></tr>",
+            "<tr class=\"{}\"><td class=\"t\">{}</td><td>{}</td><td class=\"t\">{}</td><td>{}</td><td class=\"t\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td><td class=\"warn\">{}</td></tr>",
             if r.is_stable { "stable" } else { "unstable" },
             esc(&compare::label(r)),
+            r.extra.cycle.map(|c| c.to_string()).unwrap_or_default(),
             esc(&r.results_path),
             short_number(r.energy_per_token_joules * 1000.0),
             scope_words(r.extra.energy_scope.as_deref()),
@@ -418,7 +573,11 @@ fn runs_section(h: &mut String, runs: &Runs) {
             } else {
                 esc(&r.unstable_reason)
             },
-            esc(r.extra.warnings.as_deref().unwrap_or(""))
+            esc(&lines(r)
+                .into_iter()
+                .filter(|w| !shared.contains(w))
+                .collect::<Vec<_>>()
+                .join("\n"))
         );
     }
     h.push_str("</table>");

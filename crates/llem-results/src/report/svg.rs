@@ -18,9 +18,10 @@ pub fn color(i: usize) -> String {
 }
 
 /// How a series is drawn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Style {
     /// Circles, with whiskers where points have intervals.
+    #[default]
     Markers,
     /// A polyline.
     Line,
@@ -42,7 +43,7 @@ pub struct Point {
 }
 
 /// A named series.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Series {
     /// Legend text.
     pub name: String,
@@ -52,6 +53,10 @@ pub struct Series {
     pub style: Style,
     /// CSS colour.
     pub color: String,
+    /// Markers drawn hollow (a configuration that failed a stability rule).
+    pub hollow: bool,
+    /// Said on hover over each point and the legend entry (why it is hollow).
+    pub note: Option<String>,
 }
 
 /// A chart.
@@ -71,7 +76,19 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// Shaded x ranges with a caption.
     pub bands: Vec<(f64, f64, String)>,
+    /// Horizontal reference lines (a baseline power) with a caption.
+    pub hlines: Vec<(f64, String)>,
+    /// The y axis starts at zero (power, energy), so a small change does not fill the height.
+    pub y_from_zero: bool,
 }
+
+/// The chart's own style, inside the `<svg>`: a chart downloaded on its own looks as it does
+/// in the report. Every selector starts at `svg.plot`, so inline in a page it styles charts only.
+const SVG_CSS: &str = "svg.plot{font-family:system-ui,sans-serif;background:#fff}\
+svg.plot .title{font-size:14px;font-weight:600}svg.plot .tick,svg.plot .legend{font-size:11px}\
+svg.plot .label{font-size:12px}svg.plot .grid{stroke:#eee}svg.plot .frame{fill:none;stroke:#999}\
+svg.plot .band{fill:#2a7ab0;fill-opacity:0.12}svg.plot .line{stroke-width:1.6}\
+svg.plot .whisker{stroke-width:1.2}svg.plot .hline{stroke:#555;stroke-dasharray:5 4}";
 
 const W: f64 = 820.0;
 const H: f64 = 400.0;
@@ -203,16 +220,29 @@ impl Chart {
             .chain(self.bands.iter().flat_map(|b| [b.0, b.1]));
         let ys = all()
             .flat_map(|p| [Some(p.y), p.y_ci.map(|c| c.0), p.y_ci.map(|c| c.1)])
-            .flatten();
+            .flatten()
+            .chain(self.hlines.iter().map(|h| h.0))
+            .chain(self.y_from_zero.then_some(0.0));
         let x = Axis::new(xs, self.x_log, LEFT, W - RIGHT);
-        let y = Axis::new(ys, false, H - BOTTOM, TOP);
+        let mut y = Axis::new(ys, false, H - BOTTOM, TOP);
+        if self.y_from_zero && y.lo < 0.0 {
+            y.lo = 0.0;
+        }
+        let legends: Vec<Vec<String>> = self.series.iter().map(|s| legend_lines(&s.name)).collect();
+        let legend_px: f64 = legends
+            .iter()
+            .map(|l| LEGEND_LINE * l.len() as f64 + LEGEND_GAP)
+            .sum();
+        // The plot keeps its size; a long legend lengthens the picture below it.
+        let total_h = H.max(TOP + 14.0 + legend_px);
         let mut s = String::new();
         let _ = write!(
             s,
-            r#"<svg id="{}" class="plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}">"#,
+            r#"<svg id="{}" class="plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {total_h}" width="{W}" height="{total_h}" role="img" aria-label="{}">"#,
             esc(&self.id),
             esc(&self.title)
         );
+        let _ = write!(s, "<style>{SVG_CSS}</style>");
         let _ = write!(
             s,
             r#"<text x="{}" y="20" class="title">{}</text>"#,
@@ -221,14 +251,29 @@ impl Chart {
         );
         self.bands(&mut s, &x);
         self.axes(&mut s, &x, &y);
-        for (i, ser) in self.series.iter().enumerate() {
+        for (v, caption) in &self.hlines {
+            if let Some(py) = y.px(*v) {
+                let _ = write!(
+                    s,
+                    r#"<line class="hline" x1="{LEFT}" y1="{py:.1}" x2="{}" y2="{py:.1}"><title>{}</title></line><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"#,
+                    W - RIGHT,
+                    esc(caption),
+                    W - RIGHT - 4.0,
+                    py - 4.0,
+                    esc(caption)
+                );
+            }
+        }
+        let mut ly = TOP + 14.0;
+        for (ser, lines) in self.series.iter().zip(&legends) {
             let c = esc(&ser.color);
             let _ = write!(s, r#"<g class="series" data-name="{}">"#, esc(&ser.name));
             match ser.style {
                 Style::Markers => markers(&mut s, ser, (&x, &y), &c),
                 Style::Line | Style::Step => line(&mut s, ser, (&x, &y), &c),
             }
-            legend(&mut s, ser, i, &c);
+            legend(&mut s, ser, lines, ly, &c);
+            ly += LEGEND_LINE * lines.len() as f64 + LEGEND_GAP;
         }
         s.push_str("</svg>");
         s
@@ -315,9 +360,19 @@ fn markers(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
                 r#"<line class="whisker" x1="{a:.1}" y1="{py:.1}" x2="{b:.1}" y2="{py:.1}" stroke="{c}"/>"#
             );
         }
+        let (fill, class) = if ser.hollow {
+            ("none", "point hollow")
+        } else {
+            (c, "point")
+        };
+        let note = ser
+            .note
+            .as_deref()
+            .map(|n| format!(" ({})", esc(n)))
+            .unwrap_or_default();
         let _ = write!(
             s,
-            r#"<circle class="point" cx="{px:.1}" cy="{py:.1}" r="4" fill="{c}"><title>{}: x={}, y={}</title></circle>"#,
+            r#"<circle class="{class}" cx="{px:.1}" cy="{py:.1}" r="4" fill="{fill}" stroke="{c}" stroke-width="1.6"><title>{}: x={}, y={}{note}</title></circle>"#,
             esc(&ser.name),
             fmt_tick(p.x),
             fmt_tick(p.y)
@@ -354,24 +409,81 @@ fn line(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
     }
 }
 
-/// The legend entry of series `i`, closing its group.
-fn legend(s: &mut String, ser: &Series, i: usize, c: &str) {
-    let ly = TOP + 14.0 + 18.0 * i as f64;
+/// Height of a legend line and the gap between entries, px.
+const LEGEND_LINE: f64 = 14.0;
+const LEGEND_GAP: f64 = 4.0;
+/// Characters of legend text that fit beside the plot on one line.
+const LEGEND_CHARS: usize = 40;
+
+/// A legend name in lines that fit beside the plot: broken after `, ` where it can be (a
+/// label's parts stay whole, so the part that tells two configurations apart is never cut),
+/// else at the width.
+fn legend_lines(name: &str) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for part in name.split_inclusive(", ") {
+        if !cur.is_empty() && cur.chars().count() + part.trim_end().chars().count() > LEGEND_CHARS {
+            lines.push(cur.trim_end().to_string());
+            cur = String::new();
+        }
+        cur.push_str(part);
+        while cur.chars().count() > LEGEND_CHARS {
+            let head: String = cur.chars().take(LEGEND_CHARS).collect();
+            cur = cur.chars().skip(LEGEND_CHARS).collect();
+            lines.push(head);
+        }
+    }
+    if !cur.trim().is_empty() || lines.is_empty() {
+        lines.push(cur.trim_end().to_string());
+    }
+    lines
+}
+
+/// The legend entry of a series at `ly`, closing its group: every line of its name, the
+/// whole (with its note) on hover.
+fn legend(s: &mut String, ser: &Series, lines: &[String], ly: f64, c: &str) {
     let lx = W - RIGHT + 12.0;
-    let name: String = ser.name.chars().take(40).collect();
+    let fill = if ser.hollow { "none" } else { c };
+    let whole = match &ser.note {
+        Some(n) => format!("{} ({n})", ser.name),
+        None => ser.name.clone(),
+    };
     let _ = write!(
         s,
-        r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{c}"/><text x="{:.1}" y="{ly:.1}" class="legend">{}</text></g>"#,
+        r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{fill}" stroke="{c}"/><text x="{:.1}" y="{ly:.1}" class="legend"><title>{}</title>"#,
         ly - 9.0,
         lx + 14.0,
-        esc(&name)
+        esc(&whole)
     );
+    for (k, l) in lines.iter().enumerate() {
+        let _ = write!(
+            s,
+            r#"<tspan x="{:.1}" dy="{}">{}</tspan>"#,
+            lx + 14.0,
+            if k == 0 { 0.0 } else { LEGEND_LINE },
+            esc(l)
+        );
+    }
+    s.push_str("</text></g>");
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn legend_names_wrap_at_their_parts_and_never_lose_one() {
+        assert_eq!(
+            legend_lines("llamacpp.batch_size=1, decoder.preset=deterministic"),
+            ["llamacpp.batch_size=1,", "decoder.preset=deterministic"]
+        );
+        assert_eq!(legend_lines("short"), ["short"]);
+        let long = "x".repeat(90);
+        let l = legend_lines(&long);
+        assert_eq!(l.concat(), long);
+        assert!(l.iter().all(|x| x.chars().count() <= LEGEND_CHARS));
+    }
 
     #[test]
     fn round_ticks() {
@@ -405,8 +517,11 @@ mod tests {
                 ],
                 style: Style::Markers,
                 color: color(0),
+                ..Series::default()
             }],
             bands: vec![(0.5, 1.5, "window".into())],
+            hlines: Vec::new(),
+            y_from_zero: false,
         };
         let svg = c.render();
         assert!(svg.contains("a &lt;b&gt; &amp; c"));
