@@ -38,9 +38,28 @@ pub enum Command {
     Results(ResultsArgs),
     /// Write one self-contained HTML report (inline SVG plots) for a results directory.
     Report(ReportArgs),
+    /// Print a shell completion script: `llem completions bash > /etc/bash_completion.d/llem`.
+    Completions(CompletionsArgs),
+    /// Print the manual page, or write one per command into a directory.
+    Man(ManArgs),
     /// One study cell, run by `llem run` in a child process (not for direct use).
     #[command(name = "__cell", hide = true)]
     Cell(CellArgs),
+}
+
+/// `llem completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
+}
+
+/// `llem man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `llem.1` and `llem-<command>.1` into this directory instead of printing `llem.1`.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 /// `llem __cell`.

@@ -51,6 +51,8 @@ fn main() {
         cli::Command::Config(a) => commands::config::run(&a),
         cli::Command::Results(a) => commands::results::run(&a),
         cli::Command::Report(a) => commands::report::run(&a),
+        cli::Command::Completions(a) => commands::docs::completions(&a),
+        cli::Command::Man(a) => commands::docs::man(&a),
         cli::Command::Schedule(a) => commands::schedule::run(&a),
         cli::Command::Cell(a) => commands::cell::run(&a),
     };

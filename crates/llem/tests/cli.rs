@@ -555,3 +555,47 @@ fn compare_splits_one_study_by_a_configuration_path_or_two_picks() {
         "{e}"
     );
 }
+
+/// Completion scripts and manual pages come from the CLI definition: every subcommand is in
+/// them, the bash script parses, and `man --dir` writes a page per command.
+#[test]
+fn completions_and_manual_pages_cover_every_command() {
+    let home = Home::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let o = home.llem(&["completions", shell], &[]);
+        assert_eq!(o.status.code(), Some(0), "{shell}");
+        let script = String::from_utf8_lossy(&o.stdout);
+        for sub in ["run", "measure", "results", "report", "schedule", "config"] {
+            assert!(script.contains(sub), "{shell}: {sub}");
+        }
+        assert!(script.contains("--dry-run"), "{shell}");
+    }
+    let o = home.llem(&["completions", "bash"], &[]);
+    let file = home.write("llem.bash", &String::from_utf8_lossy(&o.stdout));
+    let check = Command::new("bash").arg("-n").arg(&file).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+
+    let o = home.llem(&["man"], &[]);
+    let page = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        page.contains(".TH llem 1") && page.contains("results"),
+        "{page}"
+    );
+    let dir = home.path().join("man");
+    let o = home.llem(&["man", "--dir", dir.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    for p in [
+        "llem.1",
+        "llem-run.1",
+        "llem-results-query.1",
+        "llem-measure.1",
+    ] {
+        assert!(dir.join(p).is_file(), "{p}");
+    }
+    let run = std::fs::read_to_string(dir.join("llem-run.1")).unwrap();
+    assert!(run.contains("dry\\-run"), "{run}");
+}

@@ -2,6 +2,7 @@
 
 pub mod cell;
 pub mod config;
+pub mod docs;
 pub mod execute;
 pub mod measure;
 pub mod report;
