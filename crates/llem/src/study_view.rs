@@ -74,7 +74,8 @@ fn eta(m: &Manifest, gap_s: f64) -> Option<f64> {
     Some(left * (mean + gap_s))
 }
 
-fn human(s: f64) -> String {
+/// A duration for people: `2h05m`, `3m20s`, `45s`.
+pub fn human(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
     if s >= 3600 {
         format!("{}h{:02}m", s / 3600, s % 3600 / 60)

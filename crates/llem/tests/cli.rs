@@ -599,3 +599,33 @@ fn completions_and_manual_pages_cover_every_command() {
     let run = std::fs::read_to_string(dir.join("llem-run.1")).unwrap();
     assert!(run.contains("dry\\-run"), "{run}");
 }
+
+/// `--dry-run` says how long a study will take: the fixed waits, what comes on top, and the
+/// bound the timeouts set.
+#[test]
+fn the_dry_run_estimates_the_study_duration() {
+    let home = Home::new();
+    // 2 configurations x 3 cycles = 6 runs: a fresh 10 s baseline and a 20 s floor each
+    // (180 s), 3 gaps of 15 s within cycles... (6 - 3) x 15 = 45 s, 2 cycle gaps of 60 s
+    // (120 s): 345 s; 6 x 8 prompts; at most 6 x 100 s + 165 s.
+    let file = home.write(
+        "d.yaml",
+        "model: m.gguf\n\
+         baseline: {strategy: fresh, duration_seconds: 10}\n\
+         warmup: {thermal_floor_seconds: 20}\n\
+         dataset: {source: synthetic, n_prompts: 8}\n\
+         sweep: {llamacpp.batch_size: [1, 2]}\n\
+         study_execution: {n_cycles: 3, experiment_gap_seconds: 15, cycle_gap_seconds: 60, \
+         experiment_timeout_seconds: 100}\n",
+    );
+    let o = home.llem(&["run", file.to_str().unwrap(), "--dry-run"], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(
+            "duration           at least 5m45s of fixed waits (baselines, thermal floors, gaps) \
+             plus the inference of 48 prompts; at most 12m45s"
+        ),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
