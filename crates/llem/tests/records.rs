@@ -503,7 +503,7 @@ fn fifos_in_a_results_tree_hang_no_command() {
         .filter(|p| p.ends_with("result.json"))
         .map(|p| p.parent().unwrap().to_path_buf())
         .collect();
-    assert_eq!(cells.len(), 4);
+    assert_eq!(cells.len(), 8);
     let fifo = |p: &Path| {
         std::fs::remove_file(p).unwrap();
         assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
