@@ -77,3 +77,25 @@ fn every_export_carries_the_label_and_the_swept_field() {
     let f = schema.field_with_name("llamacpp.batch_size").unwrap();
     assert_eq!(f.data_type(), &arrow_schema::DataType::Int64);
 }
+
+#[test]
+fn a_figure_has_one_name_and_one_unit_in_results_records_and_comparisons() {
+    let runs = Runs::from_directory(study()).unwrap();
+    for m in llem_results::records::compare::METRICS {
+        // Every compared metric is a record field of the same name, in the same unit.
+        let col = runs.column(m.name).unwrap();
+        for (r, v) in runs.iter().zip(col) {
+            assert_eq!(v.as_f64(), (m.get)(r), "{}", m.name);
+        }
+    }
+    for r in runs.iter() {
+        let res: llem_results::ExperimentResult =
+            serde_json::from_slice(&std::fs::read(&r.results_path).unwrap()).unwrap();
+        let mj = r.field("mj_per_tok_total").unwrap().as_f64().unwrap();
+        assert!((mj - res.mj_per_tok_total.unwrap()).abs() < 1e-9 * mj.abs());
+        assert_eq!(
+            r.field("mj_per_tok_adjusted").unwrap().as_f64(),
+            res.mj_per_tok_adjusted
+        );
+    }
+}

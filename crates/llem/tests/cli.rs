@@ -519,7 +519,7 @@ fn compare_splits_one_study_by_a_configuration_path_or_two_picks() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["metric"] == "energy_per_token")
+        .find(|m| m["metric"] == "mj_per_tok_total")
         .unwrap();
     assert!(mj["ratio_b_over_a"].as_f64().unwrap() > 0.0, "{mj}");
 

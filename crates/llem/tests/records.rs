@@ -297,7 +297,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
         &["results", "compare", &cells[0], &cells[1], "--json"],
     );
     let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(c["metrics"][0]["metric"], "energy_per_token");
+    assert_eq!(c["metrics"][0]["metric"], "mj_per_tok_total");
     assert!(c["metrics"][0]["ratio_b_over_a"].as_f64().unwrap() > 0.0);
 
     // A tree holding an ML.ENERGY raw tree and the llem study loads both.

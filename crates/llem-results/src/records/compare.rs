@@ -24,56 +24,57 @@ fn finite(v: f64) -> Option<f64> {
 
 /// Every measured domain's energy per output token, mJ (llem runs that carry it).
 pub fn system_mj_per_token(r: &LlmRun) -> Option<f64> {
-    let out = r.total_output_tokens.filter(|n| *n > 0.0)?;
-    r.extra.system_energy_joules.map(|j| j / out * 1000.0)
+    r.system_mj_per_tok()
 }
 
-/// The metrics, in the order tables show them.
+/// The metrics, in the order tables show them. Each is named as its record field (and, for
+/// energy, as `result.json` names it), in that field's unit: one name and one unit per figure
+/// in comparisons, `--where`, exports and `result.json`.
 pub const METRICS: &[Metric] = &[
     Metric {
-        name: "energy_per_token",
+        name: "mj_per_tok_total",
         unit: "mJ/tok",
         lower_is_better: true,
-        get: |r| finite(r.energy_per_token_joules * 1000.0),
+        get: LlmRun::mj_per_tok_total,
     },
     Metric {
-        name: "energy_per_token_adjusted",
+        name: "mj_per_tok_adjusted",
         unit: "mJ/tok",
         lower_is_better: true,
-        get: |r| r.extra.energy_per_token_adjusted_joules.map(|j| j * 1000.0),
+        get: |r| r.extra.mj_per_tok_adjusted,
     },
     Metric {
-        name: "system_energy_per_token",
+        name: "system_mj_per_tok",
         unit: "mJ/tok",
         lower_is_better: true,
-        get: system_mj_per_token,
+        get: LlmRun::system_mj_per_tok,
     },
     Metric {
-        name: "throughput",
+        name: "output_throughput_tokens_per_sec",
         unit: "tok/s",
         lower_is_better: false,
         get: |r| finite(r.output_throughput_tokens_per_sec),
     },
     Metric {
-        name: "avg_power",
+        name: "avg_power_watts",
         unit: "W",
         lower_is_better: true,
         get: |r| finite(r.avg_power_watts),
     },
     Metric {
-        name: "ttft_p99",
+        name: "ttft_p99_ms",
         unit: "ms",
         lower_is_better: true,
         get: |r| r.extra.ttft_p99_ms,
     },
     Metric {
-        name: "itl_p50",
+        name: "p50_itl_ms",
         unit: "ms",
         lower_is_better: true,
         get: |r| finite(r.p50_itl_ms),
     },
     Metric {
-        name: "itl_p99",
+        name: "p99_itl_ms",
         unit: "ms",
         lower_is_better: true,
         get: |r| finite(r.p99_itl_ms),

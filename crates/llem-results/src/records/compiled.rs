@@ -474,7 +474,11 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             energy_scope: t.s("energy_scope", i),
             system_energy_joules: t.f("system_energy_joules", i),
             energy_adjusted_joules: t.f("energy_adjusted_joules", i),
-            energy_per_token_adjusted_joules: t.f("energy_per_token_adjusted_joules", i),
+            // Files exported before the mJ name carried it in J.
+            mj_per_tok_adjusted: t.f("mj_per_tok_adjusted", i).or_else(|| {
+                t.f("energy_per_token_adjusted_joules", i)
+                    .map(|j| j * 1000.0)
+            }),
             ttft_median_ms: t.f("ttft_median_ms", i),
             ttft_p99_ms: t.f("ttft_p99_ms", i),
             tpot_median_ms: t.f("tpot_median_ms", i),

@@ -189,7 +189,7 @@ fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields 
         energy_scope: r.energy_scope.clone(),
         system_energy_joules: r.system_energy_j,
         energy_adjusted_joules: r.energy_adjusted_j,
-        energy_per_token_adjusted_joules: r.mj_per_tok_adjusted.map(|m| m / 1000.0),
+        mj_per_tok_adjusted: r.mj_per_tok_adjusted,
         ttft_median_ms: lat.ttft_median_ms,
         ttft_p99_ms: lat.ttft_p99_ms,
         tpot_median_ms: lat.tpot_median_ms,

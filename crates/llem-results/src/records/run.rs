@@ -150,8 +150,9 @@ pub struct LlemFields {
     pub system_energy_joules: Option<f64>,
     /// Baseline-adjusted energy over the window, J.
     pub energy_adjusted_joules: Option<f64>,
-    /// Baseline-adjusted energy per output token, J.
-    pub energy_per_token_adjusted_joules: Option<f64>,
+    /// Baseline-adjusted energy per output token, mJ (`mj_per_tok_adjusted`, as `result.json`
+    /// names it).
+    pub mj_per_tok_adjusted: Option<f64>,
     /// Median time to first token, ms.
     pub ttft_median_ms: Option<f64>,
     /// 99th percentile TTFT, ms.
@@ -291,7 +292,9 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("energy_scope", FieldKind::OptStr),
     ("system_energy_joules", FieldKind::OptFloat),
     ("energy_adjusted_joules", FieldKind::OptFloat),
-    ("energy_per_token_adjusted_joules", FieldKind::OptFloat),
+    ("mj_per_tok_total", FieldKind::OptFloat),
+    ("mj_per_tok_adjusted", FieldKind::OptFloat),
+    ("system_mj_per_tok", FieldKind::OptFloat),
     ("ttft_median_ms", FieldKind::OptFloat),
     ("ttft_p99_ms", FieldKind::OptFloat),
     ("tpot_median_ms", FieldKind::OptFloat),
@@ -394,7 +397,9 @@ impl LlmRun {
             "energy_scope" => opt_s(&x.energy_scope),
             "system_energy_joules" => opt_f(x.system_energy_joules),
             "energy_adjusted_joules" => opt_f(x.energy_adjusted_joules),
-            "energy_per_token_adjusted_joules" => opt_f(x.energy_per_token_adjusted_joules),
+            "mj_per_tok_total" => opt_f(self.mj_per_tok_total()),
+            "mj_per_tok_adjusted" => opt_f(x.mj_per_tok_adjusted),
+            "system_mj_per_tok" => opt_f(self.system_mj_per_tok()),
             "ttft_median_ms" => opt_f(x.ttft_median_ms),
             "ttft_p99_ms" => opt_f(x.ttft_p99_ms),
             "tpot_median_ms" => opt_f(x.tpot_median_ms),
@@ -403,6 +408,19 @@ impl LlmRun {
             "label" => opt_s(&x.label),
             path => return x.config.as_deref().and_then(|c| config_value(c, path)),
         })
+    }
+
+    /// Energy per output token, mJ: `energy_per_token_joules` in the unit and under the name
+    /// `result.json` uses (`mj_per_tok_total`); null when it is not a finite number.
+    pub fn mj_per_tok_total(&self) -> Option<f64> {
+        let j = self.energy_per_token_joules;
+        j.is_finite().then_some(j * 1000.0)
+    }
+
+    /// Every measured domain's energy per output token, mJ (llem runs that carry it).
+    pub fn system_mj_per_tok(&self) -> Option<f64> {
+        let out = self.total_output_tokens.filter(|n| *n > 0.0)?;
+        self.extra.system_energy_joules.map(|j| j / out * 1000.0)
     }
 
     /// The record as one JSON object: the seed's field names first, then paths and extras.

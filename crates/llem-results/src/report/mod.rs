@@ -91,7 +91,7 @@ fn pareto_chart(
     maximize_x: bool,
 ) -> Option<Chart> {
     let metric = |n: &str| METRICS.iter().find(|m| m.name == n);
-    let (xm, ym) = (metric(x_metric)?, metric("energy_per_token")?);
+    let (xm, ym) = (metric(x_metric)?, metric("mj_per_tok_total")?);
     let mut pts = Vec::new();
     let mut names = Vec::new();
     let mut why: Vec<Option<String>> = Vec::new();
@@ -358,7 +358,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
         "pareto-throughput",
         "Energy per token vs output throughput",
         &front_configs,
-        "throughput",
+        "output_throughput_tokens_per_sec",
         "output throughput (tokens/s)",
         true,
     ) {
@@ -366,11 +366,15 @@ fn pareto_section(h: &mut String, runs: &Runs) {
     }
     let has_ttft = front_runs.iter().any(|r| r.extra.ttft_p99_ms.is_some());
     let (metric, label, t) = if has_ttft {
-        ("ttft_p99", "TTFT p99 (ms)", "Energy per token vs TTFT p99")
+        (
+            "ttft_p99_ms",
+            "TTFT p99 (ms)",
+            "Energy per token vs TTFT p99",
+        )
     } else {
         (
-            "itl_p99",
-            "ITL p99 (ms)",
+            "p99_itl_ms",
+            "ITL p99, smoothed (ms)",
             "Energy per token vs ITL p99 (these runs record no TTFT)",
         )
     };
@@ -550,7 +554,7 @@ fn runs_section(h: &mut String, runs: &Runs) {
         }
         h.push_str("</ul>");
     }
-    h.push_str("<table><tr><th class=\"t\">configuration</th><th>cycle</th><th class=\"t\">source</th><th>mJ/tok</th><th class=\"t\">energy of</th><th>system mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50 (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
+    h.push_str("<table><tr><th class=\"t\">configuration</th><th>cycle</th><th class=\"t\">source</th><th>mJ/tok</th><th class=\"t\">energy of</th><th>system mJ/tok</th><th>tok/s</th><th>W</th><th>ITL p50, smoothed (ms)</th><th>TTFT p99 (ms)</th><th>batch</th><th class=\"t\">stability</th><th class=\"t\">warnings</th></tr>");
     for r in runs.iter() {
         let opt = |v: Option<f64>| v.map(short_number).unwrap_or_default();
         let _ = write!(

@@ -93,7 +93,7 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
     if let Some(l) = &r.latency_stats {
         let _ = writeln!(
             s,
-            "   latency     TTFT {} median, {} p99; ITL {} mean; TPOT {} mean",
+            "   latency     TTFT {} median, {} p99; ITL {} mean (trimmed); TPOT {} mean",
             opt(l.ttft_median_ms, "ms", 1),
             opt(l.ttft_p99_ms, "ms", 1),
             opt(l.itl_mean_ms, "ms", 2),

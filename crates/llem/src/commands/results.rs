@@ -141,7 +141,7 @@ const RUN_HEADERS: &[&str] = &[
     "tok/s",
     "stability",
     "W",
-    "ITL p50 ms",
+    "ITL p50 ms (smoothed)",
     "TTFT p99 ms",
     "engine",
     "model",
@@ -253,11 +253,13 @@ fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
         (
             "energy per token",
             format!(
-                "{} mJ/tok, adjusted {} mJ/tok",
-                short_number(r.energy_per_token_joules * 1000.0),
+                "{} mJ/tok (mj_per_tok_total), adjusted {} mJ/tok (mj_per_tok_adjusted)",
+                r.mj_per_tok_total()
+                    .map(short_number)
+                    .unwrap_or_else(|| "-".into()),
                 r.extra
-                    .energy_per_token_adjusted_joules
-                    .map(|j| short_number(j * 1000.0))
+                    .mj_per_tok_adjusted
+                    .map(short_number)
                     .unwrap_or_else(|| "-".into())
             ),
         ),
@@ -278,7 +280,7 @@ fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
             ),
         ),
         (
-            "ITL mean / p50 / p99",
+            "ITL mean / p50 / p99 (smoothed)",
             format!(
                 "{} / {} / {} ms",
                 short_number(r.mean_itl_ms),
