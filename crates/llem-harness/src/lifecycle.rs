@@ -402,13 +402,26 @@ fn thermal_floor_phase(
         0.0
     };
     if floor > 0.0 {
+        // A counter, second by second: a long floor is a wait the user can see end.
         progress.event(Event::Start {
             phase: Phase::ThermalFloor,
-            total: None,
-            detail: format!("{floor} s"),
+            total: Some(floor.ceil() as u64),
+            detail: format!("{floor} s idle"),
         });
         let t = Instant::now();
-        sleep_cancellable(Duration::from_secs_f64(floor), cancel)?;
+        loop {
+            let left = floor - t.elapsed().as_secs_f64();
+            if left <= 0.0 {
+                break;
+            }
+            sleep_cancellable(Duration::from_secs_f64(left.min(1.0)), cancel)?;
+            progress.event(Event::Advance {
+                done: t.elapsed().as_secs_f64().floor() as u64,
+                tokens: 0,
+                elapsed_s: t.elapsed().as_secs_f64(),
+                power_w: None,
+            });
+        }
         if let Some(w) = warmup {
             w.thermal_floor_wait_s = t.elapsed().as_secs_f64();
         }
@@ -708,4 +721,54 @@ pub fn run_experiment(
         process_cpu_s: run.process_cpu_s,
     };
     save_phase(&measured, progress)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    struct Recorder(Vec<Event>);
+
+    impl Progress for Recorder {
+        fn event(&mut self, e: Event) {
+            self.0.push(e);
+        }
+    }
+
+    #[test]
+    fn the_thermal_floor_counts_its_seconds_down() {
+        let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+            "model": "m.gguf", "warmup": {"thermal_floor_seconds": 2.5}
+        }))
+        .unwrap();
+        let mut rec = Recorder(Vec::new());
+        let mut warnings = Vec::new();
+        let t = Instant::now();
+        thermal_floor_phase(
+            &cfg,
+            None,
+            false,
+            &mut rec,
+            &AtomicBool::new(false),
+            &mut warnings,
+        )
+        .unwrap();
+        assert!(t.elapsed().as_secs_f64() >= 2.5);
+        assert!(
+            matches!(rec.0.first(), Some(Event::Start { total: Some(3), .. })),
+            "{:?}",
+            rec.0
+        );
+        let done: Vec<u64> = rec
+            .0
+            .iter()
+            .filter_map(|e| match e {
+                Event::Advance { done, .. } => Some(*done),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done, [1, 2, 2], "a tick each second, the last at the end");
+        assert!(matches!(rec.0.last(), Some(Event::Finish { .. })));
+    }
 }

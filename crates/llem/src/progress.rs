@@ -28,7 +28,7 @@ impl Bars {
 
     fn style(total: Option<u64>) -> ProgressStyle {
         let t = if total.is_some() {
-            "{spinner:.cyan} {prefix:>13.bold} [{bar:30.cyan/blue}] {pos}/{len} {elapsed:>4} {msg}"
+            "{spinner:.cyan} {prefix:>13.bold} [{bar:30.cyan/blue}] {pos}/{len} {elapsed:>4} (eta {eta}) {msg}"
         } else {
             "{spinner:.cyan} {prefix:>13.bold} {elapsed:>4} {msg}"
         };
