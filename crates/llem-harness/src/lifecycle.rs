@@ -14,7 +14,7 @@ use llem_engines::{
     Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload,
     registry,
 };
-use llem_results::result::WarmupResult;
+use llem_results::result::{PhaseSpan, WarmupResult};
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
 use crate::assemble::{self, Measured};
@@ -621,6 +621,16 @@ pub fn run_experiment(
         )
     };
 
+    let mut phases: Vec<PhaseSpan> = Vec::new();
+    let at = || epoch.elapsed().as_secs_f64();
+    let mut span = |phase: &str, start_s: f64, end_s: f64| {
+        phases.push(PhaseSpan {
+            phase: phase.into(),
+            start_s,
+            end_s,
+        });
+    };
+    let load_start = at();
     let t_load = Instant::now();
     let engine = load_phase(req, model_path.as_ref(), progress)?;
     let plan = registry::context_plan(cfg, engine.n_ctx_train());
@@ -630,6 +640,8 @@ pub fn run_experiment(
         finish_load(cfg, engine.as_ref(), plan, load_s, progress, &mut warnings);
 
     let workload = registry::workload(cfg, data.prompts.clone());
+    let warmup_start = at();
+    span("load", load_start, warmup_start);
     let mut warmup_result =
         crate::warmup::run(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
     let gate = crate::gate::run(
@@ -649,6 +661,10 @@ pub fn run_experiment(
         }
     }
     let on_gpu = !set.gpus.is_empty();
+    let floor_start = at();
+    if warmup_result.is_some() {
+        span("warmup", warmup_start, floor_start);
+    }
     thermal_floor_phase(
         cfg,
         warmup_result.as_mut(),
@@ -657,6 +673,10 @@ pub fn run_experiment(
         cancel,
         &mut warnings,
     )?;
+    let measure_start = at();
+    if measure_start - floor_start > 0.05 {
+        span("thermal_floor", floor_start, measure_start);
+    }
     let run = measure_phase(
         session.as_mut(),
         &workload,
@@ -666,6 +686,7 @@ pub fn run_experiment(
         cancel,
     )?;
     verdict::check_requests(&run.records, cfg.measurement.max_failed_request_fraction)?;
+    span("measure", run.span.0, run.span.1);
 
     // Teardown: stop telemetry, free the context and the model.
     let telemetry: Telemetry = meter
@@ -694,6 +715,7 @@ pub fn run_experiment(
     });
     let measured = Measured {
         request: req,
+        phases,
         placement,
         engine: &info,
         model: &model_info,

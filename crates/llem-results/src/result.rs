@@ -141,6 +141,11 @@ pub struct ExperimentResult {
     /// agree (null for other methodologies).
     #[serde(default)]
     pub windows: Option<WindowsResult>,
+    /// When each phase ran, s since the experiment start (the clock of `timeseries.parquet`):
+    /// `load`, `warmup` (gate included), `thermal_floor`, `measure` (empty in results written
+    /// before).
+    #[serde(default)]
+    pub phases: Vec<PhaseSpan>,
     /// The fully resolved configuration, as `effective_config.json` beside it holds it, so a
     /// result read alone still says what it measured (null in results written before).
     #[serde(default)]
@@ -741,6 +746,17 @@ pub struct ModelDescription {
     pub tied_embeddings: Option<bool>,
     /// Time to load, s (set by the harness).
     pub load_time_s: Option<f64>,
+}
+
+/// One phase of an experiment on the experiment's clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSpan {
+    /// `load`, `warmup`, `thermal_floor` or `measure`.
+    pub phase: String,
+    /// Start, s since the experiment start.
+    pub start_s: f64,
+    /// End, s since the experiment start.
+    pub end_s: f64,
 }
 
 /// Below this share of the raw energy, baseline-adjusted energy is mostly the noise of

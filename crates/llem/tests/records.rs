@@ -108,6 +108,10 @@ fn study_cells_load_round_trip_query_export_and_report() {
     for r in runs.iter() {
         let res: llem_results::ExperimentResult =
             serde_json::from_slice(&std::fs::read(&r.results_path).unwrap()).unwrap();
+        // The phases on the experiment's clock: load, then the measurement (warmup is off).
+        let names: Vec<&str> = res.phases.iter().map(|p| p.phase.as_str()).collect();
+        assert_eq!(names, ["load", "measure"]);
+        assert!(res.phases[0].end_s <= res.phases[1].start_s + 1e-9);
         assert_eq!(r.extra.engine.as_deref(), Some("llamacpp"));
         assert_eq!(r.model_id, "SmolLM2-135M-Instruct.Q4_1.gguf");
         assert_eq!(r.task, "synthetic");
@@ -445,6 +449,19 @@ fn report_shows_every_configuration_apart(dom: &str, labels: &[String]) {
             "{id}"
         );
     }
+    // llem runs mark where their load began (warmup is off in this study).
+    let timelines: Vec<&str> = (0..24)
+        .filter_map(|i| {
+            dom.find(&format!("<svg id=\"power-{i}\""))
+                .map(|_| chart(dom, &format!("power-{i}")))
+        })
+        .collect();
+    assert!(
+        timelines
+            .iter()
+            .any(|svg| svg.contains("class=\"vline\"") && svg.contains(">load</text>")),
+        "no phase marker on any power timeline"
+    );
     let titles: Vec<&str> = (0..8)
         .map(|i| {
             let svg = chart(dom, &format!("power-{i}"));

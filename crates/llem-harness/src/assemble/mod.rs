@@ -33,6 +33,8 @@ pub struct HostMemory {
 pub struct Measured<'a> {
     /// The request.
     pub request: &'a ExperimentRequest<'a>,
+    /// When each phase ran (`result.json` `phases`).
+    pub phases: Vec<llem_results::result::PhaseSpan>,
     /// Where the engine computed: the scope of the headline energy.
     pub placement: Placement,
     /// Engine identity.
@@ -281,6 +283,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         steady_state,
         windows,
         effective_config: serde_json::to_value(cfg).ok(),
+        phases: m.phases.clone(),
         goodput: cfg
             .traffic
             .as_deref()

@@ -192,6 +192,7 @@ impl Inputs {
     ) -> Measured<'a> {
         Measured {
             request: req,
+            phases: Vec::new(),
             placement: Placement::Cpu,
             engine: &self.engine,
             model: &self.model,

@@ -157,6 +157,7 @@ fn pareto_chart(
         series,
         bands: Vec::new(),
         hlines: Vec::new(),
+        vlines: Vec::new(),
         y_from_zero: true,
     })
 }
@@ -248,6 +249,7 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
                 series,
                 bands: Vec::new(),
                 hlines: Vec::new(),
+                vlines: Vec::new(),
                 y_from_zero: true,
             });
         }
@@ -388,7 +390,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
 fn timelines_section(h: &mut String, runs: &Runs) {
     let _ = write!(
         h,
-        "<section id=\"timelines\"><h2>Power timelines</h2><p>Each chart says which devices' power it sums and which window is shaded; power starts at zero, and the dashed line is the idle baseline where one was measured. The load and warmup phases are not marked: results do not record when they began. {}</p><div class=\"grid2 small\">",
+        "<section id=\"timelines\"><h2>Power timelines</h2><p>Each chart says which devices' power it sums and which window is shaded; power starts at zero, and the dashed line is the idle baseline where one was measured. Dotted lines mark where load, warmup and the thermal floor began (llem runs). {}</p><div class=\"grid2 small\">",
         if runs.len() > MAX_TIMELINES {
             format!("First {MAX_TIMELINES} of {} runs.", runs.len())
         } else {
@@ -429,9 +431,12 @@ fn timelines_section(h: &mut String, runs: &Runs) {
                         ..Series::default()
                     }],
                     bands: vec![(ws, we, format!("measurement window ({method})"))],
-                    hlines: baseline_w(r)
+                    hlines: llem_result(r)
+                        .and_then(|v| v.get("baseline_power_w")?.as_f64())
+                        .filter(|b| b.is_finite())
                         .map(|b| vec![(b, format!("idle baseline {b:.1} W"))])
                         .unwrap_or_default(),
+                    vlines: phase_starts(r, ws),
                     y_from_zero: true,
                 };
                 h.push_str(&figure(&chart));
@@ -468,16 +473,42 @@ fn trace_words(r: &LlmRun) -> &'static str {
     }
 }
 
-/// The idle baseline of a llem run's headline scope, W, from its result.
-fn baseline_w(r: &LlmRun) -> Option<f64> {
+/// A llem run's `result.json`, for what the records do not carry.
+fn llem_result(r: &LlmRun) -> Option<serde_json::Value> {
     if r.extra.source != Some(crate::records::RunSource::Llem) {
         return None;
     }
     let bytes = llem_config::files::read_record(&r.results_path).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    v.get("baseline_power_w")?
-        .as_f64()
-        .filter(|b| b.is_finite())
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Where load, warmup and the thermal floor began on a timeline whose measurement window
+/// starts at `window_start` (the trace's clock starts at its first sample, the result's at
+/// the experiment start).
+fn phase_starts(r: &LlmRun, window_start: f64) -> Vec<(f64, String)> {
+    let Some(v) = llem_result(r) else {
+        return Vec::new();
+    };
+    let Some(abs) = v
+        .pointer("/measurement_window_s/0")
+        .and_then(serde_json::Value::as_f64)
+    else {
+        return Vec::new();
+    };
+    let t0 = abs - window_start;
+    v.get("phases")
+        .and_then(serde_json::Value::as_array)
+        .map(|phases| {
+            phases
+                .iter()
+                .filter_map(|p| {
+                    let name = p.get("phase")?.as_str()?;
+                    let start = p.get("start_s")?.as_f64()?;
+                    (name != "measure").then(|| (start - t0, name.replace('_', " ")))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A chart with a link that downloads it as an SVG file (a data URI: the report stays one

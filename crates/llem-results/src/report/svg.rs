@@ -78,6 +78,8 @@ pub struct Chart {
     pub bands: Vec<(f64, f64, String)>,
     /// Horizontal reference lines (a baseline power) with a caption.
     pub hlines: Vec<(f64, String)>,
+    /// Vertical markers (where a phase began) with a caption.
+    pub vlines: Vec<(f64, String)>,
     /// The y axis starts at zero (power, energy), so a small change does not fill the height.
     pub y_from_zero: bool,
 }
@@ -88,7 +90,8 @@ const SVG_CSS: &str = "svg.plot{font-family:system-ui,sans-serif;background:#fff
 svg.plot .title{font-size:14px;font-weight:600}svg.plot .tick,svg.plot .legend{font-size:11px}\
 svg.plot .label{font-size:12px}svg.plot .grid{stroke:#eee}svg.plot .frame{fill:none;stroke:#999}\
 svg.plot .band{fill:#2a7ab0;fill-opacity:0.12}svg.plot .line{stroke-width:1.6}\
-svg.plot .whisker{stroke-width:1.2}svg.plot .hline{stroke:#555;stroke-dasharray:5 4}";
+svg.plot .whisker{stroke-width:1.2}svg.plot .hline{stroke:#555;stroke-dasharray:5 4}\
+svg.plot .vline{stroke:#999;stroke-dasharray:2 3}";
 
 const W: f64 = 820.0;
 const H: f64 = 400.0;
@@ -217,7 +220,8 @@ impl Chart {
         let xs = all()
             .flat_map(|p| [Some(p.x), p.x_ci.map(|c| c.0), p.x_ci.map(|c| c.1)])
             .flatten()
-            .chain(self.bands.iter().flat_map(|b| [b.0, b.1]));
+            .chain(self.bands.iter().flat_map(|b| [b.0, b.1]))
+            .chain(self.vlines.iter().map(|v| v.0));
         let ys = all()
             .flat_map(|p| [Some(p.y), p.y_ci.map(|c| c.0), p.y_ci.map(|c| c.1)])
             .flatten()
@@ -251,6 +255,19 @@ impl Chart {
         );
         self.bands(&mut s, &x);
         self.axes(&mut s, &x, &y);
+        for (v, caption) in &self.vlines {
+            if let Some(px) = x.px(*v) {
+                let _ = write!(
+                    s,
+                    r#"<line class="vline" x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{}"><title>{}</title></line><text x="{:.1}" y="{}" class="tick">{}</text>"#,
+                    H - BOTTOM,
+                    esc(caption),
+                    px + 3.0,
+                    TOP + 12.0,
+                    esc(caption)
+                );
+            }
+        }
         for (v, caption) in &self.hlines {
             if let Some(py) = y.px(*v) {
                 let _ = write!(
@@ -521,6 +538,7 @@ mod tests {
             }],
             bands: vec![(0.5, 1.5, "window".into())],
             hlines: Vec::new(),
+            vlines: Vec::new(),
             y_from_zero: false,
         };
         let svg = c.render();
