@@ -30,6 +30,39 @@ pub(crate) enum Flag {
 }
 
 /// Every command-line flag a table can emit (`--no-x` of a pair included).
+/// Every flag a server may be given, for checking against its own parser: those of the
+/// command line `args` builds for `config` (set every option the engine maps outside its
+/// table there), the table's, and `extra` (flags `config` cannot reach, such as LoRA's).
+/// A configuration that does not build is a bug its test shows as no command-line flags.
+pub(crate) fn cli_flags(
+    args: fn(&ExperimentConfig, &Listen<'_>) -> Result<super::engines::ServerArgs, String>,
+    config: Value,
+    table: &[(&str, Flag)],
+    extra: &[&str],
+) -> Vec<String> {
+    let listen = Listen {
+        model: "m",
+        host: "127.0.0.1",
+        port: 8080,
+    };
+    let mut out: Vec<String> = serde_json::from_value::<ExperimentConfig>(config)
+        .map_err(|e| e.to_string())
+        .and_then(|cfg| args(&cfg, &listen))
+        .map(|a| {
+            a.args
+                .into_iter()
+                .filter(|w| w.starts_with('-') && w.parse::<f64>().is_err())
+                .collect()
+        })
+        .unwrap_or_default();
+    for f in names(table).into_iter().chain(extra.iter().copied()) {
+        if !out.iter().any(|o| o == f) {
+            out.push(f.to_string());
+        }
+    }
+    out
+}
+
 pub(crate) fn names(table: &[(&str, Flag)]) -> Vec<&'static str> {
     let mut out = Vec::new();
     for (_, f) in table {
@@ -264,5 +297,21 @@ mod tests {
         let (flag, v) = cl.extra_options.unwrap();
         assert_eq!(flag, "--extra_llm_api_options");
         assert_eq!(v["kv_cache_config"]["free_gpu_memory_fraction"], 0.8);
+    }
+}
+
+#[cfg(test)]
+mod cli_flag_tests {
+    /// The flags each engine's command line carries outside its table come from that command
+    /// line (a configuration that failed to build would leave only the table's).
+    #[test]
+    fn each_engines_command_line_flags_are_in_its_list() {
+        use llem_config::Engine;
+        let has = |e: Engine, f: &str| crate::registry::cli_flags(e).iter().any(|x| x == f);
+        assert!(has(Engine::Vllm, "--enable-prompt-tokens-details") && has(Engine::Vllm, "--port"));
+        assert!(has(Engine::Sglang, "--cuda-graph-backend-prefill"));
+        assert!(has(Engine::Sglang, "--enable-metrics"));
+        assert!(has(Engine::Tgi, "--hostname") && has(Engine::Tgi, "--dtype"));
+        assert!(has(Engine::LlamaCpp, "--slot-save-path") && has(Engine::LlamaCpp, "--load-mode"));
     }
 }

@@ -33,8 +33,8 @@ pub static SPEC: ServerSpec = ServerSpec {
     flags_version: None,
 };
 
-/// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of
-/// the command line built for a configuration that sets every option llem maps.
+/// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of the
+/// command line built for a configuration that sets every option llem maps.
 pub(crate) fn cli_flags() -> Vec<String> {
     let every_option = serde_json::json!({
         "model": "m.gguf",
@@ -43,22 +43,7 @@ pub(crate) fn cli_flags() -> Vec<String> {
                      "n_ctx": 512},
         "lora": {"adapter_path": "/a/lora.gguf", "scale": 0.5},
     });
-    let listen = Listen {
-        model: "m.gguf",
-        host: "127.0.0.1",
-        port: 8080,
-    };
-    serde_json::from_value::<ExperimentConfig>(every_option)
-        .map_err(|e| e.to_string())
-        .and_then(|cfg| args(&cfg, &listen))
-        .map(|a| {
-            a.args
-                .into_iter()
-                .filter(|w| w.starts_with('-') && w.parse::<f64>().is_err())
-                .collect()
-        })
-        // A configuration this function cannot build is a bug its test shows as no flags.
-        .unwrap_or_default()
+    crate::serving::flags::cli_flags(args, every_option, &[], &[])
 }
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {

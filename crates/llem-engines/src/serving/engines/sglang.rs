@@ -105,15 +105,9 @@ const DISABLE_CUDA_GRAPH: [&str; 4] = [
 
 /// Every flag llem may pass to `sglang.launch_server`, for checking against its parser.
 pub(crate) fn cli_flags() -> Vec<String> {
-    let mut f = vec![
-        "--model-path",
-        "--host",
-        "--port",
-        "--random-seed",
-        "--enable-metrics",
-        "--dtype",
-    ];
-    f.extend(crate::serving::flags::names(FLAGS));
-    f.extend(DISABLE_CUDA_GRAPH.iter().filter(|a| a.starts_with("--")));
-    f.into_iter().map(String::from).collect()
+    let fixed = serde_json::json!({
+        "model": "m", "engine": "sglang", "dtype": "float16",
+        "sglang": {"disable_cuda_graph": true},
+    });
+    crate::serving::flags::cli_flags(args, fixed, FLAGS, &[])
 }

@@ -70,7 +70,6 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
 /// Every flag llem may pass to `text-generation-launcher`, for checking against the flags of
 /// its `Args` at the pinned tag (tests/reference/tgi-launcher-flags.txt).
 pub(crate) fn cli_flags() -> Vec<String> {
-    let mut f = vec!["--model-id", "--hostname", "--port", "--dtype"];
-    f.extend(crate::serving::flags::names(FLAGS));
-    f.into_iter().map(String::from).collect()
+    let fixed = serde_json::json!({"model": "m", "engine": "tgi", "dtype": "float16"});
+    crate::serving::flags::cli_flags(args, fixed, FLAGS, &[])
 }

@@ -119,18 +119,15 @@ const FLAGS: &[(&str, Flag)] = &[
     ("attention", Json("--attention-config")),
 ];
 
-/// Every flag llem may pass to `vllm serve`: its table, the fixed ones and the LoRA ones.
+/// Every flag llem may pass to `vllm serve`: its command line's, its table's and LoRA's.
 pub(crate) fn cli_flags() -> Vec<String> {
-    let mut f = vec![
-        "--host",
-        "--port",
-        "--seed",
-        "--dtype",
-        "--enable-prompt-tokens-details",
-    ];
-    f.extend(crate::serving::flags::names(FLAGS));
-    f.extend(["--enable-lora", "--lora-modules", "--max-lora-rank"]);
-    f.into_iter().map(String::from).collect()
+    let fixed = serde_json::json!({"model": "m", "engine": "vllm", "dtype": "float16"});
+    crate::serving::flags::cli_flags(
+        args,
+        fixed,
+        FLAGS,
+        &["--enable-lora", "--lora-modules", "--max-lora-rank"],
+    )
 }
 
 fn batch_limit(cfg: &ExperimentConfig) -> Option<u32> {
