@@ -195,7 +195,7 @@ pub fn select(
                     None,
                 );
             }
-            let mut w = judged(records, metrics, target, start, end, "windowed");
+            let mut w = judged(records, metrics, target, (start, end), "windowed");
             if t0 + b > t1 {
                 w.warnings.push(format!(
                     "measurement.window ends at {b} s but the workload ended at {:.1} s",
@@ -219,12 +219,7 @@ fn windows(
 ) -> Window {
     let w = cfg.measurement.windows_or_default();
     let (start, end) = (t0 + w.ramp_exclusion_seconds, t0 + w.span_s());
-    let mut chosen = judged(records, metrics, target, start, end.min(t1), "windows");
-    chosen.warnings.clear();
-    if let Some(info) = chosen.info.as_mut() {
-        info.is_stable = true;
-        info.unstable_reason = String::new();
-    }
+    let mut chosen = judged(records, metrics, target, (start, end.min(t1)), "windows");
     if end > t1 + 1e-6 {
         chosen.warnings.push(format!(
             "methodology windows: the traffic ended {:.1} s after its start, before the last \
@@ -302,15 +297,17 @@ fn steady_state(
             "the server drained ({end:.2} s) before it filled ({start:.2} s)"
         ));
     }
-    judged(records, metrics, Some(b), start, end, "steady_state")
+    judged(records, metrics, Some(b), (start, end), "steady_state")
 }
 
+/// The window `[start, end]` under `rule`, with the tokens, batch and verdict inside it. The
+/// steady-state verdict (length, batch utilisation) is not the `windows` rule's: its windows
+/// are judged by their energy per token instead, in the result.
 fn judged(
     records: &[RequestRecord],
     metrics: &[MetricSample],
     target: Option<u32>,
-    start: f64,
-    end: f64,
+    (start, end): (f64, f64),
     rule: &'static str,
 ) -> Window {
     let (_, out) = tokens_in(records, start, end);
@@ -321,12 +318,13 @@ fn judged(
         .map(|(a, b)| a / f64::from(b));
     let duration = end - start;
     let mut reasons = Vec::new();
-    if duration < MIN_STEADY_STATE_S {
+    let batch_rules = rule != "windows";
+    if batch_rules && duration < MIN_STEADY_STATE_S {
         reasons.push(format!(
             "window of {duration:.1} s is shorter than {MIN_STEADY_STATE_S} s"
         ));
     }
-    if let Some(u) = util
+    if let Some(u) = util.filter(|_| batch_rules)
         && u < MIN_BATCH_UTILISATION
     {
         reasons.push(format!(
@@ -476,7 +474,7 @@ mod tests {
     #[test]
     fn short_or_underused_windows_are_unstable_and_prometheus_wins() {
         let r: Vec<RequestRecord> = (0..6).map(|i| rec(i as f64, i as f64 + 1.5)).collect();
-        let w = judged(&r, &[], Some(4), 1.0, 5.0, "steady_state");
+        let w = judged(&r, &[], Some(4), (1.0, 5.0), "steady_state");
         let info = w.info.unwrap();
         assert!(!info.is_stable);
         assert!(info.unstable_reason.contains("shorter than 20"));
@@ -490,7 +488,7 @@ mod tests {
                 value: 4.0,
             })
             .collect();
-        let w = judged(&r, &m, Some(4), 1.0, 5.0, "steady_state");
+        let w = judged(&r, &m, Some(4), (1.0, 5.0), "steady_state");
         let info = w.info.unwrap();
         assert_eq!(
             (info.avg_batch_size, info.batch_utilisation),

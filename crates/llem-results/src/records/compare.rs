@@ -22,11 +22,6 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
-/// Every measured domain's energy per output token, mJ (llem runs that carry it).
-pub fn system_mj_per_token(r: &LlmRun) -> Option<f64> {
-    r.system_mj_per_tok()
-}
-
 /// The metrics, in the order tables show them. Each is named as its record field (and, for
 /// energy, as `result.json` names it), in that field's unit: one name and one unit per figure
 /// in comparisons, `--where`, exports and `result.json`.

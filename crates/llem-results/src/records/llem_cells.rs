@@ -56,10 +56,11 @@ struct Cell {
 
 fn read_cell(path: &Path) -> Result<Cell, String> {
     let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
-    let result: ExperimentResult =
+    let mut result: ExperimentResult =
         serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
-    // The result's own copy first; results from before it had one have the sibling file.
-    let config = match result.effective_config.clone() {
+    // The result's own copy first (moved, not copied: the view keeps one); results from
+    // before it had one have the sibling file.
+    let config = match result.effective_config.take() {
         Some(c) if c.is_object() => c,
         _ => llem_config::files::read_record(path.with_file_name(layout::EFFECTIVE_CONFIG))
             .ok()

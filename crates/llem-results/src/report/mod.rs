@@ -400,6 +400,8 @@ fn timelines_section(h: &mut String, runs: &Runs) {
     for (i, r) in runs.iter().take(MAX_TIMELINES).enumerate() {
         match power_trace(r) {
             Ok((trace, (ws, we))) => {
+                // One read of the result for the baseline and the phases.
+                let result = llem_result(r);
                 let method = r
                     .extra
                     .measurement_methodology
@@ -431,12 +433,16 @@ fn timelines_section(h: &mut String, runs: &Runs) {
                         ..Series::default()
                     }],
                     bands: vec![(ws, we, format!("measurement window ({method})"))],
-                    hlines: llem_result(r)
+                    hlines: result
+                        .as_ref()
                         .and_then(|v| v.get("baseline_power_w")?.as_f64())
                         .filter(|b| b.is_finite())
                         .map(|b| vec![(b, format!("idle baseline {b:.1} W"))])
                         .unwrap_or_default(),
-                    vlines: phase_starts(r, ws),
+                    vlines: result
+                        .as_ref()
+                        .map(|v| phase_starts(v, ws))
+                        .unwrap_or_default(),
                     y_from_zero: true,
                 };
                 h.push_str(&figure(&chart));
@@ -482,13 +488,11 @@ fn llem_result(r: &LlmRun) -> Option<serde_json::Value> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Where load, warmup and the thermal floor began on a timeline whose measurement window
+/// Where load, warmup and the thermal floor began, from a llem run's result `v`, on a
+/// timeline whose measurement window
 /// starts at `window_start` (the trace's clock starts at its first sample, the result's at
 /// the experiment start).
-fn phase_starts(r: &LlmRun, window_start: f64) -> Vec<(f64, String)> {
-    let Some(v) = llem_result(r) else {
-        return Vec::new();
-    };
+fn phase_starts(v: &serde_json::Value, window_start: f64) -> Vec<(f64, String)> {
     let Some(abs) = v
         .pointer("/measurement_window_s/0")
         .and_then(serde_json::Value::as_f64)
@@ -597,7 +601,7 @@ fn runs_section(h: &mut String, runs: &Runs) {
             esc(&r.results_path),
             short_number(r.energy_per_token_joules * 1000.0),
             scope_words(r.extra.energy_scope.as_deref()),
-            opt(compare::system_mj_per_token(r)),
+            opt(r.system_mj_per_tok()),
             short_number(r.output_throughput_tokens_per_sec),
             short_number(r.avg_power_watts),
             short_number(r.p50_itl_ms),
