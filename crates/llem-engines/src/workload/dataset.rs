@@ -12,8 +12,12 @@ use super::{Prompt, PromptInput};
 /// Keys tried, in order, for the prompt of a JSONL record (the Python llem's rule).
 pub const PROMPT_KEYS: [&str; 5] = ["prompt", "text", "instruction", "input", "question"];
 
-/// File names of the built-in datasets inside the asset cache.
-const AIENERGYSCORE: (&str, &str) = ("aienergyscore", "aienergyscore.jsonl");
+/// The AIEnergyScore text-generation prompts (Apache-2.0, see `data/NOTICE`), compiled in so
+/// that the default dataset needs no asset fetch: `llem run -m model.gguf` works with the
+/// binary alone.
+const AIENERGYSCORE_JSONL: &str = include_str!("../../data/aienergyscore.jsonl");
+
+/// File name of the ShareGPT dump inside the asset cache (too large to compile in).
 const SHAREGPT: (&str, &str) = ("sharegpt", "ShareGPT_V3_unfiltered_cleaned_split.json");
 
 /// A dataset cannot be loaded.
@@ -104,8 +108,14 @@ pub fn load(
             load_sharegpt("sharegpt", &path, n, cfg.order, seed)
         }
         "aienergyscore" => {
-            let path = builtin(assets, AIENERGYSCORE)?;
-            load_jsonl("aienergyscore", &path, n, cfg.order, seed)
+            let origin = Path::new("<built-in aienergyscore.jsonl>");
+            let prompts = parse_jsonl(AIENERGYSCORE_JSONL, origin)?;
+            Ok(LoadedDataset {
+                name: "aienergyscore".into(),
+                path: None,
+                prompts: order_and_take(prompts, "aienergyscore", n, cfg.order, seed)?,
+                notes: Vec::new(),
+            })
         }
         other => {
             let path = PathBuf::from(other);
@@ -231,6 +241,17 @@ fn load_jsonl(
         line: 1,
         message: format!("not UTF-8: {e}"),
     })?;
+    let prompts = parse_jsonl(&text, path)?;
+    Ok(LoadedDataset {
+        name: name.to_string(),
+        path: Some(path.to_path_buf()),
+        prompts: order_and_take(prompts, name, n, order, seed)?,
+        notes: Vec::new(),
+    })
+}
+
+/// The prompts of a JSONL text; `origin` names it in errors.
+fn parse_jsonl(text: &str, origin: &Path) -> Result<Vec<Prompt>, DatasetError> {
     let mut prompts = Vec::new();
     for (lineno, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -238,7 +259,7 @@ fn load_jsonl(
             continue;
         }
         let invalid = |message: String| DatasetError::Invalid {
-            path: path.to_path_buf(),
+            path: origin.to_path_buf(),
             line: lineno + 1,
             message,
         };
@@ -267,12 +288,7 @@ fn load_jsonl(
             .map(String::from);
         prompts.push(text_prompt(prompts.len(), prompt.to_string(), group, reply));
     }
-    Ok(LoadedDataset {
-        name: name.to_string(),
-        path: Some(path.to_path_buf()),
-        prompts: order_and_take(prompts, name, n, order, seed)?,
-        notes: Vec::new(),
-    })
+    Ok(prompts)
 }
 
 /// A uniform draw in (0, 1].
@@ -417,6 +433,42 @@ mod tests {
         assert!(e.to_string().contains("unknown dataset source `nope`"));
         let e = load(&cfg("sharegpt", DatasetOrder::Interleaved), 1, 1, d.path()).unwrap_err();
         assert!(e.to_string().contains("fetch-assets.sh"));
+    }
+
+    #[test]
+    fn the_default_prompts_are_compiled_in() {
+        // An empty asset directory: the default dataset must not need the cache.
+        let d = tempfile::tempdir().unwrap();
+        let got = load(
+            &cfg("aienergyscore", DatasetOrder::Interleaved),
+            1000,
+            1,
+            d.path(),
+        )
+        .unwrap();
+        assert_eq!(got.prompts.len(), 1000);
+        assert!(got.path.is_none());
+        assert!(
+            texts(&got)[0].starts_with("Du Fu 's work is notable"),
+            "{:?}",
+            texts(&got)[0]
+        );
+        let e = load(
+            &cfg("aienergyscore", DatasetOrder::Interleaved),
+            1001,
+            1,
+            d.path(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("only 1000 usable prompts"), "{e}");
+        // The compiled-in file is the one data/NOTICE names, unchanged.
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(AIENERGYSCORE_JSONL.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "99410f8dd50a176a7dfba137a4ff51a4dc555648f76eb377e43e9ba79129d835"
+        );
     }
 
     #[test]
