@@ -175,6 +175,26 @@ fn sleep_cancellable(d: Duration, cancel: &AtomicBool) -> Result<(), HarnessErro
     Ok(())
 }
 
+/// A cancellable wait that reports each second passed, so a long idle phase (baseline,
+/// thermal floor) is a countdown the user can watch end.
+fn countdown(
+    d: Duration,
+    cancel: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<(), HarnessError> {
+    let t = Instant::now();
+    while let Some(left) = d.checked_sub(t.elapsed()).filter(|l| !l.is_zero()) {
+        sleep_cancellable(left.min(Duration::from_secs(1)), cancel)?;
+        progress.event(Event::Advance {
+            done: t.elapsed().as_secs_f64().floor() as u64,
+            tokens: 0,
+            elapsed_s: t.elapsed().as_secs_f64(),
+            power_w: None,
+        });
+    }
+    Ok(())
+}
+
 /// Whether this build can run a configuration here (engine, runner, model file, server
 /// CLI, the transformers worker's Python), without loading anything: the study runner checks
 /// every configuration before its first cell. Returns the model file when the engine reads
@@ -326,7 +346,8 @@ fn baseline_phase(
     }
     progress.event(Event::Start {
         phase: Phase::Baseline,
-        total: None,
+        // Seconds of idle sampling; a cached baseline finishes without counting.
+        total: Some(cfg.baseline.duration_seconds.ceil() as u64),
         detail: format!(
             "{} ({} s)",
             cfg.baseline.strategy, cfg.baseline.duration_seconds
@@ -346,7 +367,7 @@ fn baseline_phase(
         std::mem::take(&mut set.sensors),
         meter_cfg,
         epoch,
-        &mut |d| sleep_cancellable(d, &req.cancel).map_err(|e| e.to_string()),
+        &mut |d| countdown(d, &req.cancel, progress).map_err(|e| e.to_string()),
     );
     set.sensors = back;
     check_cancel(&req.cancel)?;
@@ -409,19 +430,7 @@ fn thermal_floor_phase(
             detail: format!("{floor} s idle"),
         });
         let t = Instant::now();
-        loop {
-            let left = floor - t.elapsed().as_secs_f64();
-            if left <= 0.0 {
-                break;
-            }
-            sleep_cancellable(Duration::from_secs_f64(left.min(1.0)), cancel)?;
-            progress.event(Event::Advance {
-                done: t.elapsed().as_secs_f64().floor() as u64,
-                tokens: 0,
-                elapsed_s: t.elapsed().as_secs_f64(),
-                power_w: None,
-            });
-        }
+        countdown(Duration::from_secs_f64(floor), cancel, progress)?;
         if let Some(w) = warmup {
             w.thermal_floor_wait_s = t.elapsed().as_secs_f64();
         }

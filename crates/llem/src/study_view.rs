@@ -21,6 +21,8 @@ pub struct StudyView {
     /// Seconds of pause between cells, for the ETA.
     gap_s: f64,
     phase: String,
+    /// Units of the cell's current phase (seconds for the idle phases).
+    phase_total: Option<u64>,
 }
 
 impl StudyView {
@@ -35,6 +37,7 @@ impl StudyView {
             cell: None,
             gap_s,
             phase: String::new(),
+            phase_total: None,
         }
     }
 
@@ -179,8 +182,13 @@ impl StudyView {
 
     fn cell_message(&mut self, entry: &ManifestEntry, message: &CellMessage) {
         match message {
-            CellMessage::Phase { phase, detail, .. } => {
+            CellMessage::Phase {
+                phase,
+                detail,
+                total,
+            } => {
                 self.phase.clone_from(phase);
+                self.phase_total = *total;
                 if let Some(b) = &self.cell {
                     b.set_message(format!("{phase}: {detail}"));
                 } else if !self.quiet && !self.tty {
@@ -194,13 +202,14 @@ impl StudyView {
                 power_w,
             } => {
                 if let Some(b) = &self.cell {
-                    let tps = if *elapsed_s > 0.0 {
-                        *tokens as f64 / elapsed_s
-                    } else {
-                        0.0
-                    };
-                    let w = power_w.map_or_else(|| "- W".into(), |w| format!("{w:.1} W"));
-                    b.set_message(format!("{}: {done} done, {tps:.1} tok/s, {w}", self.phase));
+                    b.set_message(advance_message(
+                        &self.phase,
+                        self.phase_total,
+                        *done,
+                        *tokens,
+                        *elapsed_s,
+                        *power_w,
+                    ));
                 }
             }
             CellMessage::Note { message } if !self.quiet => {
@@ -228,21 +237,73 @@ impl StudyView {
         if self.quiet {
             return;
         }
-        let why = match reason {
-            WaitReason::ExperimentGap => "experiment gap",
-            WaitReason::CycleGap => "cycle gap",
-            WaitReason::Cooldown => "circuit breaker cooldown",
-        };
-        let secs = if seconds < 10.0 {
-            format!("{seconds:.1} s")
-        } else {
-            format!("{seconds:.0} s")
-        };
         match &self.study {
-            Some(b) => b.set_message(format!("{why}: {secs}")),
-            None => eprintln!("llem: {why} {secs}"),
+            Some(b) => b.set_message(wait_message(reason, seconds, seconds)),
+            None => eprintln!("llem: {} {}", reason_words(reason), secs(seconds)),
         }
     }
+
+    /// A pause's countdown: only the live bar shows it (a log gets the pause once).
+    fn wait_left(&mut self, reason: WaitReason, left_s: f64, seconds: f64) {
+        if let (false, Some(b)) = (self.quiet, &self.study) {
+            b.set_message(wait_message(reason, left_s, seconds));
+        }
+    }
+}
+
+fn reason_words(reason: WaitReason) -> &'static str {
+    match reason {
+        WaitReason::ExperimentGap => "experiment gap",
+        WaitReason::CycleGap => "cycle gap",
+        WaitReason::Cooldown => "circuit breaker cooldown",
+    }
+}
+
+fn secs(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// The study bar's message during a pause: what it is for and how long is left of it.
+fn wait_message(reason: WaitReason, left_s: f64, seconds: f64) -> String {
+    if left_s >= seconds {
+        format!("{}: {}", reason_words(reason), secs(seconds))
+    } else {
+        format!(
+            "{}: {} left of {}",
+            reason_words(reason),
+            secs(left_s.max(0.0)),
+            secs(seconds)
+        )
+    }
+}
+
+/// The cell bar's message for progress within a phase: a countdown for the idle phases
+/// (counted in seconds), throughput and power for the others.
+fn advance_message(
+    phase: &str,
+    total: Option<u64>,
+    done: u64,
+    tokens: u64,
+    elapsed_s: f64,
+    power_w: Option<f64>,
+) -> String {
+    if let (true, Some(total)) = (matches!(phase, "baseline" | "thermal floor"), total) {
+        return format!(
+            "{phase}: {} s left of {total} s",
+            total.saturating_sub(done)
+        );
+    }
+    let tps = if elapsed_s > 0.0 {
+        tokens as f64 / elapsed_s
+    } else {
+        0.0
+    };
+    let w = power_w.map_or_else(|| "- W".into(), |w| format!("{w:.1} W"));
+    format!("{phase}: {done} done, {tps:.1} tok/s, {w}")
 }
 
 impl Observer for StudyView {
@@ -257,6 +318,11 @@ impl Observer for StudyView {
             StudyEvent::Cell { entry, message } => self.cell_message(entry, message),
             StudyEvent::CellFinished { entry, manifest } => self.cell_finished(entry, manifest),
             StudyEvent::Waiting { reason, seconds } => self.waiting(reason, seconds),
+            StudyEvent::WaitLeft {
+                reason,
+                left_s,
+                seconds,
+            } => self.wait_left(reason, left_s, seconds),
             StudyEvent::Note(n) => self.say(&format!("llem: {n}")),
         }
     }
@@ -345,4 +411,33 @@ pub fn summary_table_in(r: &StudyResult, width: usize) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_and_idle_phases_read_as_countdowns() {
+        assert_eq!(
+            wait_message(WaitReason::CycleGap, 300.0, 300.0),
+            "cycle gap: 300 s"
+        );
+        assert_eq!(
+            wait_message(WaitReason::ExperimentGap, 41.6, 60.0),
+            "experiment gap: 42 s left of 60 s"
+        );
+        assert_eq!(
+            advance_message("baseline", Some(30), 12, 0, 12.0, None),
+            "baseline: 18 s left of 30 s"
+        );
+        assert_eq!(
+            advance_message("thermal floor", Some(60), 61, 0, 61.0, None),
+            "thermal floor: 0 s left of 60 s"
+        );
+        assert_eq!(
+            advance_message("measure", Some(20), 4, 100, 2.0, Some(12.34)),
+            "measure: 4 done, 50.0 tok/s, 12.3 W"
+        );
+    }
 }

@@ -118,6 +118,15 @@ pub enum StudyEvent<'a> {
         /// How long, s.
         seconds: f64,
     },
+    /// A pause goes on: sent about once a second, for a countdown.
+    WaitLeft {
+        /// Why.
+        reason: WaitReason,
+        /// Seconds left.
+        left_s: f64,
+        /// The whole pause, s.
+        seconds: f64,
+    },
     /// Something to tell the user.
     Note(&'a str),
 }
@@ -198,23 +207,34 @@ fn halt_now(opts: &StudyOptions, deadline: Option<Instant>) -> Option<Halt> {
     None
 }
 
+/// Pauses `seconds`, counting down to `obs`; ends early when `halt` says so.
 fn pause(
     seconds: f64,
     reason: WaitReason,
-    opts: &StudyOptions,
-    deadline: Option<Instant>,
+    halt: &dyn Fn() -> Option<Halt>,
     obs: &mut dyn Observer,
 ) -> WaitEnd {
     if seconds <= 0.0 || !seconds.is_finite() {
         return WaitEnd::Done;
     }
     obs.event(StudyEvent::Waiting { reason, seconds });
-    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(seconds);
+    let mut told = 0;
     while Instant::now() < end {
-        if let Some(h) = halt_now(opts, deadline) {
+        if let Some(h) = halt() {
             return WaitEnd::Halt(h);
         }
         std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
+        let whole = start.elapsed().as_secs();
+        if whole > told {
+            told = whole;
+            obs.event(StudyEvent::WaitLeft {
+                reason,
+                left_s: (end - Instant::now().min(end)).as_secs_f64(),
+                seconds,
+            });
+        }
     }
     WaitEnd::Done
 }
@@ -281,7 +301,7 @@ impl<'a> StudyRun<'a> {
         } else {
             (self.gaps.1, WaitReason::CycleGap)
         };
-        pause(gap, reason, self.opts, self.deadline, obs)
+        pause(gap, reason, &|| halt_now(self.opts, self.deadline), obs)
     }
 
     /// After a failed cell: go on, stop, or cool down and probe.
@@ -320,8 +340,7 @@ impl<'a> StudyRun<'a> {
                 if let WaitEnd::Halt(h) = pause(
                     cooldown,
                     WaitReason::Cooldown,
-                    self.opts,
-                    self.deadline,
+                    &|| halt_now(self.opts, self.deadline),
                     obs,
                 ) {
                     return AfterFailure::Stop(h);
@@ -563,5 +582,54 @@ fn assemble(plan: &StudyPlan, dir: &Path, manifest: &mut Manifest) -> StudyResul
         summary: manifest.summary.clone(),
         skipped_experiments: artefacts::skipped_experiments(plan),
         statistics,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    /// Records the pause events it is sent.
+    #[derive(Default)]
+    struct Pauses(Vec<(f64, f64)>);
+
+    impl Observer for Pauses {
+        fn event(&mut self, e: StudyEvent<'_>) {
+            match e {
+                StudyEvent::Waiting { seconds, .. } => self.0.push((seconds, seconds)),
+                StudyEvent::WaitLeft {
+                    left_s, seconds, ..
+                } => self.0.push((left_s, seconds)),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn a_pause_counts_down_each_second_and_stops_when_halted() {
+        let mut obs = Pauses::default();
+        let t = Instant::now();
+        assert!(matches!(
+            pause(2.2, WaitReason::ExperimentGap, &|| None, &mut obs),
+            WaitEnd::Done
+        ));
+        assert!(t.elapsed() >= Duration::from_millis(2200));
+        // The start, then one tick per whole second passed: 2.2 s left, ~1.2, ~0.2.
+        let left: Vec<f64> = obs.0.iter().map(|p| p.0).collect();
+        assert_eq!(left.len(), 3, "{left:?}");
+        assert!(
+            (left[1] - 1.2).abs() < 0.15 && (left[2] - 0.2).abs() < 0.15,
+            "{left:?}"
+        );
+        assert!(obs.0.iter().all(|p| p.1 == 2.2));
+
+        let mut obs = Pauses::default();
+        let t = Instant::now();
+        assert!(matches!(
+            pause(60.0, WaitReason::CycleGap, &|| Some(Halt::User), &mut obs),
+            WaitEnd::Halt(Halt::User)
+        ));
+        assert!(t.elapsed() < Duration::from_secs(1));
     }
 }
