@@ -10,6 +10,7 @@ mod canonical;
 mod de;
 mod error;
 pub mod files;
+pub mod infer;
 mod load;
 pub mod model;
 pub mod order;

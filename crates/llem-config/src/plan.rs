@@ -91,6 +91,8 @@ pub struct PlannedConfig {
     pub label: String,
     /// Settings that will not act as written.
     pub warnings: Vec<String>,
+    /// Why the engine is what it is, when the configuration does not name one.
+    pub engine_inferred: Option<String>,
 }
 
 /// One run: a configuration in a cycle.
@@ -233,10 +235,20 @@ fn finish(
     }
     crate::aliases::normalize_keys(&mut tree, sources)?;
 
+    let mut engine_inferred = None;
     let engine = match tree.get_path(&["engine"]) {
-        None => Some(Engine::DEFAULT),
-        Some(n) if n.is_null() => Some(Engine::DEFAULT),
-        Some(n) => n.as_str().and_then(Engine::from_name),
+        Some(n) if !n.is_null() => n.as_str().and_then(Engine::from_name),
+        _ => {
+            let inferred = crate::infer::infer_engine(&tree);
+            let span = tree.get_path(&["model"]).map_or(tree.span, |n| n.span);
+            set(
+                &mut tree,
+                &["engine"],
+                &Node::plain(inferred.engine.as_str(), span),
+            );
+            engine_inferred = Some(inferred.reason);
+            Some(inferred.engine)
+        }
     };
     if let Some(e) = engine {
         for section in ["runners", "images"] {
@@ -301,6 +313,7 @@ fn finish(
         digest,
         label,
         warnings,
+        engine_inferred,
     })))
 }
 
@@ -873,6 +886,9 @@ struct RunView<'a> {
     config_index: usize,
     config_hash: String,
     engine: Engine,
+    /// Why the engine is what it is when the configuration does not name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine_inferred: Option<&'a str>,
     model: &'a str,
     label: &'a str,
     warnings: &'a [String],
@@ -914,6 +930,7 @@ impl Serialize for RunsView<'_> {
                 config_index: r.config,
                 config_hash: c.digest.short(),
                 engine: c.config.engine,
+                engine_inferred: c.engine_inferred.as_deref(),
                 model: &c.config.model,
                 label: &c.label,
                 warnings: &c.warnings,

@@ -9,6 +9,7 @@
 mod common;
 
 use common::{configs_json, plan_text};
+use llem_config::Engine;
 use serde_json::Value;
 
 fn engines(c: &[Value]) -> Vec<&str> {
@@ -125,15 +126,25 @@ fn unknown_engine_in_an_engine_axis() {
 }
 
 #[test]
-fn an_entry_inheriting_the_engine_keeps_shared_sections() {
-    // No engine anywhere: the default engine is llamacpp, and a shared transformers section
-    // is a mistake to report, not a setting to drop.
-    let e =
+fn an_entry_inheriting_no_engine_takes_the_one_shared_section() {
+    // No engine anywhere: the one engine section says which engine is meant, and the plan
+    // says so; with an explicit engine a foreign section stays a mistake to report.
+    let p =
         plan_text("model: m\ntransformers: {batch_size: 2}\nexperiments:\n  - dtype: float16\n")
-            .unwrap_err();
+            .unwrap();
+    assert_eq!(p.configs[0].config.engine, Engine::Transformers);
+    assert_eq!(
+        p.configs[0].engine_inferred.as_deref(),
+        Some("the configuration has a `transformers:` section")
+    );
+    let e = plan_text(
+        "model: m.gguf\nengine: llamacpp\ntransformers: {batch_size: 2}\nexperiments:\n  - dtype: float16\n",
+    )
+    .unwrap_err();
     assert!(
         e.diagnostics[0]
             .message
-            .contains("`transformers:` section given but `engine` is `llamacpp`")
+            .contains("`transformers:` section given but `engine` is `llamacpp`"),
+        "{e}"
     );
 }

@@ -63,13 +63,13 @@ fn unknown_key_suggests_the_nearest_valid_key() {
     );
 
     // Inside an engine section, and in a sweep path.
-    let e = err("model: m\nengine: vllm\nvllm:\n  engine:\n    gpu_mem_utilization: 0.5\n");
+    let e = err("model: m.gguf\nengine: vllm\nvllm:\n  engine:\n    gpu_mem_utilization: 0.5\n");
     assert_eq!(
         e.diagnostics[0].help.as_deref(),
         Some("did you mean `gpu_memory_utilization`?")
     );
     assert_eq!(at(&e), (5, 5));
-    let e = err("model: m\nengine: vllm\nsweep:\n  vllm.engine.blok_size: [8, 16]\n");
+    let e = err("model: m.gguf\nengine: vllm\nsweep:\n  vllm.engine.blok_size: [8, 16]\n");
     assert_eq!(e.diagnostics[0].kind, ErrorKind::UnknownKey);
     assert_eq!(
         e.diagnostics[0].help.as_deref(),
@@ -108,7 +108,7 @@ fn wrong_type_names_the_field_and_what_was_expected() {
     );
 
     // A type error in one sweep value points at that value.
-    let e = err("model: m\nsweep:\n  dataset.n_prompts: [10, twenty]\n");
+    let e = err("model: m.gguf\nsweep:\n  dataset.n_prompts: [10, twenty]\n");
     assert_eq!(at(&e), (3, 27));
 }
 
@@ -128,14 +128,14 @@ fn out_of_range_values_give_the_bound() {
         e.diagnostics[0].message,
         "`baseline.duration_seconds` must be at least 5 (got 2)"
     );
-    let e = err("model: m\nengine: vllm\nvllm: {engine: {block_size: 12}}\n");
+    let e = err("model: m.gguf\nengine: vllm\nvllm: {engine: {block_size: 12}}\n");
     assert_eq!(
         e.diagnostics[0].message,
         "`vllm.engine.block_size` must be one of 8, 16, 32 (got 12)"
     );
-    let e = err("model: m\nengine: vllm\nvllm: {engine: {gpu_memory_utilization: 0}}\n");
+    let e = err("model: m.gguf\nengine: vllm\nvllm: {engine: {gpu_memory_utilization: 0}}\n");
     assert!(e.diagnostics[0].message.contains("greater than 0"));
-    let e = err("model: m\nstudy_execution: {n_cycles: 0}\nsweep: {dtype: [float16]}\n");
+    let e = err("model: m.gguf\nstudy_execution: {n_cycles: 0}\nsweep: {dtype: [float16]}\n");
     assert!(
         e.diagnostics[0].message.contains("n_cycles"),
         "{}",
@@ -147,65 +147,68 @@ fn out_of_range_values_give_the_bound() {
 fn cross_field_rules() {
     let cases = [
         (
-            "model: m\nengine: transformers\ntransformers: {torch_compile_mode: max-autotune}\n",
+            "model: m.gguf\nengine: transformers\ntransformers: {torch_compile_mode: max-autotune}\n",
             "needs `transformers.torch_compile: true`",
         ),
         (
-            "model: m\nengine: transformers\ntransformers: {num_beams: 4}\n",
+            "model: m.gguf\nengine: transformers\ntransformers: {num_beams: 4}\n",
             "needs greedy decoding",
         ),
         (
-            "model: m\nengine: transformers\ntransformers: {load_in_4bit: true, load_in_8bit: true}\n",
+            "model: m.gguf\nengine: transformers\ntransformers: {load_in_4bit: true, load_in_8bit: true}\n",
             "exclusive",
         ),
         (
-            "model: m\nengine: transformers\ntransformers: {prompt_lookup_num_tokens: 3, batch_size: 4}\n",
+            "model: m.gguf\nengine: transformers\ntransformers: {prompt_lookup_num_tokens: 3, batch_size: 4}\n",
             "decodes one request at a time",
         ),
         (
-            "model: m\nengine: transformers\ntransformers: {bnb_4bit_quant_type: nf4}\n",
+            "model: m.gguf\nengine: transformers\ntransformers: {bnb_4bit_quant_type: nf4}\n",
             "needs `transformers.load_in_4bit: true`",
         ),
         (
-            "model: m\nengine: llamacpp\nvllm: {engine: {max_num_seqs: 8}}\n",
+            "model: m.gguf\nengine: llamacpp\nvllm: {engine: {max_num_seqs: 8}}\n",
             "`vllm:` section given but `engine` is `llamacpp`",
         ),
         (
-            "model: m\nengine: vllm\ndtype: float32\nvllm: {engine: {quantization: fp8}}\n",
+            "model: m.gguf\nengine: vllm\ndtype: float32\nvllm: {engine: {quantization: fp8}}\n",
             "needs dtype float16 or bfloat16",
         ),
         (
-            "model: m\nengine: transformers\ntraffic: {arrival: poisson, rate_qps: 2}\n",
+            "model: m.gguf\nengine: transformers\ntraffic: {arrival: poisson, rate_qps: 2}\n",
             "applies to serving engines",
         ),
         (
-            "model: m\ntraffic: {arrival: poisson, rate_qps: 2}\n",
+            "model: m.gguf\ntraffic: {arrival: poisson, rate_qps: 2}\n",
             "needs llama.cpp as a server",
         ),
         (
-            "model: m\nengine: vllm\ntraffic: {arrival: poisson}\n",
+            "model: m.gguf\nengine: vllm\ntraffic: {arrival: poisson}\n",
             "needs `traffic.rate_qps`",
         ),
-        ("model: m\nengine: openai\n", "needs the server's URL"),
+        ("model: m.gguf\nengine: openai\n", "needs the server's URL"),
         (
-            "model: m\nengine: vllm\nrunners: {vllm: embedded}\n",
+            "model: m.gguf\nengine: vllm\nrunners: {vllm: embedded}\n",
             "cannot run as `embedded`",
         ),
         (
-            "model: m\nmeasurement: {methodology: windowed}\n",
+            "model: m.gguf\nmeasurement: {methodology: windowed}\n",
             "needs `measurement.window",
         ),
-        ("model: m\nlora: {merge_weights: true}\n", "exactly one of"),
         (
-            "model: m\npassthrough_kwargs: {model: x}\n",
+            "model: m.gguf\nlora: {merge_weights: true}\n",
+            "exactly one of",
+        ),
+        (
+            "model: m.gguf\npassthrough_kwargs: {model: x}\n",
             "collides with the top-level field",
         ),
         (
-            "model: m\nllamacpp: {batch_size: 8, n_ctx: 1024}\n",
+            "model: m.gguf\nllamacpp: {batch_size: 8, n_ctx: 1024}\n",
             "cannot hold batch_size 8",
         ),
         (
-            "model: m\nmax_output_tokens: 10\ndecoder: {min_new_tokens: 20}\n",
+            "model: m.gguf\nmax_output_tokens: 10\ndecoder: {min_new_tokens: 20}\n",
             "exceeds `max_output_tokens`",
         ),
     ];
@@ -217,7 +220,8 @@ fn cross_field_rules() {
         assert!(d.location.is_some(), "{text}");
     }
     // Points at the offending key.
-    let e = err("model: m\nengine: transformers\ntransformers:\n  torch_compile_mode: default\n");
+    let e =
+        err("model: m.gguf\nengine: transformers\ntransformers:\n  torch_compile_mode: default\n");
     assert_eq!(at(&e), (4, 23));
 }
 
@@ -311,7 +315,7 @@ fn special_and_foreign_files_are_refused_without_echo_or_hang() {
     ];
     for (line, want) in cases {
         let e = f
-            .plan("study.yaml", &format!("{line}\nmodel: m\n"))
+            .plan("study.yaml", &format!("{line}\nmodel: m.gguf\n"))
             .unwrap_err();
         let text = e.to_string();
         let d = &e.diagnostics[0];
@@ -330,7 +334,7 @@ fn special_and_foreign_files_are_refused_without_echo_or_hang() {
 fn non_utf8_files_are_located() {
     let f = Files::new();
     let p = f.dir.path().join("latin1.yaml");
-    std::fs::write(&p, b"model: m\nname: caf\xe9\n").unwrap();
+    std::fs::write(&p, b"model: m.gguf\nname: caf\xe9\n").unwrap();
     let e = common::plan_path(&p).unwrap_err();
     let d = &e.diagnostics[0];
     assert_eq!(d.kind, ErrorKind::Syntax);
@@ -348,7 +352,7 @@ fn base_strips_study_only_keys() {
     let f = Files::new();
     f.write(
         "base.yaml",
-        "model: m\nengine: transformers\nname: ignored\nrunners: {transformers: docker}\nsweep: {dtype: [float32, float16, bfloat16]}\n",
+        "model: m.gguf\nengine: transformers\nname: ignored\nrunners: {transformers: docker}\nsweep: {dtype: [float32, float16, bfloat16]}\n",
     );
     let p = f
         .plan(
@@ -382,17 +386,17 @@ fn group_name_colliding_with_an_axis() {
 
 #[test]
 fn sweep_grammar_errors() {
-    let e = err("model: m\nsweep:\n  dtype: []\n");
+    let e = err("model: m.gguf\nsweep:\n  dtype: []\n");
     assert!(e.diagnostics[0].message.contains("has no values"));
-    let e = err("model: m\nsweep:\n  mixed: [{dtype: float16}, 3]\n");
+    let e = err("model: m.gguf\nsweep:\n  mixed: [{dtype: float16}, 3]\n");
     assert!(
         e.diagnostics[0]
             .message
             .contains("mixes mappings and plain values")
     );
-    let e = err("model: m\nsweep:\n  dtype: {a: 1}\n");
+    let e = err("model: m.gguf\nsweep:\n  dtype: {a: 1}\n");
     assert!(e.diagnostics[0].message.contains("is a mapping"));
-    let e = err("model: m\nsweep:\n  model.name: [a]\n");
+    let e = err("model: m.gguf\nsweep:\n  model.name: [a]\n");
     assert!(
         e.diagnostics[0]
             .message
@@ -400,9 +404,10 @@ fn sweep_grammar_errors() {
         "{}",
         e.diagnostics[0].message
     );
-    let e = err("model: m\nsweep:\n  pytorch.batch_size: [1]\n  transformers.batch_size: [2]\n");
+    let e =
+        err("model: m.gguf\nsweep:\n  pytorch.batch_size: [1]\n  transformers.batch_size: [2]\n");
     assert!(e.diagnostics[0].message.contains("sweep the same field"));
-    let e = err("model: m\nexperiments: {model: x}\n");
+    let e = err("model: m.gguf\nexperiments: {model: x}\n");
     assert!(e.diagnostics[0].message.contains("takes a list"));
 }
 
@@ -421,7 +426,7 @@ fn yaml_syntax_errors_are_located() {
 #[test]
 fn invalid_grid_points_are_skipped_with_reasons() {
     let p = plan_text(
-        "model: m\nengine: vllm\nsweep:\n  dtype: [float32, float16]\n  vllm.engine.quantization: [fp8, awq]\n",
+        "model: m.gguf\nengine: vllm\nsweep:\n  dtype: [float32, float16]\n  vllm.engine.quantization: [fp8, awq]\n",
     )
     .unwrap();
     assert_eq!(p.configs.len(), 3);
@@ -444,7 +449,7 @@ fn invalid_grid_points_are_skipped_with_reasons() {
 
 #[test]
 fn all_points_invalid_is_an_error() {
-    let e = err("model: m\nengine: transformers\nsweep:\n  transformers.num_beams: [2, 4]\n");
+    let e = err("model: m.gguf\nengine: transformers\nsweep:\n  transformers.num_beams: [2, 4]\n");
     assert!(
         e.diagnostics[0].message.contains("all 2 configurations"),
         "{}",
@@ -461,7 +466,7 @@ fn all_points_invalid_is_an_error() {
 #[test]
 fn both_alias_spellings_is_an_error() {
     let e = err(
-        "model: m\nengine: transformers\npytorch: {batch_size: 1}\ntransformers: {batch_size: 2}\n",
+        "model: m.gguf\nengine: transformers\npytorch: {batch_size: 1}\ntransformers: {batch_size: 2}\n",
     );
     assert!(e.diagnostics[0].message.contains("same key"));
 }
@@ -469,7 +474,7 @@ fn both_alias_spellings_is_an_error() {
 #[test]
 fn very_deep_sweep_paths_are_refused() {
     let key = vec!["a"; 40].join(".");
-    let e = err(&format!("model: m\nsweep:\n  {key}: [1]\n"));
+    let e = err(&format!("model: m.gguf\nsweep:\n  {key}: [1]\n"));
     assert!(e.diagnostics[0].message.contains("more than 16 segments"));
 }
 
@@ -483,7 +488,7 @@ mod no_panics {
         #[test]
         fn arbitrary_yaml_never_panics(
             text in proptest::string::string_regex(
-                "(model: m\n)?((sweep|dataset|decoder|engine|experiments|base|_extends|transformers|vllm|llamacpp|runners|study_execution|n_prompts|dtype|[a-z.]{1,12})(: |:\n  |: \\[|: \\{|: - |\n- )[a-z0-9.:{}\\[\\], \\-&*<\"'!]{0,24}\n){0,8}"
+                "(model: m.gguf\n)?((sweep|dataset|decoder|engine|experiments|base|_extends|transformers|vllm|llamacpp|runners|study_execution|n_prompts|dtype|[a-z.]{1,12})(: |:\n  |: \\[|: \\{|: - |\n- )[a-z0-9.:{}\\[\\], \\-&*<\"'!]{0,24}\n){0,8}"
             ).unwrap()
         ) {
             let _ = super::common::plan_text(&text);
@@ -497,22 +502,22 @@ mod no_panics {
 fn traffic_schedules_past_thirty_days_are_refused() {
     let cases = [
         (
-            "model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-300}\n",
+            "model: m.gguf\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-300}\n",
             "traffic.rate_qps: 1e-300` spreads 100 requests",
             3,
         ),
         (
-            "model: m\nengine: vllm\ntraffic: {arrival: constant, rate_qps: 1.0e-30, n_requests: 5}\n",
+            "model: m.gguf\nengine: vllm\ntraffic: {arrival: constant, rate_qps: 1.0e-30, n_requests: 5}\n",
             "spreads 5 requests",
             3,
         ),
         (
-            "model: m\nengine: vllm\ntraffic: {arrival: gamma, rate_qps: 2, burstiness: 1.0e300}\n",
+            "model: m.gguf\nengine: vllm\ntraffic: {arrival: gamma, rate_qps: 2, burstiness: 1.0e300}\n",
             "`traffic.burstiness` is 1e300",
             3,
         ),
         (
-            "model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 2, duration_seconds: 1.0e19}\n",
+            "model: m.gguf\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 2, duration_seconds: 1.0e19}\n",
             "`traffic.duration_seconds` is 1e19 s",
             3,
         ),
@@ -520,11 +525,12 @@ fn traffic_schedules_past_thirty_days_are_refused() {
     refused_at(&cases);
     // A low rate with a duration that stops it, and an ordinary rate, plan.
     assert!(
-        plan_text("model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-6, duration_seconds: 60}\n")
+        plan_text("model: m.gguf\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 1.0e-6, duration_seconds: 60}\n")
             .is_ok()
     );
     assert!(
-        plan_text("model: m\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 0.5}\n").is_ok()
+        plan_text("model: m.gguf\nengine: vllm\ntraffic: {arrival: poisson, rate_qps: 0.5}\n")
+            .is_ok()
     );
 }
 
@@ -534,27 +540,27 @@ fn traffic_schedules_past_thirty_days_are_refused() {
 fn durations_have_upper_bounds() {
     let cases = [
         (
-            "model: m\nwarmup: {thermal_floor_seconds: 1.0e19}\n",
+            "model: m.gguf\nwarmup: {thermal_floor_seconds: 1.0e19}\n",
             "`warmup.thermal_floor_seconds` must be at most 3600 (got 1e19)",
         ),
         (
-            "model: m\nstudy_execution: {experiment_gap_seconds: 1.0e300}\nsweep: {dtype: [float16]}\n",
+            "model: m.gguf\nstudy_execution: {experiment_gap_seconds: 1.0e300}\nsweep: {dtype: [float16]}\n",
             "study_execution: `experiment_gap_seconds` must be at most 86400 (got 1e",
         ),
         (
-            "model: m\nstudy_execution: {cycle_gap_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "model: m.gguf\nstudy_execution: {cycle_gap_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
             "study_execution: `cycle_gap_seconds` must be at most 86400 (got 1e",
         ),
         (
-            "model: m\nstudy_execution: {circuit_breaker_cooldown_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "model: m.gguf\nstudy_execution: {circuit_breaker_cooldown_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
             "study_execution: `circuit_breaker_cooldown_seconds` must be at most 86400 (got 1e",
         ),
         (
-            "model: m\nstudy_execution: {wall_clock_timeout_hours: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "model: m.gguf\nstudy_execution: {wall_clock_timeout_hours: 1.0e19}\nsweep: {dtype: [float16]}\n",
             "study_execution: `wall_clock_timeout_hours` must be at most 8760 (got 1e",
         ),
         (
-            "model: m\nstudy_execution: {experiment_timeout_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
+            "model: m.gguf\nstudy_execution: {experiment_timeout_seconds: 1.0e19}\nsweep: {dtype: [float16]}\n",
             "study_execution: `experiment_timeout_seconds` must be at most 2592000 (got 1e",
         ),
     ];
@@ -574,8 +580,10 @@ fn durations_have_upper_bounds() {
 #[test]
 fn plans_past_the_caps_are_refused_before_allocating() {
     let t = std::time::Instant::now();
-    let e = err("name: s\nmodel: m\nsweep: {dtype: [float16, float32]}\n\
-                 study_execution: {n_cycles: 4294967295}\n");
+    let e = err(
+        "name: s\nmodel: m.gguf\nsweep: {dtype: [float16, float32]}\n\
+                 study_execution: {n_cycles: 4294967295}\n",
+    );
     let d = &e.diagnostics[0];
     assert!(
         d.message
@@ -587,7 +595,7 @@ fn plans_past_the_caps_are_refused_before_allocating() {
     assert_eq!(at(&e), (4, 29));
 
     let e = err(
-        "model: m\nengine: openai\nrunners: {openai: \"external:http://h\"}\n\
+        "model: m.gguf\nengine: openai\nrunners: {openai: \"external:http://h\"}\n\
                  traffic: {n_requests: 4294967295}\n",
     );
     assert!(
@@ -595,7 +603,7 @@ fn plans_past_the_caps_are_refused_before_allocating() {
         "{e}"
     );
     let e = err(
-        "model: m\nengine: openai\nrunners: {openai: \"external:http://h\"}\n\
+        "model: m.gguf\nengine: openai\nrunners: {openai: \"external:http://h\"}\n\
                  traffic: {arrival: poisson, rate_qps: 1e6, duration_seconds: 86400}\n",
     );
     assert!(
@@ -610,7 +618,7 @@ fn plans_past_the_caps_are_refused_before_allocating() {
         .collect::<Vec<_>>()
         .join(", ");
     let e = err(&format!(
-        "name: s\nmodel: m\nsweep:\n  random_seed: [{axis}]\n  max_output_tokens: [{axis}]\n  \
+        "name: s\nmodel: m.gguf\nsweep:\n  random_seed: [{axis}]\n  max_output_tokens: [{axis}]\n  \
          max_input_tokens: [{axis}]\n"
     ));
     assert!(
@@ -650,10 +658,12 @@ fn lora_is_refused_where_it_cannot_be_applied() {
     for ok in [
         format!("model: m.gguf\nengine: llamacpp\nlora: {{adapter_path: {a}, scale: 0.5}}\n"),
         format!(
-            "model: m\nengine: transformers\nlora: {{adapter_path: {a}, merge_weights: true}}\n"
+            "model: m.gguf\nengine: transformers\nlora: {{adapter_path: {a}, merge_weights: true}}\n"
         ),
-        "model: m\nengine: transformers\nlora: {adapter_id: acme/adapter}\n".to_string(),
-        format!("model: m\nengine: vllm\nrunners: {{vllm: local}}\nlora: {{adapter_path: {a}}}\n"),
+        "model: m.gguf\nengine: transformers\nlora: {adapter_id: acme/adapter}\n".to_string(),
+        format!(
+            "model: m.gguf\nengine: vllm\nrunners: {{vllm: local}}\nlora: {{adapter_path: {a}}}\n"
+        ),
     ] {
         assert!(plan_text(&ok).is_ok(), "{ok}: {:?}", plan_text(&ok).err());
     }
@@ -666,19 +676,19 @@ fn lora_is_refused_where_it_cannot_be_applied() {
         ),
         (
             format!(
-                "model: m\nengine: vllm\nrunners: {{vllm: local}}\nlora:\n  adapter_path: {a}\n  scale: 0.5\n"
+                "model: m.gguf\nengine: vllm\nrunners: {{vllm: local}}\nlora:\n  adapter_path: {a}\n  scale: 0.5\n"
             ),
             (6, 10),
             "full strength only",
         ),
         (
-            format!("model: m\nengine: sglang\nlora:\n  adapter_path: {a}\n"),
+            format!("model: m.gguf\nengine: sglang\nlora:\n  adapter_path: {a}\n"),
             (4, 3),
             "does not apply LoRA adapters on sglang",
         ),
         (
             format!(
-                "model: m\nengine: openai\nrunners: {{openai: \"external:http://127.0.0.1:1/v1\"}}\nlora:\n  adapter_path: {a}\n"
+                "model: m.gguf\nengine: openai\nrunners: {{openai: \"external:http://127.0.0.1:1/v1\"}}\nlora:\n  adapter_path: {a}\n"
             ),
             (5, 3),
             "server llem did not start",
@@ -713,7 +723,7 @@ fn vllm_fields_gone_from_the_live_cli_are_refused() {
             6,
         ),
     ] {
-        let e = err(&format!("model: m\nengine: vllm\n{yaml}"));
+        let e = err(&format!("model: m.gguf\nengine: vllm\n{yaml}"));
         let d = &e.diagnostics[0];
         assert!(
             d.message.contains(field) && d.message.contains("vLLM 0.32"),
@@ -724,7 +734,7 @@ fn vllm_fields_gone_from_the_live_cli_are_refused() {
     }
     assert!(
         plan_text(
-            "model: m\nengine: vllm\nvllm:\n  engine:\n    attention: {backend: FLASH_ATTN}\n"
+            "model: m.gguf\nengine: vllm\nvllm:\n  engine:\n    attention: {backend: FLASH_ATTN}\n"
         )
         .is_ok()
     );
@@ -739,39 +749,39 @@ fn methodology_windows_is_refused_where_it_cannot_measure() {
             3,
         ),
         (
-            "model: m\nengine: vllm\nmeasurement: {methodology: windows}\n",
+            "model: m.gguf\nengine: vllm\nmeasurement: {methodology: windows}\n",
             "`methodology: windows` needs `traffic:`",
             3,
         ),
         (
-            "model: m\nengine: vllm\nmeasurement: {methodology: windows}\ntraffic: {arrival: constant, rate_qps: 2, n_requests: 40}\n",
+            "model: m.gguf\nengine: vllm\nmeasurement: {methodology: windows}\ntraffic: {arrival: constant, rate_qps: 2, n_requests: 40}\n",
             "sends traffic for a time, not a count",
             4,
         ),
         (
-            "model: m\nengine: vllm\nmeasurement: {methodology: windows, windows: {n_windows: 3, window_seconds: 60}}\ntraffic: {arrival: constant, rate_qps: 2, duration_seconds: 100}\n",
+            "model: m.gguf\nengine: vllm\nmeasurement: {methodology: windows, windows: {n_windows: 3, window_seconds: 60}}\ntraffic: {arrival: constant, rate_qps: 2, duration_seconds: 100}\n",
             "ends before the windows do: the ramp and 3 windows of 60 s need 210 s",
             4,
         ),
         (
-            "model: m\nengine: vllm\nmeasurement: {methodology: windows}\ntraffic: {max_concurrency: null}\n",
+            "model: m.gguf\nengine: vllm\nmeasurement: {methodology: windows}\ntraffic: {max_concurrency: null}\n",
             "`traffic.arrival: all_at_once` for a duration sends requests without pause",
             4,
         ),
         (
-            "model: m\nengine: vllm\nmeasurement: {methodology: total, windows: {n_windows: 3}}\ntraffic: {arrival: constant, rate_qps: 2}\n",
+            "model: m.gguf\nengine: vllm\nmeasurement: {methodology: total, windows: {n_windows: 3}}\ntraffic: {arrival: constant, rate_qps: 2}\n",
             "`measurement.windows` applies to `methodology: windows`",
             3,
         ),
         (
-            "model: m\nengine: vllm\nmeasurement: {methodology: windows, windows: {n_windows: 1}}\ntraffic: {arrival: constant, rate_qps: 2}\n",
+            "model: m.gguf\nengine: vllm\nmeasurement: {methodology: windows, windows: {n_windows: 1}}\ntraffic: {arrival: constant, rate_qps: 2}\n",
             "n_windows",
             3,
         ),
     ];
     refused_at(&cases);
     // A rate for the windows' span plans; the duration is the windows'.
-    let ok = "model: m\nengine: vllm\nmeasurement: {methodology: windows}\n\
+    let ok = "model: m.gguf\nengine: vllm\nmeasurement: {methodology: windows}\n\
               traffic: {arrival: poisson, rate_qps: 4}\n";
     let plan = plan_text(ok).unwrap_or_else(|e| panic!("{e}"));
     let cfg = &plan.configs[0].config;
@@ -806,7 +816,7 @@ fn a_warmup_gate_needs_warmup_and_an_energy_sampler() {
 #[test]
 fn rate_levels_in_place_are_one_configuration_each() {
     let plan = plan_text(
-        "model: m\nengine: vllm\ntraffic: {arrival: constant, rate_qps: [1, 2.5, 4]}\n\
+        "model: m.gguf\nengine: vllm\ntraffic: {arrival: constant, rate_qps: [1, 2.5, 4]}\n\
          measurement: {methodology: windows}\n",
     )
     .unwrap_or_else(|e| panic!("{e}"));
@@ -819,7 +829,7 @@ fn rate_levels_in_place_are_one_configuration_each() {
     assert_eq!(rates, [Some(1.0), Some(2.5), Some(4.0)]);
     // Given twice is an error at the list.
     let e = err(
-        "model: m\nengine: vllm\ntraffic: {arrival: constant, rate_qps: [1, 2]}\n\
+        "model: m.gguf\nengine: vllm\ntraffic: {arrival: constant, rate_qps: [1, 2]}\n\
          sweep: {traffic.rate_qps: [4, 8]}\n",
     );
     assert!(e.to_string().contains("rate levels are given twice"), "{e}");

@@ -26,49 +26,49 @@ fn golden_hash_is_stable_across_machines_and_releases() {
 
 #[test]
 fn environment_fields_and_labels_do_not_change_the_hash() {
-    let base = hash("model: m\nengine: vllm\n");
+    let base = hash("model: m.gguf\nengine: vllm\n");
     assert_eq!(
         base,
         hash(
-            "model: m\nengine: vllm\nname: label\noutput_dir: /x\nrunners: {vllm: docker}\nimages: {vllm: img:1}\ngpu_telemetry: false\n"
+            "model: m.gguf\nengine: vllm\nname: label\noutput_dir: /x\nrunners: {vllm: docker}\nimages: {vllm: img:1}\ngpu_telemetry: false\n"
         )
     );
-    assert_ne!(base, hash("model: m\nengine: vllm\ndtype: float16\n"));
+    assert_ne!(base, hash("model: m.gguf\nengine: vllm\ndtype: float16\n"));
     assert_ne!(
         base,
-        hash("model: m\nengine: vllm\nmeasurement: {latency_profiling: true}\n")
+        hash("model: m.gguf\nengine: vllm\nmeasurement: {latency_profiling: true}\n")
     );
 }
 
 #[test]
 fn explicit_defaults_and_presets_hash_like_their_values() {
     assert_eq!(
-        hash("model: m\n"),
+        hash("model: m.gguf\n"),
         hash(
-            "model: m\nengine: llamacpp\nrandom_seed: 42\nmax_output_tokens: 256\nllamacpp: {batch_size: 1}\n"
+            "model: m.gguf\nengine: llamacpp\nrandom_seed: 42\nmax_output_tokens: 256\nllamacpp: {batch_size: 1}\n"
         )
     );
     assert_eq!(
-        hash("model: m\ndecoder: {preset: deterministic}\n"),
-        hash("model: m\ndecoder: {temperature: 0, do_sample: false}\n")
+        hash("model: m.gguf\ndecoder: {preset: deterministic}\n"),
+        hash("model: m.gguf\ndecoder: {temperature: 0, do_sample: false}\n")
     );
     assert_eq!(
-        hash("model: m\nengine: vllm\nvllm: {engine: {}}\n"),
-        hash("model: m\nengine: vllm\n")
+        hash("model: m.gguf\nengine: vllm\nvllm: {engine: {}}\n"),
+        hash("model: m.gguf\nengine: vllm\n")
     );
     assert_eq!(
-        hash("model: m\npassthrough_kwargs: {a: 1.0}\n"),
-        hash("model: m\npassthrough_kwargs: {a: 1}\n")
+        hash("model: m.gguf\npassthrough_kwargs: {a: 1.0}\n"),
+        hash("model: m.gguf\npassthrough_kwargs: {a: 1}\n")
     );
     assert_ne!(
-        hash("model: m\nmax_output_tokens: null\n"),
-        hash("model: m\n")
+        hash("model: m.gguf\nmax_output_tokens: null\n"),
+        hash("model: m.gguf\n")
     );
 }
 
 #[test]
 fn equivalent_configurations_run_once_unless_no_dedup() {
-    let text = "model: m\nsweep:\n  decoding:\n    - decoder.preset: deterministic\n    - {decoder.temperature: 0.0, decoder.do_sample: false}\n    - decoder.preset: creative\n";
+    let text = "model: m.gguf\nsweep:\n  decoding:\n    - decoder.preset: deterministic\n    - {decoder.temperature: 0.0, decoder.do_sample: false}\n    - decoder.preset: creative\n";
     let p = plan_text(text).unwrap();
     assert_eq!(p.configs.len(), 2);
     assert_eq!(p.duplicates.len(), 1);
@@ -86,11 +86,11 @@ fn equivalent_configurations_run_once_unless_no_dedup() {
 #[test]
 fn anchors_do_not_change_the_hash() {
     assert_eq!(
-        hash("model: m\ndataset: &d {n_prompts: 7, source: sharegpt}\n"),
-        hash("model: m\ndataset: {source: sharegpt, n_prompts: 7}\n")
+        hash("model: m.gguf\ndataset: &d {n_prompts: 7, source: sharegpt}\n"),
+        hash("model: m.gguf\ndataset: {source: sharegpt, n_prompts: 7}\n")
     );
     assert_eq!(
-        hash("model: m\ndecoder: &dec {top_k: 5}\nmeasurement: {latency_profiling: false}\n"),
-        hash("model: m\ndecoder: {top_k: 5}\n")
+        hash("model: m.gguf\ndecoder: &dec {top_k: 5}\nmeasurement: {latency_profiling: false}\n"),
+        hash("model: m.gguf\ndecoder: {top_k: 5}\n")
     );
 }

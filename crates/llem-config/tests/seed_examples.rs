@@ -9,7 +9,7 @@
 mod common;
 
 use common::{configs_json, examples, plan_path};
-use llem_config::{Engine, ExperimentOrder};
+use llem_config::ExperimentOrder;
 use serde_json::{Value, json};
 
 fn plan(name: &str) -> llem_config::StudyPlan {
@@ -53,6 +53,30 @@ fn counts_match_the_seed() {
             "{file}: duplicates {:?}",
             p.duplicates
         );
+    }
+}
+
+/// The seed has no llama.cpp engine: its files that omit `engine:` mean transformers, and
+/// every one of them (all 18) plans onto the engines it names or implies.
+#[test]
+fn every_seed_example_plans_onto_the_seed_engines() {
+    let mut files: Vec<_> = std::fs::read_dir(examples().join("seed"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 18);
+    for f in &files {
+        let p = plan_path(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        for c in &p.configs {
+            let engine = c.config.engine.as_str();
+            assert!(
+                ["transformers", "vllm", "tensorrt"].contains(&engine),
+                "{}: {} runs on {engine}",
+                f.display(),
+                c.label
+            );
+        }
     }
 }
 
@@ -146,8 +170,14 @@ fn mixed_study_puts_sweep_points_first() {
     let c = configs_json(&p);
     assert_eq!(c[0]["dtype"], "float16");
     assert_eq!(c[1]["dtype"], "bfloat16");
-    // Without `engine:` the sweep points use the default engine.
-    assert_eq!(c[0]["engine"], Engine::DEFAULT.as_str());
+    // Without `engine:` the sweep points take the engine from the model, as the seed means:
+    // `gpt2` is a Hugging Face id, so transformers, and the plan says why.
+    assert_eq!(c[0]["engine"], "transformers");
+    assert_eq!(
+        p.configs[0].engine_inferred.as_deref(),
+        Some("`gpt2` is a Hugging Face model id, not a GGUF file")
+    );
+    assert_eq!(p.configs[2].engine_inferred, None);
     assert_eq!(c[2]["engine"], "transformers");
     assert_eq!(c[2]["dtype"], "float32");
     assert_eq!(c[2]["transformers"]["load_in_4bit"], true);

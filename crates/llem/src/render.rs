@@ -47,6 +47,29 @@ fn table_of(out: &mut String, header: &[&str], n: usize, row: &dyn Fn(usize) -> 
     }
 }
 
+/// One line per distinct engine the plan chose for configurations that name none, with why
+/// (at most three, then how many more).
+fn inferred_engines(plan: &StudyPlan) -> Vec<String> {
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for c in &plan.configs {
+        if let Some(why) = c.engine_inferred.as_deref() {
+            let pair = (c.config.engine.as_str(), why);
+            if !seen.contains(&pair) {
+                seen.push(pair);
+            }
+        }
+    }
+    let mut lines: Vec<String> = seen
+        .iter()
+        .take(3)
+        .map(|(e, why)| format!("{e}, inferred: {why} (no `engine:` given)"))
+        .collect();
+    if seen.len() > 3 {
+        lines.push(format!("... and {} more inferred engines", seen.len() - 3));
+    }
+    lines
+}
+
 /// The header: name, hash, counts, order, pacing.
 pub fn plan_summary(plan: &StudyPlan) -> String {
     let mut out = String::new();
@@ -83,6 +106,9 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
             fmt_num(e.experiment_gap_seconds),
             fmt_num(e.cycle_gap_seconds)
         );
+    }
+    for line in inferred_engines(plan) {
+        let _ = writeln!(out, "  engine             {line}");
     }
     let breaker = match e.max_consecutive_failures {
         0 => "circuit breaker off".to_string(),

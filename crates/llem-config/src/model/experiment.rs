@@ -47,8 +47,9 @@ pub struct ExperimentConfig {
     pub name: Option<String>,
     /// Hugging Face model id, local model directory, or GGUF file (llamacpp).
     pub model: String,
-    /// Inference engine: llamacpp (default), transformers (or pytorch), vllm, tensorrt,
-    /// sglang, tgi, openai.
+    /// Inference engine: llamacpp, transformers (or pytorch), vllm, tensorrt, sglang, tgi,
+    /// openai. Omitted: the one engine section given, else llamacpp for a `.gguf` model and
+    /// transformers for a Hugging Face id or directory (the plan says which and why).
     #[serde(default)]
     pub engine: Engine,
     /// Prompts.
