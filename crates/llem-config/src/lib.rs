@@ -19,6 +19,7 @@ pub mod redact;
 pub mod reference;
 pub mod rng;
 mod rules;
+pub mod schedule;
 pub mod schema;
 pub mod source;
 mod sweep;

@@ -26,7 +26,14 @@ use crate::user_config::{Env, UserConfig, UserSettings};
 use crate::yaml::{Map, Node, deep_merge};
 
 /// Keys that belong to a study file rather than to its experiments.
-pub const STUDY_KEYS: &[&str] = &["sweep", "experiments", "study_execution", "base", "name"];
+pub const STUDY_KEYS: &[&str] = &[
+    "sweep",
+    "experiments",
+    "study_execution",
+    "base",
+    "name",
+    "schedule",
+];
 
 /// Keys stripped from a `base:` file (seed 003), plus `images` which is environment like
 /// `runners`.
@@ -36,6 +43,7 @@ const BASE_STRIPPED: &[&str] = &[
     "study_execution",
     "base",
     "name",
+    "schedule",
     "runners",
     "images",
 ];
@@ -157,6 +165,8 @@ pub struct StudyPlan {
     pub duplicates: Vec<Duplicate>,
     /// Plan-level warnings (each configuration's warnings summarised).
     pub warnings: Vec<String>,
+    /// The file's enabled `schedule:` block: the study is to run again and again.
+    pub schedule: Option<crate::schedule::ScheduleSpec>,
 }
 
 impl StudyPlan {
@@ -482,7 +492,7 @@ fn with_base(
     if let Some(m) = fixed.as_map_mut() {
         let drop: &[&str] = match kind {
             PlanKind::Study => STUDY_KEYS,
-            PlanKind::Experiment => &["study_execution", "base"],
+            PlanKind::Experiment => &["study_execution", "base", "schedule"],
         };
         for k in drop {
             m.remove(k);
@@ -803,6 +813,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         PlanKind::Experiment
     };
     let exec_yaml = execution_block(&root_map, &sources)?;
+    let schedule = crate::schedule::from_root(&root_map, &sources)?;
     let fixed = with_base(&root, &root_map, kind, &dir, &mut sources)?;
     let cli = CliNodes::new(&req.overrides, &mut sources);
     let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
@@ -876,6 +887,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         skipped: finished.skipped,
         duplicates: finished.duplicates,
         warnings,
+        schedule,
     })
 }
 
@@ -913,6 +925,8 @@ struct PlanView<'a> {
     skipped: &'a [SkippedPoint],
     duplicates: &'a [Duplicate],
     warnings: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule: Option<&'a crate::schedule::ScheduleSpec>,
 }
 
 /// The runs, each serialised as it is written (a plan's JSON can be hundreds of MB; its
@@ -960,6 +974,7 @@ impl Serialize for StudyPlan {
             skipped: &self.skipped,
             duplicates: &self.duplicates,
             warnings: &self.warnings,
+            schedule: self.schedule.as_ref(),
         }
         .serialize(s)
     }

@@ -1,88 +1,106 @@
-//! `llem schedule`: when the next run starts, for `--every 6h` or `--at 02:00` (local time).
+//! `llem schedule`: when the next run starts, for an interval, times of day (local time), or
+//! both (the first run at a time of day, then at the interval), on chosen weekdays, within a
+//! total duration.
 
 use jiff::civil::Time;
 use jiff::{SignedDuration, Timestamp, Zoned};
+use llem_config::schedule::{ScheduleSpec, TimeOfDay};
 
-/// When runs start.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Schedule {
-    /// A fixed interval from the start of the previous run.
-    Every(std::time::Duration),
-    /// Each day at these local times.
-    At(Vec<Time>),
+/// The jiff time of a [`TimeOfDay`].
+pub fn civil(t: TimeOfDay) -> Time {
+    Time::new(t.hour, t.minute, t.second, 0).unwrap_or(Time::midnight())
 }
 
-/// Parses `HH:MM` or `HH:MM:SS` (24-hour clock).
-pub fn parse_time_of_day(s: &str) -> Result<Time, String> {
-    let t = s.trim();
-    let parts: Vec<&str> = t.split(':').collect();
-    let num = |p: Option<&&str>, max: i8, what: &str| -> Result<i8, String> {
-        let p = p.ok_or_else(|| format!("`{s}`: expected HH:MM (24-hour clock), e.g. 02:00"))?;
-        let v: i8 = p
-            .parse()
-            .map_err(|_| format!("`{s}`: {what} `{p}` is not a number (expected HH:MM)"))?;
-        if !(0..=max).contains(&v) {
-            return Err(format!("`{s}`: {what} must be 0-{max}"));
-        }
-        Ok(v)
-    };
-    if !(2..=3).contains(&parts.len()) {
-        return Err(format!("`{s}`: expected HH:MM (24-hour clock), e.g. 02:00"));
-    }
-    let h = num(parts.first(), 23, "hour")?;
-    let m = num(parts.get(1), 59, "minute")?;
-    let sec = if parts.len() == 3 {
-        num(parts.get(2), 59, "second")?
+/// True when runs may start on the day of `z`.
+fn allowed(spec: &ScheduleSpec, z: &Zoned) -> bool {
+    spec.days.is_empty()
+        || spec
+            .days
+            .contains(&(z.weekday().to_monday_zero_offset() as u8))
+}
+
+/// The first start strictly after `now` at one of `times` (midnight when there are none), on
+/// an allowed day, in `now`'s time zone (a time that a DST change skips moves to the next
+/// valid instant, as jiff's compatible disambiguation does).
+fn next_at(spec: &ScheduleSpec, now: &Zoned, times: &[Time]) -> Option<Zoned> {
+    let midnight = [Time::midnight()];
+    let times = if times.is_empty() {
+        &midnight[..]
     } else {
-        0
+        times
     };
-    Time::new(h, m, sec, 0).map_err(|e| format!("`{s}`: {e}"))
-}
-
-/// The first start strictly after `now` for `--at` times, in `now`'s time zone (a time that a
-/// DST change skips moves to the next valid instant, as jiff's compatible disambiguation does).
-pub fn next_at(now: &Zoned, times: &[Time]) -> Option<Zoned> {
-    let mut best: Option<Zoned> = None;
-    for day in 0..=2 {
+    // Eight days: every weekday is reached, whatever the day filter.
+    for day in 0..=8 {
         let date = now.date().checked_add(jiff::Span::new().days(day)).ok()?;
+        let mut best: Option<Zoned> = None;
         for t in times {
             let Ok(z) = date.to_datetime(*t).to_zoned(now.time_zone().clone()) else {
                 continue;
             };
             if z.timestamp() > now.timestamp()
+                && allowed(spec, &z)
                 && best.as_ref().is_none_or(|b| z.timestamp() < b.timestamp())
             {
                 best = Some(z);
             }
         }
         if best.is_some() {
-            break;
+            return best;
         }
     }
-    best
+    None
 }
 
-/// When the run after one that started at `last_start` begins, seen at `now`.
+/// What comes after a run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    /// The next run starts then.
+    At(Zoned),
+    /// The total duration is spent: no more runs.
+    Over,
+}
+
+/// When the run after one that started at `last_start` begins, seen at `now`, for a schedule
+/// that began at `began`.
 pub fn next_start(
-    schedule: &Schedule,
+    spec: &ScheduleSpec,
     last_start: Option<Timestamp>,
+    began: Timestamp,
     now: &Zoned,
-) -> Option<Zoned> {
-    match schedule {
-        Schedule::Every(d) => {
-            let Some(last) = last_start else {
-                return Some(now.clone());
-            };
-            let step = SignedDuration::try_from(*d).ok()?;
-            let mut next = last.checked_add(step).ok()?;
+) -> Option<Next> {
+    let times: Vec<Time> = spec.at.iter().copied().map(civil).collect();
+    let candidate = match (last_start, spec.interval) {
+        (Some(last), Some(every)) => {
+            let step = SignedDuration::try_from(every).ok()?;
             // A run longer than the interval: start the next at once, not a burst of catch-ups.
-            if next < now.timestamp() {
-                next = now.timestamp();
+            let next = last.checked_add(step).ok()?.max(now.timestamp());
+            let z = next.to_zoned(now.time_zone().clone());
+            if allowed(spec, &z) {
+                z
+            } else {
+                let day_before = z.checked_sub(jiff::Span::new().nanoseconds(1)).ok()?;
+                next_at(spec, &day_before, &times)?
             }
-            Some(next.to_zoned(now.time_zone().clone()))
         }
-        Schedule::At(times) => next_at(now, times),
+        (None, _) if !times.is_empty() => next_at(spec, now, &times)?,
+        (Some(_), None) => next_at(spec, now, &times)?,
+        (None, None) | (None, Some(_)) => {
+            if allowed(spec, now) {
+                now.clone()
+            } else {
+                next_at(spec, now, &[])?
+            }
+        }
+    };
+    if let Some(total) = spec.total_duration {
+        let end = began
+            .checked_add(SignedDuration::try_from(total).ok()?)
+            .ok()?;
+        if candidate.timestamp() >= end {
+            return Some(Next::Over);
+        }
     }
+    Some(Next::At(candidate))
 }
 
 #[cfg(test)]
@@ -90,63 +108,117 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use jiff::tz::TimeZone;
+    use llem_config::schedule::parse_time_of_day;
+    use std::time::Duration;
 
     fn at(s: &str) -> Zoned {
         let ts: Timestamp = s.parse().unwrap();
         ts.to_zoned(TimeZone::UTC)
     }
 
-    #[test]
-    fn times_of_day_parse_or_say_why_not() {
-        assert_eq!(
-            parse_time_of_day("02:00").unwrap(),
-            Time::new(2, 0, 0, 0).unwrap()
-        );
-        assert_eq!(
-            parse_time_of_day("23:59:30").unwrap(),
-            Time::new(23, 59, 30, 0).unwrap()
-        );
-        assert!(
-            parse_time_of_day("24:00")
-                .unwrap_err()
-                .contains("hour must be 0-23")
-        );
-        assert!(parse_time_of_day("2pm").unwrap_err().contains("HH:MM"));
-        assert!(parse_time_of_day("02:xx").unwrap_err().contains("minute"));
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn times(t: &[&str]) -> Vec<TimeOfDay> {
+        t.iter().map(|s| parse_time_of_day(s).unwrap()).collect()
+    }
+
+    fn next(spec: &ScheduleSpec, last: Option<&str>, now: &str) -> String {
+        match next_start(spec, last.map(ts), ts("2026-11-20T00:00:00Z"), &at(now)).unwrap() {
+            Next::At(z) => z.timestamp().to_string(),
+            Next::Over => "over".into(),
+        }
     }
 
     #[test]
     fn at_picks_the_next_time_today_or_tomorrow() {
-        let times = vec![
-            parse_time_of_day("02:00").unwrap(),
-            parse_time_of_day("14:00").unwrap(),
-        ];
-        let n = next_at(&at("2026-11-21T10:00:00Z"), &times).unwrap();
-        assert_eq!(n.timestamp().to_string(), "2026-11-21T14:00:00Z");
-        let n = next_at(&at("2026-11-21T14:00:00Z"), &times).unwrap();
-        assert_eq!(n.timestamp().to_string(), "2026-11-22T02:00:00Z");
+        let s = ScheduleSpec {
+            at: times(&["02:00", "14:00"]),
+            ..ScheduleSpec::default()
+        };
+        assert_eq!(
+            next(&s, None, "2026-11-21T10:00:00Z"),
+            "2026-11-21T14:00:00Z"
+        );
+        assert_eq!(
+            next(&s, Some("2026-11-21T14:00:00Z"), "2026-11-21T14:00:00Z"),
+            "2026-11-22T02:00:00Z"
+        );
     }
 
     #[test]
     fn every_counts_from_the_last_start_and_never_bursts() {
-        let s = Schedule::Every(std::time::Duration::from_secs(6 * 3600));
-        let now = at("2026-11-21T10:00:00Z");
+        let s = ScheduleSpec {
+            interval: Some(Duration::from_secs(6 * 3600)),
+            ..ScheduleSpec::default()
+        };
+        let now = "2026-11-21T10:00:00Z";
+        assert_eq!(next(&s, None, now), now);
         assert_eq!(
-            next_start(&s, None, &now).unwrap().timestamp(),
-            now.timestamp()
-        );
-        let last: Timestamp = "2026-11-21T08:00:00Z".parse().unwrap();
-        assert_eq!(
-            next_start(&s, Some(last), &now)
-                .unwrap()
-                .timestamp()
-                .to_string(),
+            next(&s, Some("2026-11-21T08:00:00Z"), now),
             "2026-11-21T14:00:00Z"
         );
-        let long_ago: Timestamp = "2026-11-20T00:00:00Z".parse().unwrap();
+        assert_eq!(next(&s, Some("2026-11-20T00:00:00Z"), now), now);
+    }
+
+    #[test]
+    fn at_and_every_together_start_at_the_time_then_follow_the_interval() {
+        let s = ScheduleSpec {
+            interval: Some(Duration::from_secs(6 * 3600)),
+            at: times(&["02:00"]),
+            ..ScheduleSpec::default()
+        };
         assert_eq!(
-            next_start(&s, Some(long_ago), &now).unwrap().timestamp(),
-            now.timestamp()
+            next(&s, None, "2026-11-21T10:00:00Z"),
+            "2026-11-22T02:00:00Z"
+        );
+        assert_eq!(
+            next(&s, Some("2026-11-22T02:00:00Z"), "2026-11-22T03:00:00Z"),
+            "2026-11-22T08:00:00Z"
+        );
+    }
+
+    #[test]
+    fn days_skip_to_the_next_allowed_day_and_the_total_ends_it() {
+        // 2026-11-21 is a Saturday.
+        let weekdays = ScheduleSpec {
+            at: times(&["09:00"]),
+            days: vec![0, 1, 2, 3, 4],
+            ..ScheduleSpec::default()
+        };
+        assert_eq!(
+            next(&weekdays, None, "2026-11-21T10:00:00Z"),
+            "2026-11-23T09:00:00Z"
+        );
+        // An interval that lands on a weekend moves to Monday's first minute.
+        let every = ScheduleSpec {
+            interval: Some(Duration::from_secs(12 * 3600)),
+            days: vec![0, 1, 2, 3, 4],
+            ..ScheduleSpec::default()
+        };
+        assert_eq!(
+            next(&every, Some("2026-11-20T18:00:00Z"), "2026-11-20T19:00:00Z"),
+            "2026-11-23T00:00:00Z"
+        );
+        // Started on a Saturday with no time of day: waits for Monday.
+        assert_eq!(
+            next(&every, None, "2026-11-21T10:00:00Z"),
+            "2026-11-23T00:00:00Z"
+        );
+        // The schedule began 2026-11-20T00:00Z; 2 days in all.
+        let total = ScheduleSpec {
+            interval: Some(Duration::from_secs(24 * 3600)),
+            total_duration: Some(Duration::from_secs(2 * 86_400)),
+            ..ScheduleSpec::default()
+        };
+        assert_eq!(
+            next(&total, Some("2026-11-21T00:00:00Z"), "2026-11-21T01:00:00Z"),
+            "over"
+        );
+        assert_eq!(
+            next(&total, Some("2026-11-20T00:00:00Z"), "2026-11-20T01:00:00Z"),
+            "2026-11-21T00:00:00Z"
         );
     }
 }

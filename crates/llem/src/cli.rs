@@ -71,15 +71,23 @@ pub struct CellArgs {
 
 /// `llem schedule`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("when").required(true).args(["every", "at"])))]
 pub struct ScheduleArgs {
-    /// Start a run this long after the previous one started (e.g. 6h, 30m, 1d).
+    /// Start a run this long after the previous one started (e.g. 6h, 30m, 1d); with `--at`,
+    /// the first run waits for that time of day.
     #[arg(long, value_parser = parse_duration)]
     pub every: Option<std::time::Duration>,
     /// Start a run every day at this local time (HH:MM, 24-hour); repeat for several times.
-    #[arg(long, value_parser = llem_study::schedule::parse_time_of_day)]
-    pub at: Vec<jiff::civil::Time>,
-    /// Stop after this many runs (default: until Ctrl-C).
+    #[arg(long, value_parser = parse_time_of_day)]
+    pub at: Vec<llem_config::schedule::TimeOfDay>,
+    /// Only start runs on these days: mon,...,sun, weekdays, weekends (comma-separated).
+    #[arg(long, value_delimiter = ',', value_parser = parse_day)]
+    pub days: Vec<Vec<u8>>,
+    /// Start no run once this long has passed since the schedule began (e.g. 7d; at most a
+    /// year).
+    #[arg(long, value_parser = parse_total_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Stop after this many runs (default: until Ctrl-C, `--duration` or the file's
+    /// `schedule.total_duration`).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: Option<u32>,
     /// The study, and how to run it.
@@ -119,43 +127,22 @@ pub struct MeasureArgs {
     pub command: Vec<String>,
 }
 
-/// The longest duration a flag takes (`--interval`, `--baseline`, `--every`), s: 30 days.
-const MAX_FLAG_SECONDS: f64 = 30.0 * 86_400.0;
-
-/// Parses `100ms`, `10ms`, `0.5s`, `1s`, `250us`, or a bare number of milliseconds.
+/// Parses `100ms`, `10ms`, `0.5s`, `1s`, `250us`, `6h`, `1d`, or a bare number of
+/// milliseconds; at most 30 days (`--interval`, `--baseline`, `--every`).
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix("us") {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else if let Some(n) = t.strip_suffix('d') {
-        (n, 86_400.0)
-    } else {
-        (t, 1e-3)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 100ms, 0.5s, 2m, 6h, 1d)"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("`{s}` must be a positive duration"));
-    }
-    let seconds = v * scale;
-    if seconds > MAX_FLAG_SECONDS {
-        return Err(format!("`{s}` is longer than 30 days"));
-    }
-    // A positive value that rounds to no time at all would be a zero interval (a busy loop).
-    if seconds < 1e-6 {
-        return Err(format!("`{s}` is shorter than a microsecond"));
-    }
-    Ok(std::time::Duration::from_secs_f64(seconds))
+    llem_config::schedule::parse_duration(s, llem_config::schedule::MAX_DURATION_S)
+}
+
+fn parse_total_duration(s: &str) -> Result<std::time::Duration, String> {
+    llem_config::schedule::parse_duration(s, llem_config::schedule::MAX_TOTAL_S)
+}
+
+fn parse_time_of_day(s: &str) -> Result<llem_config::schedule::TimeOfDay, String> {
+    llem_config::schedule::parse_time_of_day(s)
+}
+
+fn parse_day(s: &str) -> Result<Vec<u8>, String> {
+    llem_config::schedule::parse_days(&[s])
 }
 
 /// `llem run`.
@@ -482,7 +469,7 @@ mod fuzz {
                 if let Ok(d) = parse_duration(&s) {
                     assert!(
                         d >= std::time::Duration::from_micros(1)
-                            && d.as_secs_f64() <= MAX_FLAG_SECONDS,
+                            && d.as_secs_f64() <= llem_config::schedule::MAX_DURATION_S,
                         "{s} -> {d:?}"
                     );
                 }

@@ -629,3 +629,43 @@ fn the_dry_run_estimates_the_study_duration() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// `llem schedule` needs to be told when: flags or an enabled block; a bad block is located.
+#[test]
+fn schedule_says_when_it_is_not_told_when() {
+    let h = Home::new();
+    let f = h.write("s.yaml", "model: x.gguf\n");
+    let o = h.llem(&["schedule", f.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("say when to run: --every, --at"),
+        "{}",
+        stderr(&o)
+    );
+    let f = h.write(
+        "t.yaml",
+        "model: x.gguf\nschedule:\n  enabled: true\n  at: \"09:00\"\n  days: [mon, fryday]\n",
+    );
+    let o = h.llem(&["schedule", f.to_str().unwrap(), "--dry-run"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("t.yaml:5:") && err.contains("did you mean `friday`?"),
+        "{err}"
+    );
+    let o = h.llem(
+        &[
+            "schedule",
+            f.to_str().unwrap(),
+            "--dry-run",
+            "--days",
+            "sat",
+        ],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "the file is checked whatever the flags say"
+    );
+}

@@ -670,3 +670,41 @@ fn schedule_every_runs_a_new_study_each_time() {
         assert_eq!(manifest(&d).status, StudyStatus::Completed);
     }
 }
+
+/// A file's enabled `schedule:` block (the Python llem's daemon mode) is honoured by `llem run`:
+/// it runs the study again at the interval until the total duration is spent, then says so.
+#[test]
+fn a_schedule_block_in_the_file_runs_until_its_total_duration() {
+    let _serial = serial();
+    let sb = Sandbox::new();
+    let yaml = sb.yaml(
+        "s.yaml",
+        &study_yaml(
+            "sched",
+            2,
+            4,
+            "study_execution: {n_cycles: 1}\n\
+             schedule: {enabled: true, interval: 1s, total_duration: 3s}\n",
+        ),
+    );
+    let out = sb.results();
+    let o = sb
+        .cmd(&["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("llem: schedule every 1s, for 3s"), "{err}");
+    let dirs = sb.study_dirs();
+    assert!(
+        err.contains(&format!(
+            "schedule over (its total duration is spent) after {} runs",
+            dirs.len()
+        )),
+        "{err}"
+    );
+    assert!(!dirs.is_empty());
+    for d in dirs {
+        assert_eq!(manifest(&d).status, StudyStatus::Completed);
+    }
+}

@@ -28,14 +28,23 @@ pub fn run(args: &RunArgs) -> i32 {
         Ok(p) => p,
         Err(e) => return config_error(&e, args.json),
     };
+    if let (false, Some(spec)) = (args.dry_run, &plan.schedule) {
+        // The file asks to run again and again (the Python llem's daemon mode).
+        return super::schedule::run_loop(spec, args, None);
+    }
     if !args.dry_run {
         return super::execute::execute(&plan, args);
     }
+    print_plan(&plan, args)
+}
+
+/// Prints the plan (`--dry-run`), with the schedule it would run on.
+pub fn print_plan(plan: &llem_config::StudyPlan, args: &RunArgs) -> i32 {
     let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
     // Streamed: the JSON of a 100 000-cell plan is a few hundred MB, never held whole.
     // A closed pipe (`llem run ... | head`) is not an error worth reporting.
     if args.json {
-        if let Err(e) = serde_json::to_writer_pretty(&mut stdout, &plan) {
+        if let Err(e) = serde_json::to_writer_pretty(&mut stdout, plan) {
             if !e.is_io() {
                 eprintln!("llem: cannot serialise the plan: {e}");
                 return exit::FAILURE;
@@ -44,7 +53,10 @@ pub fn run(args: &RunArgs) -> i32 {
         }
         let _ = stdout.write_all(b"\n");
     } else {
-        let _ = stdout.write_all(render::plan(&plan).as_bytes());
+        let _ = stdout.write_all(render::plan(plan).as_bytes());
+        if let Some(s) = &plan.schedule {
+            let _ = writeln!(stdout, "\nSchedule\n  {}", s.describe());
+        }
     }
     let _ = stdout.flush();
     exit::OK

@@ -1,38 +1,110 @@
-//! `llem schedule`: run a study at intervals or times of day, each run a new study directory,
-//! in the foreground until Ctrl-C (or `--runs N`).
+//! `llem schedule` (and `llem run` on a file with an enabled `schedule:` block): run a study
+//! at intervals or times of day, each run a new study directory, in the foreground until
+//! Ctrl-C, `--runs N` or the schedule's total duration.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::{Timestamp, Zoned};
-use llem_config::{Env, Overrides, PlanRequest};
+use llem_config::schedule::ScheduleSpec;
+use llem_config::{Env, Overrides, PlanRequest, StudyPlan};
 use llem_study::ResumeFrom;
-use llem_study::schedule::{Schedule, next_start};
+use llem_study::schedule::{Next, next_start};
 
-use crate::cli::ScheduleArgs;
+use crate::cli::{RunArgs, ScheduleArgs};
 use crate::exit;
 
 /// Runs `llem schedule`; returns the exit code.
 pub fn run(args: &ScheduleArgs) -> i32 {
-    let schedule = match args.every {
-        Some(d) => Schedule::Every(d),
-        None => Schedule::At(args.at.clone()),
-    };
-    if args.run.resume || args.run.resume_dir.is_some() || args.run.dry_run {
+    if args.run.resume || args.run.resume_dir.is_some() {
         eprintln!(
-            "llem: schedule starts a new study each time; --resume, --resume-dir and --dry-run do not apply"
+            "llem: schedule starts a new study each time; --resume and --resume-dir do not apply"
         );
         return exit::CONFIG;
     }
+    // Planned once up front: a broken file fails now, not at the first start hours later.
+    let mut plan = match plan(&args.run) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let Some(spec) = spec(args, plan.schedule.as_ref()) else {
+        eprintln!(
+            "llem: say when to run: --every, --at, or an enabled `schedule:` block in the file \
+             (schedule: {{enabled: true, interval: 6h}})"
+        );
+        return exit::CONFIG;
+    };
+    if args.run.dry_run {
+        plan.schedule = Some(spec);
+        return super::run::print_plan(&plan, &args.run);
+    }
+    run_loop(&spec, &args.run, args.runs)
+}
+
+/// The schedule: the file's block, with each field the flags give replacing it (`--every`
+/// and `--at` together replace both of the block's `interval` and `at`).
+fn spec(args: &ScheduleArgs, block: Option<&ScheduleSpec>) -> Option<ScheduleSpec> {
+    let mut s = block.cloned().unwrap_or_default();
+    if args.every.is_some() || !args.at.is_empty() {
+        s.interval = args.every;
+        s.at.clone_from(&args.at);
+        if block.is_none() {
+            // Flags alone run until stopped, as before; the file's block keeps its 24 h.
+            s.total_duration = None;
+        }
+    }
+    if !args.days.is_empty() {
+        s.days = args.days.iter().flatten().copied().collect();
+        s.days.sort_unstable();
+        s.days.dedup();
+    }
+    if args.duration.is_some() {
+        s.total_duration = args.duration;
+    }
+    (s.interval.is_some() || !s.at.is_empty()).then_some(s)
+}
+
+fn plan(args: &RunArgs) -> Result<StudyPlan, i32> {
+    let env = Env::from_process();
+    let request = PlanRequest {
+        config: args.config.as_deref(),
+        overrides: Overrides {
+            model: args.model.clone(),
+            engine: args.engine,
+            n_prompts: args.n_prompts,
+            output_dir: args.output.clone(),
+            cycles: args.cycles,
+            order: args.order,
+        },
+        dedup: !args.no_dedup,
+        env: &env,
+    };
+    llem_config::plan(&request).map_err(|e| {
+        eprint!("{e}");
+        exit::CONFIG
+    })
+}
+
+/// Runs the study whenever `spec` says, until Ctrl-C, `max_runs` or the total duration.
+pub fn run_loop(spec: &ScheduleSpec, args: &RunArgs, max_runs: Option<u32>) -> i32 {
+    eprintln!("llem: schedule {}", spec.describe());
     let interrupts = super::study::interrupt_counter();
+    let began = Timestamp::now();
     let mut last_start: Option<Timestamp> = None;
     let mut done = 0u32;
     let mut worst = exit::OK;
     loop {
         let now = Zoned::now();
-        let Some(next) = next_start(&schedule, last_start, &now) else {
-            eprintln!("llem: cannot compute the next start time");
-            return exit::FAILURE;
+        let next = match next_start(spec, last_start, began, &now) {
+            Some(Next::At(z)) => z,
+            Some(Next::Over) => {
+                eprintln!("llem: schedule over (its total duration is spent) after {done} runs");
+                return worst;
+            }
+            None => {
+                eprintln!("llem: cannot compute the next start time");
+                return exit::FAILURE;
+            }
         };
         if next.timestamp() > now.timestamp() {
             eprintln!(
@@ -50,29 +122,12 @@ pub fn run(args: &ScheduleArgs) -> i32 {
         }
         last_start = Some(Timestamp::now());
         // Planned afresh each time: the file may have been edited between runs.
-        let env = Env::from_process();
-        let request = PlanRequest {
-            config: args.run.config.as_deref(),
-            overrides: Overrides {
-                model: args.run.model.clone(),
-                engine: args.run.engine,
-                n_prompts: args.run.n_prompts,
-                output_dir: args.run.output.clone(),
-                cycles: args.run.cycles,
-                order: args.run.order,
-            },
-            dedup: !args.run.no_dedup,
-            env: &env,
-        };
-        let code = match llem_config::plan(&request) {
+        let code = match plan(args) {
             Ok(mut plan) => {
-                super::study::apply_overrides(&mut plan, &args.run);
-                super::study::run_study(&plan, &args.run, ResumeFrom::New)
+                super::study::apply_overrides(&mut plan, args);
+                super::study::run_study(&plan, args, ResumeFrom::New)
             }
-            Err(e) => {
-                eprint!("{e}");
-                exit::CONFIG
-            }
+            Err(code) => code,
         };
         done += 1;
         if code == exit::INTERRUPTED || interrupts.load(Ordering::SeqCst) > 0 {
@@ -82,7 +137,7 @@ pub fn run(args: &ScheduleArgs) -> i32 {
         if code != exit::OK {
             worst = code;
         }
-        if args.runs.is_some_and(|n| done >= n) {
+        if max_runs.is_some_and(|n| done >= n) {
             return worst;
         }
     }
