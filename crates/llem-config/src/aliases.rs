@@ -68,9 +68,79 @@ pub const KEY_ALIASES: &[KeyAlias] = &[
     },
 ];
 
+/// Top-level keys accepted only as another spelling: seed 001's `output:` block of an
+/// experiment (`save_timeseries`, `results_dir`).
+pub const ROOT_ALIAS_KEYS: &[&str] = &["output"];
+
+/// The seed's `output:` block, rewritten onto llem's own keys: `output.save_timeseries` is
+/// `gpu_telemetry`, `output.results_dir` is `output_dir`.
+const OUTPUT_KEYS: [(&str, &str); 2] = [
+    ("save_timeseries", "gpu_telemetry"),
+    ("results_dir", "output_dir"),
+];
+
+fn normalize_output_block(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagnostic> {
+    let Some(root) = tree.as_map() else {
+        return Ok(());
+    };
+    let Some(block) = root.entry("output") else {
+        return Ok(());
+    };
+    let mut moved = Vec::new();
+    if !block.value.is_null() {
+        let Some(map) = block.value.as_map() else {
+            return Err(Diagnostic::new(
+                ErrorKind::Type,
+                format!(
+                    "`output` must be a mapping (save_timeseries, results_dir), found {}",
+                    block.value.describe()
+                ),
+            )
+            .at(sources.location(block.value.span)));
+        };
+        for e in &map.entries {
+            let Some((_, canonical)) = OUTPUT_KEYS.iter().find(|(k, _)| *k == &*e.key) else {
+                let mut d = Diagnostic::new(
+                    ErrorKind::UnknownKey,
+                    format!(
+                        "unknown key `output.{}`: an experiment's `output:` takes save_timeseries and results_dir",
+                        e.key
+                    ),
+                )
+                .at(sources.location(e.key_span));
+                if let Some(c) =
+                    crate::error::did_you_mean(&e.key, OUTPUT_KEYS.iter().map(|(k, _)| *k))
+                {
+                    d = d.with_help(format!("did you mean `{c}`?"));
+                }
+                return Err(d);
+            };
+            if root.contains(canonical) {
+                return Err(Diagnostic::new(
+                    ErrorKind::Type,
+                    format!(
+                        "`output.{}` and `{canonical}` are the same setting; give only one",
+                        e.key
+                    ),
+                )
+                .at(sources.location(e.key_span)));
+            }
+            moved.push((*canonical, e.key_span, e.value.clone()));
+        }
+    }
+    if let Some(m) = tree.as_map_mut() {
+        m.remove("output");
+        for (key, span, value) in moved {
+            m.insert(key, span, value);
+        }
+    }
+    Ok(())
+}
+
 /// Rewrites alias keys of an experiment tree to their canonical spelling, in place.
 /// Both spellings in one mapping is an error.
 pub fn normalize_keys(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagnostic> {
+    normalize_output_block(tree, sources)?;
     for a in KEY_ALIASES {
         // Look first, write only when needed: trees share structure across grid points.
         let needs = tree

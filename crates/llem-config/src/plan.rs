@@ -333,7 +333,10 @@ fn check_root_keys(root: &Node, sources: &SourceMap) -> Result<(), ConfigError> 
     };
     for e in &map.entries {
         let k = &*e.key;
-        if ExperimentConfig::KEYS.contains(&k) || STUDY_KEYS.contains(&k) {
+        if ExperimentConfig::KEYS.contains(&k)
+            || STUDY_KEYS.contains(&k)
+            || crate::aliases::ROOT_ALIAS_KEYS.contains(&k)
+        {
             continue;
         }
         let candidates = ExperimentConfig::KEYS

@@ -467,6 +467,10 @@ impl Telemetry {
                 let g32 = |v: &Vec<f32>| v.get(i).copied().and_then(f);
                 c.t_s.push(s.t_s.get(i).copied().unwrap_or(f64::NAN));
                 c.domain.push(s.domain.name.clone());
+                c.gpu_idx.push(
+                    (s.domain.kind == DomainKind::Gpu)
+                        .then(|| i32::try_from(s.domain.index).unwrap_or(i32::MAX)),
+                );
                 c.device_index
                     .push(i32::try_from(s.domain.index).unwrap_or(i32::MAX));
                 c.power_w.push(s.power_w.get(i).copied().and_then(opt));

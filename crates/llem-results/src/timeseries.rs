@@ -1,9 +1,13 @@
 //! `timeseries.parquet`: one row per telemetry sample per energy domain.
 //!
-//! Columns: `t_s` (seconds since the experiment start), `domain` (`gpu0`, `package-0`,
-//! `dram-0`), `device_index`, `power_w`, `energy_j` (cumulative since the start of the
-//! recording), `temperature_c`, `memory_used_mib`, `memory_total_mib`, `sm_clock_mhz`,
-//! `sm_util_pct`, `mem_util_pct`, `throttle_reasons` (NVML bitmask). Missing values are null.
+//! Columns: `t` (seconds since the experiment start), `domain` (`gpu0`, `package-0`,
+//! `dram-0`), `gpu_idx` (the GPU index of GPU rows, null for the others), `device_index` (GPU
+//! or package index), `power_w`, `energy_j` (cumulative since the start of the recording),
+//! `temperature_c`, `memory_used_mib`, `memory_total_mib`, `sm_clock_mhz`, `sm_util_pct`,
+//! `mem_util_pct`, `throttle_reasons` (NVML bitmask). Missing values are null. `t`, `gpu_idx`,
+//! `power_w`, `temperature_c`, `memory_used_mib` and `sm_clock_mhz` are seed 001's names, so a
+//! notebook written for the Python llem's sidecar reads this one; files written before the
+//! rename (`t_s`, no `gpu_idx`) are still read.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +27,8 @@ pub struct TimeseriesColumns {
     pub t_s: Vec<f64>,
     /// Energy domain name.
     pub domain: Vec<String>,
+    /// GPU index for GPU domains, `None` for CPU and DRAM domains (seed 001's `gpu_idx`).
+    pub gpu_idx: Vec<Option<i32>>,
     /// Device index within the domain kind (GPU index, CPU package index).
     pub device_index: Vec<i32>,
     /// Power in watts.
@@ -59,8 +65,9 @@ impl TimeseriesColumns {
     fn schema() -> Schema {
         let f = |name: &str, t: DataType, nullable: bool| Field::new(name, t, nullable);
         Schema::new(vec![
-            f("t_s", DataType::Float64, false),
+            f("t", DataType::Float64, false),
             f("domain", DataType::Utf8, false),
+            f("gpu_idx", DataType::Int32, true),
             f("device_index", DataType::Int32, false),
             f("power_w", DataType::Float64, true),
             f("energy_j", DataType::Float64, true),
@@ -78,6 +85,7 @@ impl TimeseriesColumns {
         let n = self.len();
         let lens = [
             self.domain.len(),
+            self.gpu_idx.len(),
             self.device_index.len(),
             self.power_w.len(),
             self.energy_j.len(),
@@ -96,6 +104,7 @@ impl TimeseriesColumns {
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Float64Array::from(self.t_s.clone())),
             Arc::new(StringArray::from_iter_values(self.domain.iter())),
+            Arc::new(Int32Array::from(self.gpu_idx.clone())),
             Arc::new(Int32Array::from(self.device_index.clone())),
             f64s(&self.power_w),
             f64s(&self.energy_j),
@@ -133,8 +142,18 @@ pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
     let mut out = TimeseriesColumns::default();
     for batch in reader {
         let batch = batch.map_err(|e| err(e.to_string()))?;
-        let t = column::<Float64Array>(&batch, "t_s").map_err(err)?;
+        // `t_s` is the name llem wrote before it took seed 001's `t`.
+        let time_name = if batch.schema().column_with_name("t").is_some() {
+            "t"
+        } else {
+            "t_s"
+        };
+        let t = column::<Float64Array>(&batch, time_name).map_err(err)?;
         let d = column::<StringArray>(&batch, "domain").map_err(err)?;
+        let gpu = match batch.schema().column_with_name("gpu_idx") {
+            Some(_) => Some(column::<Int32Array>(&batch, "gpu_idx").map_err(err)?),
+            None => None,
+        };
         let idx = column::<Int32Array>(&batch, "device_index").map_err(err)?;
         let cols: Vec<&Float64Array> = [
             "power_w",
@@ -154,6 +173,8 @@ pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
         for i in 0..batch.num_rows() {
             out.t_s.push(t.value(i));
             out.domain.push(d.value(i).to_string());
+            out.gpu_idx
+                .push(gpu.and_then(|g| g.is_valid(i).then(|| g.value(i))));
             out.device_index.push(idx.value(i));
             let targets: [&mut Vec<Option<f64>>; 8] = [
                 &mut out.power_w,
@@ -184,6 +205,7 @@ mod tests {
         TimeseriesColumns {
             t_s: vec![0.0, 0.1, 0.0],
             domain: vec!["gpu0".into(), "gpu0".into(), "package-0".into()],
+            gpu_idx: vec![Some(0), Some(0), None],
             device_index: vec![0, 0, 0],
             power_w: vec![Some(100.0), Some(120.5), Some(30.0)],
             energy_j: vec![Some(0.0), Some(11.0), None],
@@ -203,6 +225,31 @@ mod tests {
         let p = dir.path().join("timeseries.parquet");
         write_timeseries(&p, &sample(), &[("llem.sampler", "auto".into())]).unwrap();
         assert_eq!(read_timeseries(&p).unwrap(), sample());
+    }
+
+    #[test]
+    fn files_from_before_the_seed_names_still_read() {
+        // The layout llem wrote before `t` and `gpu_idx`: `t_s`, no GPU index column.
+        let c = sample();
+        let batch = c.batch().unwrap();
+        let keep: Vec<usize> = (0..batch.num_columns()).filter(|&i| i != 2).collect();
+        let old = batch.project(&keep).unwrap();
+        let mut fields: Vec<Field> = old
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields[0] = Field::new("t_s", DataType::Float64, false);
+        let old =
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), old.columns().to_vec()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("old.parquet");
+        write_batch(&p, &old, &[]).unwrap();
+        let got = read_timeseries(&p).unwrap();
+        assert_eq!(got.t_s, c.t_s);
+        assert_eq!(got.gpu_idx, [None, None, None]);
+        assert_eq!(got.power_w, c.power_w);
     }
 
     #[test]

@@ -506,15 +506,89 @@ fn timeseries_is_readable_by_pandas_and_polars() {
 import sys, pandas as pd, polars as pl
 p = sys.argv[1]
 df = pd.read_parquet(p)
-cols = ["t_s","domain","device_index","power_w","energy_j","temperature_c","memory_used_mib",
-        "memory_total_mib","sm_clock_mhz","sm_util_pct","mem_util_pct","throttle_reasons"]
+cols = ["t","domain","gpu_idx","device_index","power_w","energy_j","temperature_c",
+        "memory_used_mib","memory_total_mib","sm_clock_mhz","sm_util_pct","mem_util_pct",
+        "throttle_reasons"]
 assert list(df.columns) == cols, list(df.columns)
 assert set(df["domain"]) == {"package-0", "dram-0"}, set(df["domain"])
 assert (df.groupby("domain")["energy_j"].min() == 0).all()
+assert df["gpu_idx"].isna().all(), "CPU and DRAM rows have no GPU index"
 pf = pl.read_parquet(p)
 assert pf.shape == df.shape, (pf.shape, df.shape)
 assert pf.schema["throttle_reasons"] == pl.UInt64
 print("ok", df.shape)
+"#;
+    let r = Command::new(&python)
+        .args([
+            "-c",
+            script,
+            out.join("timeseries.parquet").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
+/// A notebook written for seed 001's sidecar (`t`, `gpu_idx`, `power_w`, `temperature_c`,
+/// `memory_used_mib`, `sm_clock_mhz`) runs unchanged on llem's, with pandas and polars: two
+/// boards behind the NVML stand-in, one row per sample per board.
+#[test]
+fn a_seed_notebook_reads_the_gpu_timeseries() {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
+            "target/pyenv is missing: run scripts/python-env.sh"
+        );
+        eprintln!("skipped: run `make test` (it installs pandas and polars into target/pyenv)");
+        return;
+    }
+    let standin = nvml_standin::StandIn::new(Some(
+        "driver 550.54.15
+gpu uuid=GPU-aaaa-1111 name=NVIDIA_H100 power_w=400 temp_c=55 mem_used_mib=1024 sm_clock_mhz=1980
+gpu uuid=GPU-bbbb-2222 name=NVIDIA_H100 power_w=250 temp_c=48 mem_used_mib=2048 sm_clock_mhz=1755
+",
+    ));
+    let s = Sandbox::new();
+    let out: PathBuf = s.path().join("run");
+    let mut cmd = s.command(
+        &[
+            "measure",
+            "--sampler",
+            "nvml",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sleep",
+            "0.5",
+        ],
+        &[],
+    );
+    cmd.envs(standin.env());
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The seed's own loading snippet, then the usual per-GPU questions.
+    let script = r#"
+import sys, pandas as pd, polars as pl
+ts = pd.read_parquet(sys.argv[1])
+for c in ["t", "gpu_idx", "power_w", "temperature_c", "memory_used_mib", "sm_clock_mhz"]:
+    assert c in ts.columns, (c, list(ts.columns))
+assert str(ts["t"].dtype) == "float64" and str(ts["gpu_idx"].dtype) == "int32", ts.dtypes
+assert sorted(ts["gpu_idx"].unique()) == [0, 1]
+mean = ts.groupby("gpu_idx")["power_w"].mean()
+assert abs(mean[0] - 400) < 1 and abs(mean[1] - 250) < 1, mean
+g0 = ts[ts.gpu_idx == 0].sort_values("t")
+assert g0["t"].is_monotonic_increasing and len(g0) >= 5, len(g0)
+assert (g0["temperature_c"] == 55).all() and (g0["memory_used_mib"] == 1024).all()
+assert (ts[ts.gpu_idx == 1]["sm_clock_mhz"] == 1755).all()
+pf = pl.read_parquet(sys.argv[1])
+assert pf.filter(pl.col("gpu_idx") == 1).height == (ts.gpu_idx == 1).sum()
+print("ok", len(ts))
 "#;
     let r = Command::new(&python)
         .args([

@@ -642,6 +642,27 @@ fn the_default_prompts_need_no_asset_cache() {
     assert!(std::fs::read_dir(&empty).unwrap().next().is_none());
 }
 
+/// Seed 001's `output.save_timeseries: false` is `gpu_telemetry: false`: no sidecar, and the
+/// result's `timeseries` is null.
+#[test]
+fn output_save_timeseries_false_writes_no_sidecar() {
+    let home = sandbox();
+    let (_, r) = run_ok(
+        home.path(),
+        "nots",
+        "name: nots\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput: {save_timeseries: false}\n\
+         dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 2}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
+    );
+    assert!(r["timeseries"].is_null(), "{r}");
+    assert_eq!(r["effective_config"]["gpu_telemetry"], false);
+    let files: Vec<PathBuf> = common::walk(&home.path().join("nots"));
+    assert!(
+        files.iter().all(|f| !f.ends_with("timeseries.parquet")),
+        "{files:?}"
+    );
+}
+
 /// Convergence-mode warmup counts prompts too, in batches of the measured size: judged
 /// after each batch of 2, it stops once `min_prompts` are run and the CV is met, and never
 /// runs more than `max_prompts` (7 prompts: batches of 2, 2, 2, 1).
