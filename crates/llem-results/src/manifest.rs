@@ -133,6 +133,34 @@ pub struct ManifestEntry {
     pub mj_per_tok_adjusted: Option<f64>,
     /// Median time to first token, ms.
     pub ttft_p50_ms: Option<f64>,
+    /// The resolved configuration (seed 001: each entry carries it), as `effective_config.json`
+    /// of the cell holds it; absent in manifests written before llem wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<RawConfig>,
+}
+
+/// A configuration as compact JSON text, kept unparsed: a large study's manifest holds
+/// thousands, and is read and rewritten at every checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawConfig(pub Box<serde_json::value::RawValue>);
+
+impl RawConfig {
+    /// The configuration serialised compactly.
+    pub fn of<T: Serialize>(config: &T) -> Option<RawConfig> {
+        serde_json::value::to_raw_value(config).ok().map(RawConfig)
+    }
+
+    /// The configuration as a JSON value.
+    pub fn to_value(&self) -> Option<serde_json::Value> {
+        serde_json::from_str(self.0.get()).ok()
+    }
+}
+
+impl PartialEq for RawConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
 }
 
 /// Aggregate counters (seed 001 `summary`).

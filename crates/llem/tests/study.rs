@@ -236,6 +236,12 @@ fn a_williams_ordered_study_runs_every_cell_and_its_records_agree() {
         assert_eq!(e.status, CellStatus::Completed);
         assert_eq!(e.attempts, 1);
         let cell = dir.join(&e.cell_dir);
+        // Seed 001: each manifest entry carries its resolved configuration, the one the cell
+        // wrote as effective_config.json.
+        let effective: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(cell.join("effective_config.json")).unwrap())
+                .unwrap();
+        assert_eq!(e.config.as_ref().unwrap().to_value().unwrap(), effective);
         for f in [
             "result.json",
             "effective_config.json",

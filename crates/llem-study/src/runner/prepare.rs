@@ -75,6 +75,7 @@ pub fn fresh_manifest(plan: &StudyPlan, llem_version: &str, host: &str) -> Manif
                 mj_per_tok: None,
                 mj_per_tok_adjusted: None,
                 ttft_p50_ms: None,
+                config: llem_results::manifest::RawConfig::of(&pc.config),
             })
         })
         .collect();
