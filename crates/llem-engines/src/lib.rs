@@ -27,4 +27,5 @@ pub use engine::{
     ContextPlan, Engine, EngineError, EngineInfo, EngineMemory, ModelInfo, RequestSink, RunSummary,
     Session,
 };
+pub use launch::which;
 pub use workload::{Prompt, Workload};

@@ -11,9 +11,8 @@ use llem_config::{BatchingStrategy, Engine as EngineName, ExperimentConfig, Runn
 use llem_results::layout;
 
 use crate::engine::{ContextPlan, Engine, EngineError};
-use crate::serving::engines::{
-    LocalProgram, ServerSpec, llama_server, sglang, tensorrt, tgi, vllm,
-};
+pub use crate::serving::engines::LocalProgram;
+use crate::serving::engines::{ServerSpec, llama_server, sglang, tensorrt, tgi, vllm};
 use crate::serving::prometheus::Gauge;
 use crate::serving::{ServeOptions, ServerEngine};
 use crate::workload::{BatchingSpec, Prompt, Workload};
@@ -115,6 +114,11 @@ pub fn runtime(cfg: &ExperimentConfig) -> Runtime {
         | EngineName::TensorRt
         | EngineName::OpenAi => Runtime::Server,
     }
+}
+
+/// What a local run of `engine`'s server starts (`llem doctor` asks it for its version).
+pub fn local_program(engine: EngineName) -> Option<LocalProgram> {
+    server(engine).map(|s| s.local)
 }
 
 /// The container image of `engine` when `images:` names none.

@@ -34,6 +34,9 @@ pub enum Command {
     Schedule(ScheduleArgs),
     /// Show the environment, the user configuration and where each value comes from.
     Config(ConfigArgs),
+    /// Check that this host can measure (sensors, GPU settings, engines, Docker, disk, clock),
+    /// or, given a study file, everything that study needs; each problem with its fix.
+    Doctor(DoctorArgs),
     /// Look at results: llem studies and cells, ML.ENERGY raw trees and compiled data.
     Results(ResultsArgs),
     /// Write one self-contained HTML report (inline SVG plots) for a results directory.
@@ -45,6 +48,19 @@ pub enum Command {
     /// One study cell, run by `llem run` in a child process (not for direct use).
     #[command(name = "__cell", hide = true)]
     Cell(CellArgs),
+}
+
+/// `llem doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// A study or experiment YAML: also check what its configurations need.
+    pub config: Option<PathBuf>,
+    /// Grade the exit code: 0 all ok, 1 warnings, 2 failures (default: 1 only on failures).
+    #[arg(long)]
+    pub check: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `llem completions`.

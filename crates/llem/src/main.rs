@@ -30,6 +30,7 @@ macro_rules! print {
 
 mod cli;
 mod commands;
+mod doctor;
 mod engine_log;
 mod exit;
 #[cfg(test)]
@@ -49,6 +50,7 @@ fn main() {
         cli::Command::Run(a) => commands::run::run(&a),
         cli::Command::Measure(a) => commands::measure::run(&a),
         cli::Command::Config(a) => commands::config::run(&a),
+        cli::Command::Doctor(a) => doctor::run(&a),
         cli::Command::Results(a) => commands::results::run(&a),
         cli::Command::Report(a) => commands::report::run(&a),
         cli::Command::Completions(a) => commands::docs::completions(&a),

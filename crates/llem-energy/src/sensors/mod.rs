@@ -2,5 +2,6 @@
 
 pub(crate) mod amdgpu;
 pub mod estimate;
+pub mod gpu_state;
 pub mod nvml;
 pub mod rapl;

@@ -11,7 +11,9 @@
  *       base_mj=5000000000 counter=1 instant=1 counter_period_ms=0 temp_c=55
  *       sm_clock_mhz=1980 mem_total_mib=81559 mem_used_mib=1024 util_gpu=90 util_mem=40
  *       throttle=0x20 throttle_from_s=0.5 throttle_until_s=1.0 mig=0 persistence=1
- *       lost_after_s=-1
+ *       lost_after_s=-1 power_limit_w=700 default_power_limit_w=700 max_sm_clock_mhz=1980
+ *       ecc=1
+ * (a power limit or maximum clock of 0, the default, answers NOT_SUPPORTED)
  * Without the variable or the file, nvmlInit_v2 answers NVML_ERROR_DRIVER_NOT_LOADED.
  */
 #include <math.h>
@@ -66,8 +68,9 @@ struct gpu {
     double power_w, power2_w, power2_at_s, counter_period_s, lost_after_s;
     double throttle_from_s, throttle_until_s;
     unsigned long long base_mj, throttle, mem_total_mib, mem_used_mib;
-    unsigned temp_c, sm_clock_mhz, util_gpu, util_mem;
-    int counter, instant, mig, persistence;
+    unsigned temp_c, sm_clock_mhz, util_gpu, util_mem, max_sm_clock_mhz;
+    int counter, instant, mig, persistence, ecc;
+    double power_limit_w, default_power_limit_w;
 };
 
 typedef struct gpu *nvmlDevice_t;
@@ -114,6 +117,10 @@ static void set_field(struct gpu *g, const char *key, const char *val) {
     else if (!strcmp(key, "instant")) g->instant = (int)d;
     else if (!strcmp(key, "mig")) g->mig = (int)d;
     else if (!strcmp(key, "persistence")) g->persistence = (int)d;
+    else if (!strcmp(key, "ecc")) g->ecc = (int)d;
+    else if (!strcmp(key, "power_limit_w")) g->power_limit_w = d;
+    else if (!strcmp(key, "default_power_limit_w")) g->default_power_limit_w = d;
+    else if (!strcmp(key, "max_sm_clock_mhz")) g->max_sm_clock_mhz = (unsigned)d;
 }
 
 static int load_script(void) {
@@ -241,6 +248,37 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t d, unsigned int *current, unsigne
     DEVICE_GUARD(d);
     *current = (unsigned)d->mig;
     *pending = (unsigned)d->mig;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t d, int *current, int *pending) {
+    DEVICE_GUARD(d);
+    *current = d->ecc;
+    *pending = d->ecc;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t milliwatts(double w, unsigned int *mw) {
+    if (w <= 0) return NVML_ERROR_NOT_SUPPORTED;
+    *mw = (unsigned)llround(w * 1000.0);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t d, unsigned int *mw) {
+    DEVICE_GUARD(d);
+    return milliwatts(d->power_limit_w, mw);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t d, unsigned int *mw) {
+    DEVICE_GUARD(d);
+    return milliwatts(d->default_power_limit_w, mw);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t d, int type, unsigned int *mhz) {
+    DEVICE_GUARD(d);
+    (void)type;
+    if (!d->max_sm_clock_mhz) return NVML_ERROR_NOT_SUPPORTED;
+    *mhz = d->max_sm_clock_mhz;
     return NVML_SUCCESS;
 }
 
