@@ -101,6 +101,24 @@ pub struct PlannedConfig {
     pub warnings: Vec<String>,
     /// Why the engine is what it is, when the configuration does not name one.
     pub engine_inferred: Option<String>,
+    /// Device memory it is estimated to need, filled for `--dry-run` by the binary (which
+    /// knows the engines); `None` until then.
+    pub memory: Option<MemoryView>,
+}
+
+/// A configuration's estimated device memory, or why there is none.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MemoryView {
+    /// Weights plus KV cache, GiB; null when it cannot be estimated.
+    pub total_gib: Option<f64>,
+    /// Weights, GiB.
+    pub weights_gib: Option<f64>,
+    /// KV cache at the configured batch and lengths, GiB.
+    pub kv_cache_gib: Option<f64>,
+    /// Tokens the KV cache holds.
+    pub kv_tokens: Option<u64>,
+    /// What the estimate rests on, or why there is none.
+    pub basis: String,
 }
 
 /// One run: a configuration in a cycle.
@@ -324,6 +342,7 @@ fn finish(
         label,
         warnings,
         engine_inferred,
+        memory: None,
     })))
 }
 
@@ -904,6 +923,8 @@ struct RunView<'a> {
     /// Why the engine is what it is when the configuration does not name one.
     #[serde(skip_serializing_if = "Option::is_none")]
     engine_inferred: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_estimate: Option<&'a MemoryView>,
     model: &'a str,
     label: &'a str,
     warnings: &'a [String],
@@ -948,6 +969,7 @@ impl Serialize for RunsView<'_> {
                 config_hash: c.digest.short(),
                 engine: c.config.engine,
                 engine_inferred: c.engine_inferred.as_deref(),
+                memory_estimate: c.memory.as_ref(),
                 model: &c.config.model,
                 label: &c.label,
                 warnings: &c.warnings,

@@ -15,6 +15,7 @@ mod engine;
 pub mod engine_log;
 mod launch;
 pub mod llamacpp;
+pub mod memory;
 pub mod model_config;
 pub mod placement;
 pub mod registry;

@@ -8,6 +8,49 @@ use serde_json::Value;
 
 use crate::engine::ModelInfo;
 
+/// Architectures whose feed-forward has two matrices, not the gated three.
+const PLAIN_FFN: &[&str] = &[
+    "gpt2",
+    "gptj",
+    "gptneox",
+    "bloom",
+    "falcon",
+    "mpt",
+    "starcoder",
+    "phi2",
+    "bert",
+];
+
+/// True when `m`'s feed-forward is two matrices (up, down) rather than gated three.
+pub fn plain_ffn(m: &ModelInfo) -> bool {
+    m.architecture
+        .as_deref()
+        .is_some_and(|a| PLAIN_FFN.contains(&a))
+}
+
+/// Parameters of `m`: its own count, else counted from its shape (embeddings, attention,
+/// feed-forward; norms and biases left out, well under 1 %).
+pub fn parameter_count(m: &ModelInfo) -> Option<u64> {
+    if let Some(p) = m.parameters {
+        return Some(p);
+    }
+    let l = u64::from(m.layers?);
+    let h = u64::from(m.hidden_size?);
+    let nh = u64::from(m.attention_heads?);
+    let nkv = u64::from(m.kv_heads?);
+    let d = u64::from(m.head_dim?);
+    let f = u64::from(m.ffn_size?);
+    let v = u64::from(m.vocab_size?);
+    let attention = h * d * (2 * nh + 2 * nkv);
+    let ffn = if plain_ffn(m) { 2 * h * f } else { 3 * h * f };
+    let embeddings = if m.tied_embeddings == Some(false) {
+        2 * v * h
+    } else {
+        v * h
+    };
+    Some(l * (attention + ffn) + embeddings)
+}
+
 /// The model's description and where it came from, or why there is none.
 pub fn describe(
     model: &str,

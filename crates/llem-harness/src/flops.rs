@@ -13,19 +13,6 @@ use llem_engines::ModelInfo;
 use llem_results::RequestRecord;
 use llem_results::result::FlopsEstimate;
 
-/// Architectures whose feed-forward has two matrices, not the gated three.
-const PLAIN_FFN: &[&str] = &[
-    "gpt2",
-    "gptj",
-    "gptneox",
-    "bloom",
-    "falcon",
-    "mpt",
-    "starcoder",
-    "phi2",
-    "bert",
-];
-
 fn sum_positions(from: u64, n: u64) -> f64 {
     // Σ_{p=from}^{from+n-1} (p + 1): keys attended by the tokens at those positions.
     let (a, b) = (from as f64 + 1.0, (from + n) as f64);
@@ -44,10 +31,7 @@ fn architecture(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimat
     let d = f64::from(m.head_dim?);
     let f = f64::from(m.ffn_size?);
     let v = f64::from(m.vocab_size?);
-    let plain = m
-        .architecture
-        .as_deref()
-        .is_some_and(|a| PLAIN_FFN.contains(&a));
+    let plain = llem_engines::model_config::plain_ffn(m);
     let ffn = if plain { 4.0 * h * f } else { 6.0 * h * f };
     let linear = l * (2.0 * h * d * (2.0 * nh + 2.0 * nkv) + ffn);
     let attn = l * 4.0 * nh * d;

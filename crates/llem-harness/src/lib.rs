@@ -27,6 +27,8 @@ pub use lifecycle::{ExperimentOutcome, ExperimentRequest, HarnessError, run_expe
 pub mod engines {
     pub use llem_engines::assets::{assets_dir, cache_dir, resolve_model};
     pub use llem_engines::engine_log;
+    pub use llem_engines::llamacpp::describe_gguf;
+    pub use llem_engines::memory::{DescribedModel, MemoryEstimate, describe_model, estimate};
     pub use llem_engines::registry::{LocalProgram, availability, default_image, local_program};
     pub use llem_engines::serving::find_llama_server;
     pub use llem_engines::which;

@@ -37,6 +37,7 @@ mod exit;
 #[path = "../../../fuzz/mutate.rs"]
 #[allow(dead_code)]
 mod fuzz_mutate;
+mod memory;
 mod paths;
 mod progress;
 mod render;

@@ -217,6 +217,36 @@ pub fn duration(plan: &StudyPlan) -> Duration {
     }
 }
 
+/// What the memory column holds, and why a `?` is one (each reason once).
+fn memory_notes(out: &mut String, plan: &StudyPlan) {
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut basis: Vec<&str> = Vec::new();
+    for m in plan.configs.iter().filter_map(|c| c.memory.as_ref()) {
+        let list = if m.total_gib.is_some() {
+            &mut basis
+        } else {
+            &mut unknown
+        };
+        if !list.contains(&m.basis.as_str()) {
+            list.push(&m.basis);
+        }
+    }
+    if basis.is_empty() && unknown.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  memory: weights + KV cache at the configured batch and lengths; activations, the \
+         CUDA context and engine reservations (vLLM's gpu_memory_utilization) are not in it"
+    );
+    for b in basis.iter().take(3) {
+        let _ = writeln!(out, "    from {b}");
+    }
+    for u in unknown.iter().take(3) {
+        let _ = writeln!(out, "    ? {u}");
+    }
+}
+
 /// The whole plan: header, configurations, execution order, skipped points, warnings.
 pub fn plan(plan: &StudyPlan) -> String {
     let mut out = plan_summary(plan);
@@ -234,15 +264,17 @@ pub fn plan(plan: &StudyPlan) -> String {
                 .map(ToString::to_string)
                 .unwrap_or_default(),
             c.config.model.clone(),
+            crate::memory::cell(c.memory.as_ref()),
             c.label.clone(),
         ]
     };
     table_of(
         &mut out,
-        &["#", "hash", "engine", "runner", "model", "varies"],
+        &["#", "hash", "engine", "runner", "model", "memory", "varies"],
         plan.configs.len(),
         &config_row,
     );
+    memory_notes(&mut out, plan);
 
     let _ = writeln!(out, "\nExecution order");
     let run_row = |r: &llem_config::plan::PlannedRun| {

@@ -669,3 +669,97 @@ fn schedule_says_when_it_is_not_told_when() {
         "the file is checked whatever the flags say"
     );
 }
+
+/// `--dry-run` estimates each configuration's device memory (seed 003): weights plus the KV
+/// cache at the configured batch and lengths, from the GGUF file or a `config.json` in the
+/// Hugging Face cache; `?` with the reason when the metadata is not here.
+#[test]
+fn dry_run_estimates_device_memory() {
+    let assets = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    let assets = assets.to_str().unwrap();
+    let h = Home::new();
+    let o = h.llem(
+        &["run", "examples/quickstart.yaml", "--dry-run", "--json"],
+        &[("LLEM_ASSETS", assets)],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let m = &v["runs"][0]["memory_estimate"];
+    // SmolLM2-135M: 30 layers x 3 KV heads x 64 x (K and V) x 2 bytes per token; the
+    // quickstart's 4 sequences of 256 + 64 tokens, as llama.cpp's context plan rounds them.
+    let per_token = 30 * 3 * 64 * 2 * 2;
+    let tokens = m["kv_tokens"].as_u64().unwrap();
+    assert!(tokens >= 4 * (256 + 64), "{m}");
+    let gib = (1u64 << 30) as f64;
+    let kv = m["kv_cache_gib"].as_f64().unwrap() * gib;
+    assert!((kv - (tokens * per_token) as f64).abs() < 1.0, "{m}");
+    let file = std::fs::metadata(Path::new(assets).join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
+        .unwrap()
+        .len() as f64;
+    assert!(
+        (m["weights_gib"].as_f64().unwrap() * gib - file).abs() < 1.0,
+        "{m}"
+    );
+
+    // A Hugging Face model: its config.json in the cache gives the shape; vLLM's batch and
+    // lengths give the KV cache. Without it, `?` and why.
+    let snap = h.path().join("hf/hub/models--acme--tiny/snapshots/1");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::write(
+        snap.join("config.json"),
+        r#"{"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16,
+            "num_attention_heads": 16, "num_key_value_heads": 4, "intermediate_size": 5632,
+            "vocab_size": 32000, "tie_word_embeddings": false}"#,
+    )
+    .unwrap();
+    let f = h.write(
+        "s.yaml",
+        "sweep:\n  model: [acme/tiny, acme/absent]\nengine: vllm\ndtype: float16\n\
+         max_input_tokens: 100\nmax_output_tokens: 28\nvllm: {engine: {max_num_seqs: 2}}\n",
+    );
+    let hf = h.path().join("hf");
+    let o = h.llem(
+        &["run", f.to_str().unwrap(), "--dry-run", "--json"],
+        &[("HF_HOME", hf.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let by_model = |name: &str| {
+        v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == name)
+            .unwrap()["memory_estimate"]
+            .clone()
+    };
+    // Weights: 16 layers x (attention 2048 x 128 x (2 x 16 + 2 x 4) + gated FFN 3 x 2048 x
+    // 5632) + untied embeddings 2 x 32000 x 2048 parameters, at 2 bytes (float16). KV: 2
+    // sequences x 128 tokens x (K and V) x 16 layers x 4 heads x 128 x 2 bytes.
+    let weights = (16 * (2048 * 128 * 40 + 3 * 2048 * 5632) + 2 * 32000 * 2048) * 2u64;
+    let kv = 2 * 128 * 2 * 16 * 4 * 128 * 2u64;
+    let m = by_model("acme/tiny");
+    assert!(
+        (m["weights_gib"].as_f64().unwrap() * gib - weights as f64).abs() < 1.0,
+        "{m}"
+    );
+    assert!(
+        (m["kv_cache_gib"].as_f64().unwrap() * gib - kv as f64).abs() < 1.0,
+        "{m}"
+    );
+    assert_eq!(m["kv_tokens"], 256);
+    let absent = by_model("acme/absent");
+    assert!(absent["total_gib"].is_null(), "{absent}");
+    assert_eq!(
+        absent["basis"],
+        "no config.json for acme/absent in a model directory or the Hugging Face cache"
+    );
+    let text = stdout(&h.llem(
+        &["run", f.to_str().unwrap(), "--dry-run"],
+        &[("HF_HOME", hf.to_str().unwrap())],
+    ));
+    assert!(
+        text.contains("1.60 GiB") && text.contains("  ?  "),
+        "{text}"
+    );
+}

@@ -35,7 +35,21 @@ pub fn run(args: &RunArgs) -> i32 {
     if !args.dry_run {
         return super::execute::execute(&plan, args);
     }
+    let mut plan = plan;
+    crate::memory::fill(&mut plan, model_cache_dir(&env).as_deref());
     print_plan(&plan, args)
+}
+
+/// The user config's Hugging Face cache (`output.model_cache_dir`), where model metadata is
+/// looked up offline.
+pub fn model_cache_dir(env: &Env) -> Option<std::path::PathBuf> {
+    let mut sources = llem_config::source::SourceMap::new();
+    llem_config::UserSettings::load(env, &mut sources)
+        .ok()?
+        .config
+        .output
+        .model_cache_dir
+        .map(std::path::PathBuf::from)
 }
 
 /// Prints the plan (`--dry-run`), with the schedule it would run on.

@@ -36,6 +36,8 @@ pub fn run(args: &ScheduleArgs) -> i32 {
     };
     if args.run.dry_run {
         plan.schedule = Some(spec);
+        let env = Env::from_process();
+        crate::memory::fill(&mut plan, super::run::model_cache_dir(&env).as_deref());
         return super::run::print_plan(&plan, &args.run);
     }
     run_loop(&spec, &args.run, args.runs)

@@ -1,0 +1,52 @@
+//! Device memory per configuration for `--dry-run` (seed 003's dry run promises a VRAM
+//! estimate): each model's metadata read once, then weights plus KV cache per configuration.
+
+use std::collections::HashMap;
+
+use llem_config::StudyPlan;
+use llem_config::plan::MemoryView;
+use llem_harness::engines::{DescribedModel, describe_gguf, describe_model, estimate};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Fills `memory` of every configuration of `plan`.
+pub fn fill(plan: &mut StudyPlan, hf_cache: Option<&std::path::Path>) {
+    let assets = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    // A sweep of 100 000 configurations has a handful of models.
+    let mut models: HashMap<String, Result<DescribedModel, String>> = HashMap::new();
+    for c in &mut plan.configs {
+        let model = models
+            .entry(c.config.model.clone())
+            .or_insert_with(|| describe_model(&c.config.model, &assets, hf_cache, &describe_gguf));
+        let view = match model
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|m| estimate(&c.config, m))
+        {
+            Ok(e) => MemoryView {
+                total_gib: Some(e.total_bytes() as f64 / GIB),
+                weights_gib: Some(e.weights_bytes as f64 / GIB),
+                kv_cache_gib: Some(e.kv_cache_bytes as f64 / GIB),
+                kv_tokens: Some(e.kv_tokens),
+                basis: e.basis,
+            },
+            Err(why) => MemoryView {
+                total_gib: None,
+                weights_gib: None,
+                kv_cache_gib: None,
+                kv_tokens: None,
+                basis: why,
+            },
+        };
+        c.memory = Some(view);
+    }
+}
+
+/// `1.23 GiB`, or `?` when unknown.
+pub fn cell(m: Option<&MemoryView>) -> String {
+    match m.and_then(|m| m.total_gib) {
+        Some(g) if g >= 10.0 => format!("{g:.1} GiB"),
+        Some(g) => format!("{g:.2} GiB"),
+        None => "?".into(),
+    }
+}
