@@ -90,8 +90,9 @@ fn consume(dir: &Path) -> Result<usize, String> {
     for f in [Format::Csv, Format::Json, Format::Markdown, Format::Parquet] {
         let _ = f.exporter().serialize(&runs);
     }
-    let _ = llem_results::report::render(&runs, "fuzz");
-    let _ = llem_results::report::render(&runs.stable(), "fuzz");
+    let none = llem_results::records::DiffusionRuns::default();
+    let _ = llem_results::report::render(&runs, &none, "fuzz");
+    let _ = llem_results::report::render(&runs.stable(), &none, "fuzz");
     Ok(runs.len())
 }
 

@@ -306,6 +306,9 @@ pub enum ResultsCommand {
         /// Write here (atomically) instead of standard output (required for parquet).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// Export the diffusion runs (ML.ENERGY text-to-image / text-to-video) instead.
+        #[arg(long)]
+        diffusion: bool,
     },
     /// Filter and group runs: `--where 'engine=vllm' --where 'batch>=8' --group-by model`.
     Query {
@@ -323,6 +326,10 @@ pub enum ResultsCommand {
         /// Print a JSON array, one object per run.
         #[arg(long)]
         json: bool,
+        /// Query the diffusion runs (fields of seed 002's DiffusionRun: task, nickname,
+        /// batch_size, num_gpus, energy_per_generation_joules, ...).
+        #[arg(long)]
+        diffusion: bool,
     },
 }
 

@@ -3,9 +3,11 @@
 //! columns, Arrow/Parquet/CSV), per-request extraction. Derivations follow the reference
 //! reader `mlenergy-data` 0.4.0 (`../shared/reference/mlenergy-raw-format.md`).
 
+mod collection;
 pub mod compare;
 pub(crate) mod compiled;
 pub mod diffusion;
+pub mod diffusion_runs;
 pub mod export;
 pub(crate) mod extract;
 pub(crate) mod itl;
@@ -27,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 pub use diffusion::DiffusionRun;
+pub use diffusion_runs::{DiffusionGroup, DiffusionRuns};
 pub use load::{Loaded, load_any};
 pub use run::{FieldKind, FieldValue, LlmRun, RunSource};
 pub use runs::Runs;

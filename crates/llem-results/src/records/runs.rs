@@ -5,14 +5,14 @@ use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::collection::Collection;
 use super::run::{FieldValue, LlmRun, all_fields, field_kind};
 use super::{LoadIssue, RecordsError};
 
 /// A collection of runs (cheap to clone and filter).
 #[derive(Clone, Debug, Default)]
 pub struct Runs {
-    all: Arc<[LlmRun]>,
-    idx: Arc<[u32]>,
+    runs: Collection<LlmRun>,
     issues: Arc<[LoadIssue]>,
 }
 
@@ -60,10 +60,8 @@ pub struct Group {
 impl Runs {
     /// A collection of `runs` (kept in the given order) with the load's issues.
     pub fn new(runs: Vec<LlmRun>, issues: Vec<LoadIssue>) -> Self {
-        let n = u32::try_from(runs.len()).unwrap_or(u32::MAX);
         Self {
-            all: runs.into(),
-            idx: (0..n).collect(),
+            runs: Collection::new(runs),
             issues: issues.into(),
         }
     }
@@ -92,22 +90,22 @@ impl Runs {
 
     /// Number of runs.
     pub fn len(&self) -> usize {
-        self.idx.len()
+        self.runs.len()
     }
 
     /// True when there are no runs.
     pub fn is_empty(&self) -> bool {
-        self.idx.is_empty()
+        self.runs.is_empty()
     }
 
     /// The runs, in order.
     pub fn iter(&self) -> impl Iterator<Item = &LlmRun> + '_ {
-        self.idx.iter().filter_map(|i| self.all.get(*i as usize))
+        self.runs.iter()
     }
 
     /// The `i`-th run.
     pub fn get(&self, i: usize) -> Option<&LlmRun> {
-        self.idx.get(i).and_then(|j| self.all.get(*j as usize))
+        self.runs.get(i)
     }
 
     /// Runs that were found but not loaded, with the reason.
@@ -117,13 +115,14 @@ impl Runs {
 
     /// The runs for which `keep` is true (the seed's `where`).
     pub fn filter(&self, keep: impl Fn(&LlmRun) -> bool) -> Self {
-        let idx: Vec<u32> = self
-            .idx
-            .iter()
-            .copied()
-            .filter(|i| self.all.get(*i as usize).is_some_and(&keep))
-            .collect();
-        self.with_indices(idx)
+        self.with(self.runs.filter(keep))
+    }
+
+    fn with(&self, runs: Collection<LlmRun>) -> Self {
+        Self {
+            runs,
+            issues: self.issues.clone(),
+        }
     }
 
     /// Runs of these tasks.
@@ -203,38 +202,16 @@ impl Runs {
         &self,
         key: impl Fn(&LlmRun) -> K,
     ) -> Vec<(K, Runs)> {
-        let mut groups: Vec<(K, Vec<u32>)> = Vec::new();
-        let mut at: std::collections::HashMap<K, usize> = Default::default();
-        for i in self.idx.iter().copied() {
-            let Some(r) = self.all.get(i as usize) else {
-                continue;
-            };
-            let k = key(r);
-            let g = *at.entry(k.clone()).or_insert_with(|| {
-                groups.push((k, Vec::new()));
-                groups.len() - 1
-            });
-            if let Some((_, v)) = groups.get_mut(g) {
-                v.push(i);
-            }
-        }
-        groups
+        self.runs
+            .group_by_key(key)
             .into_iter()
-            .map(|(k, idx)| (k, self.with_indices(idx)))
+            .map(|(k, c)| (k, self.with(c)))
             .collect()
     }
 
     /// The first `n` runs.
     pub fn head(&self, n: usize) -> Self {
-        self.with_indices(self.idx.iter().take(n).copied().collect())
-    }
-
-    fn with_indices(&self, idx: Vec<u32>) -> Self {
-        Self {
-            all: self.all.clone(),
-            idx: idx.into(),
-            issues: self.issues.clone(),
-        }
+        self.with(self.runs.head(n))
     }
 
     /// One field's values, in order (any name of [`all_fields`]).
@@ -396,8 +373,16 @@ pub fn resolve_field(name: &str) -> Result<&str, RecordsError> {
 }
 
 impl Condition {
-    /// Parses `engine=candle`, `batch>=8`, `model~Qwen`.
+    /// Parses `engine=candle`, `batch>=8`, `model~Qwen` (fields of an LLM run).
     pub fn parse(text: &str) -> Result<Self, RecordsError> {
+        Self::parse_with(text, resolve_field)
+    }
+
+    /// Parses `FIELD OP VALUE`, the field named through `resolve` (aliases, checks).
+    pub fn parse_with(
+        text: &str,
+        resolve: impl Fn(&str) -> Result<&str, RecordsError>,
+    ) -> Result<Self, RecordsError> {
         const OPS: &[(&str, Op)] = &[
             ("!=", Op::Ne),
             (">=", Op::Ge),
@@ -419,8 +404,8 @@ impl Condition {
             })?;
         let field = text.get(..pos).unwrap_or_default().trim();
         let value = text.get(pos + tok.len()..).unwrap_or_default().trim();
-        let field = resolve_field(field)
-            .map_err(|e| RecordsError::Usage(format!("--where {text:?}: {e}")))?;
+        let field =
+            resolve(field).map_err(|e| RecordsError::Usage(format!("--where {text:?}: {e}")))?;
         Ok(Self {
             field: field.to_string(),
             op,
@@ -430,7 +415,12 @@ impl Condition {
 
     /// Whether `r` satisfies the condition (numbers compare as numbers, else as text).
     pub fn matches(&self, r: &LlmRun) -> bool {
-        let Some(v) = r.field(&self.field) else {
+        self.matches_value(r.field(&self.field))
+    }
+
+    /// Whether a record whose field has value `v` (`None`: no such field) satisfies it.
+    pub fn matches_value(&self, v: Option<FieldValue<'_>>) -> bool {
+        let Some(v) = v else {
             return false;
         };
         if self.op == Op::Contains {

@@ -1,8 +1,10 @@
 //! `llem report`: one self-contained HTML file (inline SVG and CSS, no script, nothing
 //! fetched) with the study summary, Pareto frontiers of energy per token against
 //! throughput and against tail latency, a power timeline per run with its measurement
-//! window shaded, latency CDFs, and a table of every run with its warnings.
+//! window shaded, latency CDFs, a table of every run with its warnings, and ML.ENERGY's
+//! diffusion runs when the directory holds any.
 
+mod diffusion;
 pub(crate) mod svg;
 
 use std::fmt::Write as _;
@@ -635,8 +637,8 @@ fn runs_section(h: &mut String, runs: &Runs) {
     h.push_str("</section>");
 }
 
-/// The report for `runs` as one HTML document.
-pub fn render(runs: &Runs, title: &str) -> String {
+/// The report for `runs` (and the diffusion runs found beside them) as one HTML document.
+pub fn render(runs: &Runs, diffusion: &crate::records::DiffusionRuns, title: &str) -> String {
     let configs = compare::configurations(runs);
     let mut h = String::new();
     let _ = write!(
@@ -650,6 +652,7 @@ pub fn render(runs: &Runs, title: &str) -> String {
     timelines_section(&mut h, runs);
     latency_section(&mut h, &configs);
     runs_section(&mut h, runs);
+    diffusion::section(&mut h, diffusion);
     h.push_str("</body></html>\n");
     h
 }

@@ -7,6 +7,7 @@ pub mod execute;
 pub mod measure;
 pub mod report;
 pub mod results;
+pub mod results_diffusion;
 pub mod run;
 pub mod schedule;
 pub mod study;

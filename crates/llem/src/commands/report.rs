@@ -1,12 +1,12 @@
 //! `llem report DIR -o report.html`: the HTML report of `llem_results::report`.
 
 use crate::cli::ReportArgs;
-use crate::commands::results::{display_name, load};
+use crate::commands::results::{display_name, load_both};
 use crate::exit;
 
 /// Runs `llem report` and returns the exit code.
 pub fn run(args: &ReportArgs) -> i32 {
-    let runs = match load(&args.dir) {
+    let (runs, diffusion) = match load_both(&args.dir) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -18,11 +18,16 @@ pub fn run(args: &ReportArgs) -> i32 {
         .title
         .clone()
         .unwrap_or_else(|| format!("llem report: {}", display_name(&args.dir)));
-    let html = llem_results::report::render(&runs, &title);
+    let html = llem_results::report::render(&runs, &diffusion, &title);
     match llem_results::write_atomic(&args.output, html.as_bytes()) {
         Ok(()) => {
+            let diffusion_runs = if diffusion.is_empty() {
+                String::new()
+            } else {
+                format!(", {} diffusion runs", diffusion.len())
+            };
             eprintln!(
-                "wrote {} ({} runs, {} KiB)",
+                "wrote {} ({} runs{diffusion_runs}, {} KiB)",
                 args.output.display(),
                 runs.len(),
                 html.len() / 1024

@@ -6,7 +6,7 @@ use llem_results::records::compare::{self, METRICS};
 use llem_results::records::export::{self, Exporter};
 use llem_results::records::runs::Condition;
 use llem_results::records::table::{fit_table, short_number};
-use llem_results::records::{FieldValue, LlmRun, RecordsError, Runs, load_any};
+use llem_results::records::{DiffusionRuns, FieldValue, LlmRun, RecordsError, Runs, load_any};
 use llem_results::{MetricStatistics, layout};
 
 use crate::cli::{ExportFormat, ResultsArgs, ResultsCommand};
@@ -53,13 +53,33 @@ pub fn run(args: &ResultsArgs) -> i32 {
             dir,
             format,
             output,
-        } => export_runs(dir, *format, output.as_deref()),
+            diffusion,
+        } => export_runs(dir, *format, output.as_deref(), *diffusion),
         ResultsCommand::Query {
             dir,
             conditions,
             group_by,
             stable,
             json,
+            diffusion: true,
+        } => {
+            if *stable {
+                Err(RecordsError::Usage(
+                    "--stable: no stability rules apply to diffusion runs".into(),
+                ))
+            } else {
+                load_both(dir).and_then(|(_, d)| {
+                    super::results_diffusion::query(&d, conditions, group_by, *json)
+                })
+            }
+        }
+        ResultsCommand::Query {
+            dir,
+            conditions,
+            group_by,
+            stable,
+            json,
+            diffusion: false,
         } => query(dir, conditions, group_by, *stable, *json),
     };
     match out {
@@ -88,9 +108,25 @@ pub fn terminal_width() -> usize {
         .unwrap_or(120)
 }
 
-/// Loads `dir` and reports runs that were found but not loaded on stderr (with `--json`
-/// too: stdout stays machine-readable, and a dropped run is never silent).
+/// Loads `dir`'s LLM runs; diffusion runs found there are counted on stderr with where to see
+/// them, never dropped without a word.
 pub fn load(dir: &Path) -> Result<Runs, RecordsError> {
+    let (runs, diffusion) = load_both(dir)?;
+    if !diffusion.is_empty() {
+        eprintln!(
+            "note: {} diffusion run(s) under {} are not in this LLM view: `llem results list` \
+             shows them, `llem results query|export ... --diffusion` works on them",
+            diffusion.len(),
+            dir.display()
+        );
+    }
+    Ok(runs)
+}
+
+/// Loads `dir`'s LLM and diffusion runs and reports runs that were found but not loaded on
+/// stderr (with `--json` too: stdout stays machine-readable, and a dropped run is never
+/// silent).
+pub fn load_both(dir: &Path) -> Result<(Runs, DiffusionRuns), RecordsError> {
     let l = load_any(&[dir.to_path_buf()])?;
     if !l.issues.is_empty() {
         eprintln!(
@@ -105,7 +141,7 @@ pub fn load(dir: &Path) -> Result<Runs, RecordsError> {
             eprintln!("  ... and {} more", l.issues.len() - 10);
         }
     }
-    Ok(Runs::new(l.runs, l.issues))
+    Ok((Runs::new(l.runs, l.issues), DiffusionRuns::new(l.diffusion)))
 }
 
 fn print_json(v: &serde_json::Value) {
@@ -154,9 +190,17 @@ fn print_runs(runs: &Runs) {
 }
 
 fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
-    let runs = load(dir)?;
+    let (runs, diffusion) = load_both(dir)?;
     if json {
-        print_json(&export::to_json(&runs));
+        // One array; `domain` (`llm`, `diffusion`) tells the records apart.
+        let mut all = match export::to_json(&runs) {
+            serde_json::Value::Array(a) => a,
+            _ => Vec::new(),
+        };
+        if let serde_json::Value::Array(d) = diffusion.to_json() {
+            all.extend(d);
+        }
+        print_json(&serde_json::Value::Array(all));
         return Ok(());
     }
     let studies = runs.group_by(&["study"])?;
@@ -176,6 +220,7 @@ fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
         print_runs(&g.runs);
         outln!();
     }
+    super::results_diffusion::list(&diffusion);
     Ok(())
 }
 
@@ -500,6 +545,7 @@ fn export_runs(
     dir: &Path,
     format: ExportFormat,
     output: Option<&Path>,
+    diffusion: bool,
 ) -> Result<(), RecordsError> {
     let exporter: Box<dyn Exporter> = match format {
         ExportFormat::Csv => export::Format::Csv,
@@ -513,12 +559,18 @@ fn export_runs(
             "--format parquet needs -o FILE (Parquet is binary)".into(),
         ));
     }
-    let runs = load(dir)?;
-    let bytes = exporter.serialize(&runs)?;
+    let (bytes, n) = if diffusion {
+        let (_, d) = load_both(dir)?;
+        (exporter.serialize(&d)?, d.len())
+    } else {
+        let runs = load(dir)?;
+        (exporter.serialize(&runs)?, runs.len())
+    };
     match output {
         Some(p) => {
             llem_results::write_atomic(p, &bytes)?;
-            eprintln!("wrote {} runs to {}", runs.len(), p.display());
+            let what = if diffusion { "diffusion runs" } else { "runs" };
+            eprintln!("wrote {n} {what} to {}", p.display());
         }
         None => out!("{}", String::from_utf8_lossy(&bytes)),
     }

@@ -1,26 +1,25 @@
 //! CSV: RFC 4180 with a header row, every field, empty for missing values.
 
 use super::Exporter;
+use super::Table;
 use crate::records::RecordsError;
-use crate::records::run::FieldValue;
-use crate::records::runs::Runs;
 
 /// CSV of every field.
 pub struct CsvExporter;
 
 impl Exporter for CsvExporter {
-    fn serialize(&self, runs: &Runs) -> Result<Vec<u8>, RecordsError> {
-        let names = runs.column_names();
+    fn serialize(&self, runs: &dyn Table) -> Result<Vec<u8>, RecordsError> {
+        let names = runs.columns();
         let mut out = names
             .iter()
             .map(|n| csv_cell(n))
             .collect::<Vec<_>>()
             .join(",");
         out.push('\n');
-        for r in runs.iter() {
+        for r in runs.rows() {
             let row: Vec<String> = names
                 .iter()
-                .map(|n| csv_cell(&r.field(n).unwrap_or(FieldValue::Null).display()))
+                .map(|n| csv_cell(&r.value(n).display()))
                 .collect();
             out.push_str(&row.join(","));
             out.push('\n');

@@ -1,6 +1,6 @@
 //! JSON: an array of objects with the seed's field names (plus llem's).
 
-use super::Exporter;
+use super::{Exporter, Table};
 use crate::records::RecordsError;
 use crate::records::runs::Runs;
 
@@ -28,8 +28,8 @@ pub fn to_json(runs: &Runs) -> serde_json::Value {
 }
 
 impl Exporter for JsonExporter {
-    fn serialize(&self, runs: &Runs) -> Result<Vec<u8>, RecordsError> {
-        let mut out = serde_json::to_vec_pretty(&to_json(runs))
+    fn serialize(&self, runs: &dyn Table) -> Result<Vec<u8>, RecordsError> {
+        let mut out = serde_json::to_vec_pretty(&runs.to_json())
             .map_err(|e| RecordsError::Usage(format!("cannot write JSON: {e}")))?;
         out.push(b'\n');
         Ok(out)

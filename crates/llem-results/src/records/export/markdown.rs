@@ -1,9 +1,8 @@
 //! Markdown: a GitHub-flavoured table of the headline columns a reviewer reads first.
 
 use super::Exporter;
+use super::Table;
 use crate::records::RecordsError;
-use crate::records::run::FieldValue;
-use crate::records::runs::Runs;
 use crate::records::table::cell;
 
 /// Columns of the Markdown table: what a reviewer reads first.
@@ -29,14 +28,15 @@ pub const HEADLINE_FIELDS: &[&str] = &[
 pub struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
-    fn serialize(&self, runs: &Runs) -> Result<Vec<u8>, RecordsError> {
-        let mut out = format!("| {} |\n", HEADLINE_FIELDS.join(" | "));
-        let rule: Vec<&str> = HEADLINE_FIELDS.iter().map(|_| "---").collect();
+    fn serialize(&self, runs: &dyn Table) -> Result<Vec<u8>, RecordsError> {
+        let fields = runs.headline();
+        let mut out = format!("| {} |\n", fields.join(" | "));
+        let rule: Vec<&str> = fields.iter().map(|_| "---").collect();
         out.push_str(&format!("|{}|\n", rule.join("|")));
-        for r in runs.iter() {
-            let cells: Vec<String> = HEADLINE_FIELDS
+        for r in runs.rows() {
+            let cells: Vec<String> = fields
                 .iter()
-                .map(|n| cell(r.field(n).unwrap_or(FieldValue::Null)).replace('|', "\\|"))
+                .map(|n| cell(r.value(n)).replace('|', "\\|"))
                 .collect();
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
         }

@@ -1,5 +1,6 @@
-//! Exporters of a [`Runs`] collection behind one trait, one file per format: CSV, JSON and
-//! Parquet carry every field; Markdown carries the headline columns a reader compares.
+//! Exporters of a run collection ([`Runs`], [`DiffusionRuns`]) behind one trait, one file per
+//! format: CSV, JSON and Parquet carry every field; Markdown carries the headline columns a
+//! reader compares.
 
 mod csv;
 mod json;
@@ -12,12 +13,105 @@ pub use markdown::{HEADLINE_FIELDS, MarkdownExporter};
 pub use parquet::ParquetExporter;
 
 use super::RecordsError;
+use super::diffusion::{DIFFUSION_FIELDS, DiffusionRun};
+use super::diffusion_runs::DiffusionRuns;
+use super::run::{FieldValue, LlmRun};
 use super::runs::Runs;
+
+/// One row of a collection, by column name.
+pub trait Record {
+    /// The value of `column` (null when the row has none).
+    fn value(&self, column: &str) -> FieldValue<'_>;
+}
+
+impl Record for LlmRun {
+    fn value(&self, column: &str) -> FieldValue<'_> {
+        self.field(column).unwrap_or(FieldValue::Null)
+    }
+}
+
+impl Record for DiffusionRun {
+    fn value(&self, column: &str) -> FieldValue<'_> {
+        self.field(column).unwrap_or(FieldValue::Null)
+    }
+}
+
+/// What an exporter reads: a collection's columns and rows.
+pub trait Table {
+    /// Every column, in order.
+    fn columns(&self) -> Vec<String>;
+    /// The columns of the Markdown summary.
+    fn headline(&self) -> &'static [&'static str];
+    /// The rows, in order.
+    fn rows(&self) -> Vec<&dyn Record>;
+    /// The rows as a JSON array of objects.
+    fn to_json(&self) -> serde_json::Value;
+    /// The rows as one Arrow batch, and the `llem.records` tag of its Parquet file.
+    fn record_batch(&self) -> Result<(arrow_array::RecordBatch, &'static str), RecordsError>;
+}
+
+impl Table for Runs {
+    fn columns(&self) -> Vec<String> {
+        self.column_names()
+    }
+    fn headline(&self) -> &'static [&'static str] {
+        HEADLINE_FIELDS
+    }
+    fn rows(&self) -> Vec<&dyn Record> {
+        self.iter().map(|r| r as &dyn Record).collect()
+    }
+    fn to_json(&self) -> serde_json::Value {
+        to_json(self)
+    }
+    fn record_batch(&self) -> Result<(arrow_array::RecordBatch, &'static str), RecordsError> {
+        Ok((self.to_record_batch()?, "llm"))
+    }
+}
+
+/// Columns of the Markdown table of diffusion runs.
+pub const DIFFUSION_HEADLINE: &[&str] = &[
+    "task",
+    "nickname",
+    "gpu_model",
+    "num_gpus",
+    "batch_size",
+    "inference_steps",
+    "height",
+    "width",
+    "energy_per_generation_joules",
+    "throughput_generations_per_sec",
+    "batch_latency_s",
+    "avg_power_watts",
+];
+
+impl Table for DiffusionRuns {
+    fn columns(&self) -> Vec<String> {
+        DIFFUSION_FIELDS
+            .iter()
+            .map(|(n, _)| (*n).to_string())
+            .collect()
+    }
+    fn headline(&self) -> &'static [&'static str] {
+        DIFFUSION_HEADLINE
+    }
+    fn rows(&self) -> Vec<&dyn Record> {
+        self.iter().map(|r| r as &dyn Record).collect()
+    }
+    fn to_json(&self) -> serde_json::Value {
+        DiffusionRuns::to_json(self)
+    }
+    fn record_batch(&self) -> Result<(arrow_array::RecordBatch, &'static str), RecordsError> {
+        let v: Vec<&DiffusionRun> = self.iter().collect();
+        let batch = super::compiled::record_batch(&v, DIFFUSION_FIELDS, None, |r, n| r.field(n))
+            .map_err(RecordsError::Usage)?;
+        Ok((batch, "diffusion"))
+    }
+}
 
 /// Turns a collection of runs into the bytes of one file format.
 pub trait Exporter {
     /// The file's contents.
-    fn serialize(&self, runs: &Runs) -> Result<Vec<u8>, RecordsError>;
+    fn serialize(&self, runs: &dyn Table) -> Result<Vec<u8>, RecordsError>;
     /// True for formats that are not text (they go to a file, never to a terminal).
     fn is_binary(&self) -> bool {
         false

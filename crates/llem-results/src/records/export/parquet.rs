@@ -1,16 +1,15 @@
 //! Parquet: the columns and order of ML.ENERGY's compiled `runs/llm.parquet`, plus llem's.
 
-use super::Exporter;
+use super::{Exporter, Table};
 use crate::records::RecordsError;
-use crate::records::runs::Runs;
 
 /// Parquet of every field (paths as loaded).
 pub struct ParquetExporter;
 
 impl Exporter for ParquetExporter {
-    fn serialize(&self, runs: &Runs) -> Result<Vec<u8>, RecordsError> {
-        let batch = runs.to_record_batch()?;
-        crate::parquet_io::encode_batch(&batch, &[("llem.records", "llm".to_string())])
+    fn serialize(&self, runs: &dyn Table) -> Result<Vec<u8>, RecordsError> {
+        let (batch, tag) = runs.record_batch()?;
+        crate::parquet_io::encode_batch(&batch, &[("llem.records", tag.to_string())])
             .map_err(RecordsError::Usage)
     }
 
