@@ -215,11 +215,7 @@ impl Runs {
         }
         let mut out = Vec::new();
         for r in self.iter() {
-            let (series, window) = if is_llem(r) {
-                llem_series(r, metric)?
-            } else {
-                raw_series(&r.results_path, metric)?
-            };
+            let (series, window) = series_of(r, metric)?;
             let key = RunKey::of(r);
             let rows = align(&series, window).ok_or_else(|| {
                 err(
@@ -251,11 +247,7 @@ pub type Trace = Vec<(f64, f64)>;
 /// measurement window on the same clock: what the report draws.
 pub fn power_trace(r: &LlmRun) -> Result<(Trace, (f64, f64)), RecordsError> {
     let metric = "power.device_instant";
-    let (series, window) = if is_llem(r) {
-        llem_series(r, metric)?
-    } else {
-        raw_series(&r.results_path, metric)?
-    };
+    let (series, window) = series_of(r, metric)?;
     let rows = align(&series, (f64::NEG_INFINITY, f64::INFINITY))
         .ok_or_else(|| err(&r.results_path, "no power samples"))?;
     let t0 = rows.first().map_or(0.0, |(t, _)| *t);
@@ -263,6 +255,17 @@ pub fn power_trace(r: &LlmRun) -> Result<(Trace, (f64, f64)), RecordsError> {
         rows.into_iter().map(|(t, v)| (t - t0, v)).collect(),
         (window.0 - t0, window.1 - t0),
     ))
+}
+
+/// A run's per-device series and window, from whichever files its source wrote.
+fn series_of(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)), RecordsError> {
+    if r.extra.source == Some(RunSource::Llem07) {
+        super::llem07::series(r, metric)
+    } else if is_llem(r) {
+        llem_series(r, metric)
+    } else {
+        raw_series(&r.results_path, metric)
+    }
 }
 
 /// Per-device samples in device order (the first is the base).

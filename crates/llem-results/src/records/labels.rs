@@ -114,9 +114,12 @@ pub fn assign(runs: &mut [LlmRun]) {
             idx.iter()
                 .filter_map(|i| runs.get(*i)?.extra.config.as_deref()),
         );
+        // Only llem's manifest holds plan labels (llem 0.7's `config_summary` is a cut-off
+        // `model / engine / fields...` string that two configurations can share).
         let planned = idx
             .first()
             .and_then(|i| runs.get(*i))
+            .filter(|r| r.extra.source == Some(super::run::RunSource::Llem))
             .map(|r| planned_labels(Path::new(&r.results_path)))
             .unwrap_or_default();
         for i in idx {

@@ -40,11 +40,41 @@ pub fn find_cells(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (results, unfinished)
 }
 
-/// ML.ENERGY writes `results.json`; a llem cell's `result.json` sits next to its config.
+/// ML.ENERGY writes `results.json`; a llem cell's `result.json` sits next to its config (a
+/// llem 0.7 cell's next to `config.json` and `system.json`).
 fn looks_like_llem(p: &Path) -> bool {
     p.with_file_name(layout::EFFECTIVE_CONFIG).exists()
         || p.with_file_name(layout::REQUESTS).exists()
         || p.with_file_name(layout::CELL_SPEC).exists()
+        || super::llem07::looks_like_cell(p)
+}
+
+/// A cell as read: llem's own, or the Python llem 0.7's three files.
+enum Read {
+    Llem(Box<Cell>),
+    Llem07 {
+        result: Value,
+        config: Value,
+        system: Value,
+    },
+}
+
+fn read_any(path: &Path) -> Result<Read, String> {
+    let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
+    if !super::llem07::is_bundle(&v) {
+        return read_cell(path, &bytes).map(|c| Read::Llem(Box::new(c)));
+    }
+    let sidecar = |name: &str| -> Result<Value, String> {
+        let p = path.with_file_name(name);
+        let b = llem_config::files::read_record(&p).map_err(|e| format!("{name}: {e}"))?;
+        serde_json::from_slice(&b).map_err(|e| format!("{name}: {e}"))
+    };
+    Ok(Read::Llem07 {
+        result: v,
+        config: sidecar("config.json")?,
+        system: sidecar("system.json")?,
+    })
 }
 
 struct Cell {
@@ -54,10 +84,9 @@ struct Cell {
     requests: Option<(usize, Vec<Vec<f64>>)>,
 }
 
-fn read_cell(path: &Path) -> Result<Cell, String> {
-    let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
+fn read_cell(path: &Path, bytes: &[u8]) -> Result<Cell, String> {
     let mut result: ExperimentResult =
-        serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
+        serde_json::from_slice(bytes).map_err(|e| format!("result.json: {e}"))?;
     // The result's own copy first (moved, not copied: the view keeps one); results from
     // before it had one have the sibling file.
     let config = match result.effective_config.take() {
@@ -332,11 +361,27 @@ pub fn load_cells(dirs: &[PathBuf]) -> Result<(Vec<LlmRun>, Vec<LoadIssue>), Rec
             )
         }));
     }
-    let cells = parallel_map(&files, default_workers(), |p| read_cell(p));
+    let cells = parallel_map(&files, default_workers(), |p| read_any(p));
     let mut views = Vec::new();
     for (p, c) in files.iter().zip(cells) {
         match c {
-            Ok(c) => views.push(view(p, &c)),
+            Ok(Read::Llem(c)) => views.push(view(p, &c)),
+            Ok(Read::Llem07 {
+                result,
+                config,
+                system,
+            }) => {
+                // llem 0.7 numbers cycles from 1 (`001_c1_...`); llem from 0.
+                let (study, cycle) = placement(p);
+                let cycle = cycle.map(|c| (c - 1).max(0));
+                views.push(super::llem07::view(
+                    p,
+                    &result,
+                    &config,
+                    &system,
+                    (study, cycle),
+                ));
+            }
             Err(e) => issues.push(LoadIssue::new(p, e)),
         }
     }

@@ -13,6 +13,7 @@ pub(crate) mod extract;
 pub(crate) mod itl;
 pub mod labels;
 pub(crate) mod lenient;
+pub mod llem07;
 pub(crate) mod llem_cells;
 pub(crate) mod load;
 pub(crate) mod parallelism;

@@ -14,6 +14,8 @@ pub enum RunSource {
     Compiled,
     /// A llem cell directory (`result.json` + sidecars).
     Llem,
+    /// A cell of the Python llem, `llenergymeasure` 0.7 (bundle 2.0).
+    Llem07,
 }
 
 impl RunSource {
@@ -23,6 +25,7 @@ impl RunSource {
             Self::MlEnergyRaw => "mlenergy-raw",
             Self::Compiled => "compiled",
             Self::Llem => "llem",
+            Self::Llem07 => "llem07",
         }
     }
 
@@ -32,6 +35,7 @@ impl RunSource {
             "mlenergy-raw" => Some(Self::MlEnergyRaw),
             "compiled" => Some(Self::Compiled),
             "llem" => Some(Self::Llem),
+            "llem07" => Some(Self::Llem07),
             _ => None,
         }
     }
