@@ -920,6 +920,18 @@ struct RunView<'a> {
     config_index: usize,
     config_hash: String,
     engine: Engine,
+    model: &'a str,
+    label: &'a str,
+    /// With `--per-run-config` only: the configuration again, whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<&'a ExperimentConfig>,
+}
+
+#[derive(Serialize)]
+struct ConfigurationView<'a> {
+    index: usize,
+    config_hash: String,
+    engine: Engine,
     /// Why the engine is what it is when the configuration does not name one.
     #[serde(skip_serializing_if = "Option::is_none")]
     engine_inferred: Option<&'a str>,
@@ -945,6 +957,7 @@ struct PlanView<'a> {
     shuffle_seed: Option<u64>,
     output_dir: &'a str,
     execution: &'a StudyExecution,
+    configurations: ConfigurationsView<'a>,
     runs: RunsView<'a>,
     skipped: &'a [SkippedPoint],
     duplicates: &'a [Duplicate],
@@ -953,13 +966,42 @@ struct PlanView<'a> {
     schedule: Option<&'a crate::schedule::ScheduleSpec>,
 }
 
+/// Each configuration once, whole, serialised as it is written.
+struct ConfigurationsView<'a>(&'a StudyPlan);
+
+impl Serialize for ConfigurationsView<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.0
+                .configs
+                .iter()
+                .enumerate()
+                .map(|(index, c)| ConfigurationView {
+                    index,
+                    config_hash: c.digest.short(),
+                    engine: c.config.engine,
+                    engine_inferred: c.engine_inferred.as_deref(),
+                    memory_estimate: c.memory.as_ref(),
+                    model: &c.config.model,
+                    label: &c.label,
+                    warnings: &c.warnings,
+                    config: &c.config,
+                }),
+        )
+    }
+}
+
 /// The runs, each serialised as it is written (a plan's JSON can be hundreds of MB; its
-/// views are never all built at once).
-struct RunsView<'a>(&'a StudyPlan);
+/// views are never all built at once); each names its configuration by index, and carries
+/// it whole only when asked.
+struct RunsView<'a> {
+    plan: &'a StudyPlan,
+    per_run_config: bool,
+}
 
 impl Serialize for RunsView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let plan = self.0;
+        let plan = self.plan;
         s.collect_seq(plan.runs.iter().filter_map(|r| {
             let c = plan.configs.get(r.config)?;
             Some(RunView {
@@ -968,38 +1010,60 @@ impl Serialize for RunsView<'_> {
                 config_index: r.config,
                 config_hash: c.digest.short(),
                 engine: c.config.engine,
-                engine_inferred: c.engine_inferred.as_deref(),
-                memory_estimate: c.memory.as_ref(),
                 model: &c.config.model,
                 label: &c.label,
-                warnings: &c.warnings,
-                config: &c.config,
+                config: self.per_run_config.then_some(&c.config),
             })
         }))
     }
 }
 
-impl Serialize for StudyPlan {
+/// The plan as `--dry-run --json` prints it (and `_study-artefacts/plan.json` holds it):
+/// `configurations` once each, `runs` by configuration index; with `per_run_config` every
+/// run also carries its configuration whole (the JSON of a 100 000-cell, 3-cycle plan grows
+/// from ~0.3 GB to ~0.9 GB).
+pub struct PlanJson<'a> {
+    /// The plan.
+    pub plan: &'a StudyPlan,
+    /// Repeat the configuration in every run.
+    pub per_run_config: bool,
+}
+
+impl Serialize for PlanJson<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let runs = RunsView(self);
+        let p = self.plan;
         PlanView {
             llem_version: env!("CARGO_PKG_VERSION"),
-            kind: self.kind,
-            study_name: &self.study_name,
-            source: self.source.as_ref().map(|p| p.display().to_string()),
-            study_design_hash: self.design.short(),
-            unique_configurations: self.configs.len(),
-            n_cycles: self.execution.n_cycles,
-            total_runs: self.runs.len(),
-            experiment_order: self.execution.experiment_order,
-            shuffle_seed: self.shuffle_seed,
-            output_dir: &self.output_dir,
-            execution: &self.execution,
-            runs,
-            skipped: &self.skipped,
-            duplicates: &self.duplicates,
-            warnings: &self.warnings,
-            schedule: self.schedule.as_ref(),
+            kind: p.kind,
+            study_name: &p.study_name,
+            source: p.source.as_ref().map(|x| x.display().to_string()),
+            study_design_hash: p.design.short(),
+            unique_configurations: p.configs.len(),
+            n_cycles: p.execution.n_cycles,
+            total_runs: p.runs.len(),
+            experiment_order: p.execution.experiment_order,
+            shuffle_seed: p.shuffle_seed,
+            output_dir: &p.output_dir,
+            execution: &p.execution,
+            configurations: ConfigurationsView(p),
+            runs: RunsView {
+                plan: p,
+                per_run_config: self.per_run_config,
+            },
+            skipped: &p.skipped,
+            duplicates: &p.duplicates,
+            warnings: &p.warnings,
+            schedule: p.schedule.as_ref(),
+        }
+        .serialize(s)
+    }
+}
+
+impl Serialize for StudyPlan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        PlanJson {
+            plan: self,
+            per_run_config: false,
         }
         .serialize(s)
     }

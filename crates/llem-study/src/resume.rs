@@ -116,16 +116,20 @@ pub fn drift_details(dir: &Path, plan: &StudyPlan) -> Vec<String> {
     out
 }
 
-/// `(label, config)` of each distinct configuration in a serialised plan, in index order.
+/// `(label, config)` of each distinct configuration in a serialised plan, in index order:
+/// its `configurations`, or (a plan.json written before those) the configuration its runs
+/// carried.
 fn configs_of(plan: &Value) -> Vec<(String, Value)> {
     let mut by_index: BTreeMap<u64, (String, Value)> = BTreeMap::new();
-    for run in plan
-        .get("runs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(i) = run.get("config_index").and_then(Value::as_u64) else {
+    let listed = plan.get("configurations").and_then(Value::as_array);
+    let entries = listed.or_else(|| plan.get("runs").and_then(Value::as_array));
+    let index_key = if listed.is_some() {
+        "index"
+    } else {
+        "config_index"
+    };
+    for run in entries.into_iter().flatten() {
+        let Some(i) = run.get(index_key).and_then(Value::as_u64) else {
             continue;
         };
         let label = run
@@ -195,6 +199,21 @@ pub fn merge(old: &Manifest, mut fresh: Manifest) -> Manifest {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
     use super::*;
+
+    #[test]
+    fn configurations_are_read_from_either_plan_layout() {
+        let new = serde_json::json!({
+            "configurations": [{"index": 0, "label": "a", "config": {"x": 1}}],
+            "runs": [{"config_index": 0, "label": "a"}]
+        });
+        let old = serde_json::json!({"runs": [
+            {"config_index": 0, "label": "a", "config": {"x": 1}},
+            {"config_index": 0, "label": "a", "config": {"x": 1}}
+        ]});
+        let want = vec![("a".to_string(), serde_json::json!({"x": 1}))];
+        assert_eq!(configs_of(&new), want);
+        assert_eq!(configs_of(&old), want);
+    }
     use serde_json::json;
 
     fn entry(index: usize, hash: &str, cycle: u32, status: &str, dir: &str) -> Value {

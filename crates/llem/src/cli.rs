@@ -172,6 +172,10 @@ pub struct RunArgs {
     /// Print machine-readable JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// With `--dry-run --json`: repeat each configuration, whole, in every run (by default
+    /// `configurations` holds each once and runs name it by `config_index`).
+    #[arg(long, requires_all = ["dry_run", "json"])]
+    pub per_run_config: bool,
     /// Model for every experiment (Hugging Face id, directory or GGUF file).
     #[arg(short = 'm', long)]
     pub model: Option<String>,

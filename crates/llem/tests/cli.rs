@@ -106,13 +106,43 @@ fn dry_run_json_has_the_documented_shape() {
         assert_eq!(r["index"], i + 1);
         assert_eq!(r["config_hash"].as_str().unwrap().len(), 16);
         assert_eq!(r["model"], "gpt2");
-        assert_eq!(r["config"]["model"], "gpt2");
-        assert_eq!(r["config"]["engine"], r["engine"]);
+        assert!(r.get("config").is_none(), "{r}");
+        let c = &v["configurations"][r["config_index"].as_u64().unwrap() as usize];
+        assert_eq!(c["config_hash"], r["config_hash"]);
+        assert_eq!(c["config"]["model"], "gpt2");
+        assert_eq!(c["config"]["engine"], r["engine"]);
     }
     assert_eq!(runs[0]["engine"], "transformers");
     assert_eq!(runs[1]["engine"], "vllm");
     assert_eq!(runs[2]["cycle"], 1);
     assert!(v["skipped"].as_array().unwrap().is_empty());
+    assert_eq!(v["configurations"].as_array().unwrap().len(), 2);
+
+    // --per-run-config repeats each configuration in its runs (and needs --dry-run --json).
+    let o = Home::new().llem(
+        &[
+            "run",
+            "examples/seed/compare-engines.yaml",
+            "--dry-run",
+            "--json",
+            "--per-run-config",
+        ],
+        &[],
+    );
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for r in v["runs"].as_array().unwrap() {
+        let c = &v["configurations"][r["config_index"].as_u64().unwrap() as usize]["config"];
+        assert_eq!(&r["config"], c);
+    }
+    let o = Home::new().llem(
+        &[
+            "run",
+            "examples/seed/compare-engines.yaml",
+            "--per-run-config",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 #[test]
@@ -125,8 +155,11 @@ fn single_experiment_json_has_one_run() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["kind"], "experiment");
     assert_eq!(v["total_runs"], 1);
-    assert_eq!(v["runs"][0]["config"]["engine"], "llamacpp");
-    assert_eq!(v["runs"][0]["config"]["runners"]["llamacpp"], "embedded");
+    assert_eq!(v["configurations"][0]["config"]["engine"], "llamacpp");
+    assert_eq!(
+        v["configurations"][0]["config"]["runners"]["llamacpp"],
+        "embedded"
+    );
 }
 
 #[test]
@@ -229,8 +262,11 @@ fn model_flag_needs_no_yaml() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["total_runs"], 1);
-    assert_eq!(v["runs"][0]["config"]["model"], "models/tiny.gguf");
-    assert_eq!(v["runs"][0]["config"]["dataset"]["n_prompts"], 5);
+    assert_eq!(
+        v["configurations"][0]["config"]["model"],
+        "models/tiny.gguf"
+    );
+    assert_eq!(v["configurations"][0]["config"]["dataset"]["n_prompts"], 5);
 }
 
 #[test]
@@ -271,7 +307,10 @@ fn user_config_and_environment_reach_the_plan() {
         &[],
     );
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["runs"][0]["config"]["runners"]["transformers"], "docker");
+    assert_eq!(
+        v["configurations"][0]["config"]["runners"]["transformers"],
+        "docker"
+    );
 
     let xdg = h.path().join("xdg");
     h.write(
@@ -286,9 +325,12 @@ fn user_config_and_environment_reach_the_plan() {
         ],
     );
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["runs"][0]["config"]["runners"]["transformers"], "local");
     assert_eq!(
-        v["runs"][0]["config"]["images"]["transformers"],
+        v["configurations"][0]["config"]["runners"]["transformers"],
+        "local"
+    );
+    assert_eq!(
+        v["configurations"][0]["config"]["images"]["transformers"],
         "my/image:1"
     );
 }
@@ -416,7 +458,7 @@ fn documented_hash_recipe_reproduces_llem_hashes() {
         );
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).trim(),
-            v["runs"][0]["config_hash"],
+            v["configurations"][0]["config_hash"],
             "{file}"
         );
     }
@@ -684,7 +726,7 @@ fn dry_run_estimates_device_memory() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let m = &v["runs"][0]["memory_estimate"];
+    let m = &v["configurations"][0]["memory_estimate"];
     // SmolLM2-135M: 30 layers x 3 KV heads x 64 x (K and V) x 2 bytes per token; the
     // quickstart's 4 sequences of 256 + 64 tokens, as llama.cpp's context plan rounds them.
     let per_token = 30 * 3 * 64 * 2 * 2;
@@ -725,7 +767,7 @@ fn dry_run_estimates_device_memory() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let by_model = |name: &str| {
-        v["runs"]
+        v["configurations"]
             .as_array()
             .unwrap()
             .iter()

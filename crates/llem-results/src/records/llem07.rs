@@ -278,10 +278,9 @@ pub fn series(
     for batch in crate::parquet_io::open(&ts)? {
         let batch = batch.map_err(|e| invalid(e.to_string()))?;
         let col = |n: &str| crate::parquet_io::column::<Float32Array>(&batch, n).map_err(&invalid);
-        let t = crate::parquet_io::column::<Float64Array>(&batch, "timestamp_s")
-            .map_err(&invalid)?;
-        let gpu =
-            crate::parquet_io::column::<Int32Array>(&batch, "gpu_index").map_err(&invalid)?;
+        let t =
+            crate::parquet_io::column::<Float64Array>(&batch, "timestamp_s").map_err(&invalid)?;
+        let gpu = crate::parquet_io::column::<Int32Array>(&batch, "gpu_index").map_err(&invalid)?;
         let v = if metric == "temperature" {
             col("temperature_c")?
         } else {

@@ -58,7 +58,11 @@ pub fn print_plan(plan: &llem_config::StudyPlan, args: &RunArgs) -> i32 {
     // Streamed: the JSON of a 100 000-cell plan is a few hundred MB, never held whole.
     // A closed pipe (`llem run ... | head`) is not an error worth reporting.
     if args.json {
-        if let Err(e) = serde_json::to_writer_pretty(&mut stdout, plan) {
+        let view = llem_config::plan::PlanJson {
+            plan,
+            per_run_config: args.per_run_config,
+        };
+        if let Err(e) = serde_json::to_writer_pretty(&mut stdout, &view) {
             if !e.is_io() {
                 eprintln!("llem: cannot serialise the plan: {e}");
                 return exit::FAILURE;
