@@ -474,18 +474,27 @@ fn a_cached_baseline_is_reused() {
     }
 }
 
+/// The Python with pandas and polars that `make test` installs; without it a test is skipped
+/// here, but `make test` (LLEM_REQUIRE_PYTHON_CHECKS) makes its absence a failure.
+fn pandas_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
+        "target/pyenv is missing: run scripts/python-env.sh"
+    );
+    eprintln!("skipped: run `make test` (it installs pandas and polars into target/pyenv)");
+    None
+}
+
 /// pandas and polars read the Parquet file (make test installs them; see scripts/python-env.sh).
 #[test]
 fn timeseries_is_readable_by_pandas_and_polars() {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
-            "target/pyenv is missing: run scripts/python-env.sh"
-        );
-        eprintln!("skipped: run `make test` (it installs pandas and polars into target/pyenv)");
+    let Some(python) = pandas_python() else {
         return;
-    }
+    };
     let s = Sandbox::new();
     let out: PathBuf = s.path().join("run");
     let o = s.run(
@@ -539,15 +548,9 @@ print("ok", df.shape)
 /// boards behind the NVML stand-in, one row per sample per board.
 #[test]
 fn a_seed_notebook_reads_the_gpu_timeseries() {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
-            "target/pyenv is missing: run scripts/python-env.sh"
-        );
-        eprintln!("skipped: run `make test` (it installs pandas and polars into target/pyenv)");
+    let Some(python) = pandas_python() else {
         return;
-    }
+    };
     let standin = nvml_standin::StandIn::new(Some(
         "driver 550.54.15
 gpu uuid=GPU-aaaa-1111 name=NVIDIA_H100 power_w=400 temp_c=55 mem_used_mib=1024 sm_clock_mhz=1980

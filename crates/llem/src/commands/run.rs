@@ -8,10 +8,9 @@ use crate::cli::RunArgs;
 use crate::exit;
 use crate::render;
 
-/// Runs `llem run` and returns the exit code.
-pub fn run(args: &RunArgs) -> i32 {
-    let env = Env::from_process();
-    let request = PlanRequest {
+/// Plans what `args` name: the file (or `--model` alone) with the command-line overrides.
+pub fn plan_of(args: &RunArgs, env: &Env) -> Result<llem_config::StudyPlan, ConfigError> {
+    llem_config::plan(&PlanRequest {
         config: args.config.as_deref(),
         overrides: Overrides {
             model: args.model.clone(),
@@ -22,9 +21,14 @@ pub fn run(args: &RunArgs) -> i32 {
             order: args.order,
         },
         dedup: !args.no_dedup,
-        env: &env,
-    };
-    let plan = match llem_config::plan(&request) {
+        env,
+    })
+}
+
+/// Runs `llem run` and returns the exit code.
+pub fn run(args: &RunArgs) -> i32 {
+    let env = Env::from_process();
+    let plan = match plan_of(args, &env) {
         Ok(p) => p,
         Err(e) => return config_error(&e, args.json),
     };

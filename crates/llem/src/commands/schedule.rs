@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::{Timestamp, Zoned};
 use llem_config::schedule::ScheduleSpec;
-use llem_config::{Env, Overrides, PlanRequest, StudyPlan};
+use llem_config::{Env, StudyPlan};
 use llem_study::ResumeFrom;
 use llem_study::schedule::{Next, next_start};
 
@@ -67,21 +67,7 @@ fn spec(args: &ScheduleArgs, block: Option<&ScheduleSpec>) -> Option<ScheduleSpe
 }
 
 fn plan(args: &RunArgs) -> Result<StudyPlan, i32> {
-    let env = Env::from_process();
-    let request = PlanRequest {
-        config: args.config.as_deref(),
-        overrides: Overrides {
-            model: args.model.clone(),
-            engine: args.engine,
-            n_prompts: args.n_prompts,
-            output_dir: args.output.clone(),
-            cycles: args.cycles,
-            order: args.order,
-        },
-        dedup: !args.no_dedup,
-        env: &env,
-    };
-    llem_config::plan(&request).map_err(|e| {
+    super::run::plan_of(args, &Env::from_process()).map_err(|e| {
         eprint!("{e}");
         exit::CONFIG
     })
