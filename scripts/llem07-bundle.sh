@@ -18,20 +18,7 @@ out=$repo/crates/llem-results/tests/fixtures/llem07-study
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-"$py" -m pip download --quiet --no-deps --dest "$work/wheel" llenergymeasure==0.7.0
-sum=$(sha256sum "$work"/wheel/*.whl | cut -d' ' -f1)
-want=1222c82557ef14497faa484c08a9baf3fc6287a94eb06996435eda0cf23e8df3
-[ "$sum" = "$want" ] || { echo "llenergymeasure 0.7.0 wheel has SHA-256 $sum, expected $want" >&2; exit 1; }
-"$py" -m pip install --quiet --target "$work/pkgs" "$work"/wheel/*.whl typer rich python-dotenv \
-  platformdirs nvidia-ml-py
-mkdir -p "$work/shim"
-cat > "$work/shim/sitecustomize.py" <<'PY'
-try:
-    import llenergymeasure.harness.preflight as _pf
-    _pf._check_cuda_available = lambda: True
-except Exception:
-    pass
-PY
+. "$repo/scripts/llem07-env.sh"
 cc -shared -fPIC -O1 -o "$work/libnvidia-ml.so.1" \
   "$repo/crates/llem-energy/tests/support/nvml_standin.c" -lm
 printf 'driver 550.54.15\ngpu uuid=GPU-aaaa-1111 name=NVIDIA_H100_80GB_HBM3 power_w=300 temp_c=50 mem_total_mib=81559 mem_used_mib=2048 sm_clock_mhz=1980\n' \
@@ -70,8 +57,7 @@ transformers:
   engine_params: {dtype: float32, device_map: cpu}
 YAML
 (cd "$work" && LD_LIBRARY_PATH="$work" NVML_STANDIN_SCRIPT="$work/nvml-script" \
-  PYTHONPATH="$work/shim:$work/pkgs" HOME="$work" \
-  "$py" "$work/pkgs/bin/llem" run study.yaml -o "$work/results" --no-lock --quiet)
+  llem07 run study.yaml -o "$work/results" --no-lock --quiet)
 study=$(ls -d "$work"/results/tiny-sweep_*)
 rm -rf "$out"
 mkdir -p "$out"

@@ -137,10 +137,16 @@ fn normalize_output_block(tree: &mut Node, sources: &SourceMap) -> Result<(), Di
     Ok(())
 }
 
-/// Rewrites alias keys of an experiment tree to their canonical spelling, in place.
-/// Both spellings in one mapping is an error.
+/// Rewrites alias keys of an experiment tree to their canonical spelling, in place (seed
+/// 001's `output:` block included). Both spellings in one mapping is an error.
 pub fn normalize_keys(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagnostic> {
     normalize_output_block(tree, sources)?;
+    normalize_aliases(tree, sources)
+}
+
+/// The key aliases of [`normalize_keys`] without the `output:` block, whose keys in the user
+/// config file (`output.results_dir`) are that file's own.
+pub fn normalize_aliases(tree: &mut Node, sources: &SourceMap) -> Result<(), Diagnostic> {
     for a in KEY_ALIASES {
         // Look first, write only when needed: trees share structure across grid points.
         let needs = tree

@@ -8,6 +8,8 @@
 mod aliases;
 mod canonical;
 mod de;
+pub mod dialect07;
+pub mod emit;
 mod error;
 pub mod files;
 pub mod infer;

@@ -185,6 +185,8 @@ pub struct StudyPlan {
     pub warnings: Vec<String>,
     /// The file's enabled `schedule:` block: the study is to run again and again.
     pub schedule: Option<crate::schedule::ScheduleSpec>,
+    /// The YAML dialect the file is written in.
+    pub dialect: crate::dialect07::Dialect,
 }
 
 impl StudyPlan {
@@ -822,6 +824,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let mut warnings = user.warnings.clone();
 
     let (root, dir) = load_root(req, &mut sources)?;
+    let (root, dialect) = crate::dialect07::to_llem(&root, &sources)?;
     check_root_keys(&root, &sources)?;
     let root_map = root.as_map().cloned().unwrap_or_default();
     let rate_levels = root_map
@@ -910,6 +913,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         duplicates: finished.duplicates,
         warnings,
         schedule,
+        dialect,
     })
 }
 
@@ -964,6 +968,7 @@ struct PlanView<'a> {
     warnings: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     schedule: Option<&'a crate::schedule::ScheduleSpec>,
+    dialect: &'static str,
 }
 
 /// Each configuration once, whole, serialised as it is written.
@@ -1054,6 +1059,10 @@ impl Serialize for PlanJson<'_> {
             duplicates: &p.duplicates,
             warnings: &p.warnings,
             schedule: p.schedule.as_ref(),
+            dialect: match p.dialect {
+                crate::dialect07::Dialect::Llem => "llem",
+                crate::dialect07::Dialect::Llem07 => "llem07",
+            },
         }
         .serialize(s)
     }

@@ -323,7 +323,7 @@ impl UserSettings {
         }
 
         // `runners: {pytorch: docker}` must fill transformers defaults like the canonical name.
-        crate::aliases::normalize_keys(&mut tree, sources)?;
+        crate::aliases::normalize_aliases(&mut tree, sources)?;
         let config: UserConfig =
             crate::de::from_node(&tree).map_err(|e| e.into_diagnostic(sources))?;
         let violations = crate::schema::user_config_rules().check(&config);

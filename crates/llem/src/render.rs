@@ -84,6 +84,9 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
         .map_or_else(|| "command line".to_string(), |p| p.display().to_string());
     let _ = writeln!(out, "llem {kind}: {} ({source})", plan.study_name);
     let _ = writeln!(out, "  study design hash  {}", plan.study_design_hash());
+    if plan.dialect == llem_config::dialect07::Dialect::Llem07 {
+        let _ = writeln!(out, "  dialect            {}", plan.dialect.describe());
+    }
     let seed = match (e.experiment_order, plan.shuffle_seed, e.shuffle_seed) {
         (ExperimentOrder::Shuffle, Some(s), Some(_)) => format!(" (shuffle_seed {s})"),
         (ExperimentOrder::Shuffle, Some(s), None) => {
