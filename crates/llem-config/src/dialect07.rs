@@ -836,8 +836,9 @@ impl Tx<'_> {
             let values = self.axis_values(&e.value)?;
             match scope {
                 // A field outside the engine section that the key scopes to one engine: a
-                // group named by the key (its first segment scopes it), one variant per value.
-                Some(_) => {
+                // group named `<engine>.<field>` (its first segment scopes it), one variant
+                // per value.
+                Some(engine) => {
                     let variants: Vec<Node> = values
                         .as_seq()
                         .unwrap_or_default()
@@ -849,7 +850,7 @@ impl Tx<'_> {
                         })
                         .collect();
                     out.insert(
-                        &e.key,
+                        &format!("{engine}.{}", path.replace('.', "_")),
                         e.key_span,
                         Node {
                             span: e.value.span,
@@ -978,4 +979,405 @@ pub fn to_llem(root: &Node, sources: &SourceMap) -> Result<(Node, Dialect), Conf
         }
     }
     Ok((fold(out, root.span), Dialect::Llem07))
+}
+
+/// llem 0.7's `llem_execution` knobs of the transformers engine (the rest of llem's
+/// transformers section is `engine_params`).
+const LLEM_EXECUTION07: [&str; 7] = [
+    "batch_size",
+    "torch_compile",
+    "torch_compile_mode",
+    "torch_compile_backend",
+    "allow_tf32",
+    "autocast_enabled",
+    "autocast_dtype",
+];
+
+/// llem 0.7's transformers `engine_params`.
+const TRANSFORMERS_PARAMS07: [&str; 18] = [
+    "attn_implementation",
+    "load_in_4bit",
+    "load_in_8bit",
+    "bnb_4bit_compute_dtype",
+    "bnb_4bit_quant_type",
+    "bnb_4bit_use_double_quant",
+    "use_cache",
+    "cache_implementation",
+    "num_beams",
+    "early_stopping",
+    "length_penalty",
+    "no_repeat_ngram_size",
+    "prompt_lookup_num_tokens",
+    "device_map",
+    "max_memory",
+    "low_cpu_mem_usage",
+    "tp_plan",
+    "tp_size",
+];
+
+/// Writes llem's YAML as llem 0.7's.
+struct Back<'a> {
+    tx: Tx<'a>,
+    /// The engine the file runs on (0.7 keeps sampling and precision per engine).
+    engine: Option<String>,
+}
+
+impl Back<'_> {
+    fn no(&self, span: Span, what: &str, why: &str) -> ConfigError {
+        self.tx.err(
+            ErrorKind::Rule,
+            span,
+            format!("`{what}` cannot be written for llem 0.7: {why}"),
+        )
+    }
+
+    /// The one engine whose sections take precision and sampling.
+    fn engine_for(&self, span: Span, what: &str) -> Result<String, ConfigError> {
+        self.engine.clone().ok_or_else(|| {
+            self.no(
+                span,
+                what,
+                "llem 0.7 keeps it per engine, and this file names no single engine",
+            )
+        })
+    }
+
+    /// One llem path (`dataset.n_prompts`, `vllm.engine.max_num_seqs`) as 0.7's.
+    fn path(&self, path: &str, span: Span) -> Result<String, ConfigError> {
+        let parts: Vec<&str> = path.split('.').collect();
+        Ok(match parts.as_slice() {
+            ["name"] => "study_name".into(),
+            [
+                k
+                @ ("model" | "dataset" | "max_input_tokens" | "max_output_tokens" | "random_seed"),
+                rest @ ..,
+            ] => {
+                let mut v = vec!["task", k];
+                v.extend(rest);
+                v.join(".")
+            }
+            ["baseline", rest @ ..] => format!("measurement.baseline.{}", rest.join(".")),
+            ["energy_sampler"] => "measurement.energy_sampler".into(),
+            ["measurement", "latency_profiling"] => "measurement.latency_profiling".into(),
+            ["measurement", "methodology"] => "measurement.measurement_methodology".into(),
+            ["measurement", "window"] => "measurement.measurement_window".into(),
+            [
+                "measurement",
+                "windows",
+                k @ ("window_seconds" | "ramp_exclusion_seconds"),
+            ] => {
+                format!("server.traffic.{k}")
+            }
+            ["decoder", "preset"] => "sampling_preset".into(),
+            ["decoder", k] => {
+                let e = self.engine_for(span, path)?;
+                format!("{e}.sampling_params.{k}")
+            }
+            ["dtype"] => {
+                let e = self.engine_for(span, path)?;
+                format!("{e}.engine_params.dtype")
+            }
+            ["warmup", "n_warmup"] => "offline.warmup.n_prompts".into(),
+            ["warmup", "gate", "timeout_seconds"] => "server.warmup.timeout_seconds".into(),
+            ["warmup", "gate", ..] => {
+                return Err(self.no(
+                    span,
+                    path,
+                    "llem 0.7's warmup gate has only a timeout (its thresholds are fixed)",
+                ));
+            }
+            ["warmup", rest @ ..] => format!("offline.warmup.{}", rest.join(".")),
+            ["traffic", "rate_qps"] => "server.traffic.rate".into(),
+            ["traffic", "max_concurrency"] => "server.traffic.concurrency_cap".into(),
+            ["traffic", k @ ("arrival" | "burstiness" | "seed")] => format!("server.traffic.{k}"),
+            ["traffic", "slo", k @ ("ttft_ms" | "tpot_ms")] => format!("server.traffic.slo.{k}"),
+            ["transformers", k, rest @ ..] if LLEM_EXECUTION07.contains(k) => {
+                format!("transformers.llem_execution.{k}{}", suffix(rest))
+            }
+            ["transformers", k, rest @ ..] if TRANSFORMERS_PARAMS07.contains(k) => {
+                format!("transformers.engine_params.{k}{}", suffix(rest))
+            }
+            ["vllm", "engine", k, rest @ ..] => format!("vllm.engine_params.{k}{}", suffix(rest)),
+            ["vllm", "beam_search", rest @ ..] => {
+                format!("vllm.engine_params.beam_search{}", suffix(rest))
+            }
+            ["vllm", "sampling", k] => format!("vllm.sampling_params.{k}"),
+            ["tensorrt", "sampling", k] => format!("tensorrt.sampling_params.{k}"),
+            ["tensorrt", k, rest @ ..] if *k != "sampling" => {
+                let k07 = match *k {
+                    "kv_cache" => "kv_cache_config",
+                    "scheduler" => "scheduler_config",
+                    "quant" => "quant_config",
+                    "engine" => "backend",
+                    other => other,
+                };
+                format!("tensorrt.engine_params.{k07}{}", suffix(rest))
+            }
+            ["passthrough_kwargs", rest @ ..] => format!("passthrough_kwargs.{}", rest.join(".")),
+            ["engine"] => "engine".into(),
+            _ => {
+                return Err(self.no(
+                    span,
+                    path,
+                    "llem 0.7 has no such field (it knows the transformers, vllm and tensorrt \
+                     engines; no LoRA, traffic counts or durations, or llem's own windows \
+                     thresholds)",
+                ));
+            }
+        })
+    }
+
+    /// Every leaf of an experiment mapping as (0.7 path, span, value); lists and empty
+    /// mappings are leaves.
+    fn leaves(
+        &self,
+        n: &Node,
+        prefix: &str,
+        out: &mut Vec<(String, Span, Node)>,
+    ) -> Result<(), ConfigError> {
+        let Some(m) = n.as_map() else {
+            return Ok(());
+        };
+        for e in &m.entries {
+            let path = if prefix.is_empty() {
+                e.key.to_string()
+            } else {
+                format!("{prefix}.{}", e.key)
+            };
+            match (&e.value.kind, path.as_str()) {
+                (NodeKind::Map(inner), p)
+                    if !inner.entries.is_empty()
+                        && !matches!(
+                            p,
+                            "passthrough_kwargs" | "vllm.engine.compilation_config"
+                        ) =>
+                {
+                    self.leaves(&e.value, &path, out)?;
+                }
+                _ => out.push((path, e.key_span, e.value.clone())),
+            }
+        }
+        Ok(())
+    }
+
+    fn experiment(&self, n: &Node, study_level: bool) -> Result<Out, ConfigError> {
+        let mut leaves = Vec::new();
+        self.leaves(n, "", &mut leaves)?;
+        let mut out: Out = Vec::new();
+        for (path, span, value) in leaves {
+            let first = path.split('.').next().unwrap_or_default();
+            match first {
+                "sweep" | "experiments" | "study_execution" | "images" | "schedule" | "name"
+                    if study_level => {}
+                "runners" | "output_dir" | "gpu_telemetry" if study_level => {}
+                "sweep" | "experiments" | "study_execution" | "runners" | "images" | "schedule"
+                | "output_dir" | "gpu_telemetry" | "name" => {}
+                "base" | "_extends" => {
+                    return Err(self.no(span, &path, "inline the base file first"));
+                }
+                "engine" => {
+                    let e = value.as_str().unwrap_or_default();
+                    if !ENGINES07.contains(&e) {
+                        return Err(self.no(
+                            span,
+                            &format!("engine: {e}"),
+                            "llem 0.7 runs transformers, vllm and tensorrt only",
+                        ));
+                    }
+                    out.push(("engine".into(), span, value));
+                }
+                "llamacpp" | "sglang" | "tgi" | "lora" => {
+                    return Err(self.no(span, &path, "llem 0.7 has no such engine or feature"));
+                }
+                _ => {
+                    let p07 = self.path(&path, span)?;
+                    let parts: Vec<&str> = p07.split('.').collect();
+                    push_path(&mut out, &parts, span, &value);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn suffix(rest: &[&str]) -> String {
+    rest.iter().map(|r| format!(".{r}")).collect()
+}
+
+/// `root` (llem's dialect) as llem 0.7's: every field at 0.7's place, or an error naming what
+/// 0.7 cannot express.
+pub fn from_llem(root: &Node, sources: &SourceMap) -> Result<Node, ConfigError> {
+    let tx = Tx { sources };
+    let m = tx.map(root, "the file")?;
+    let named = m.get("engine").and_then(Node::as_str).map(String::from);
+    let swept_engines = m
+        .get("sweep")
+        .and_then(Node::as_map)
+        .is_some_and(|s| s.contains("engine"));
+    let model = m.get("model").and_then(Node::as_str).unwrap_or_default();
+    // Without `engine:`, llem infers it from the model; 0.7 defaults to transformers.
+    let engine = match (&named, swept_engines) {
+        (Some(e), _) => Some(e.clone()),
+        (None, true) => None,
+        (None, false) => Some(crate::infer::from_model(model).engine.as_str().to_string()),
+    };
+    let back = Back { tx, engine };
+    let mut out = back.experiment(root, true)?;
+    if named.is_none()
+        && let Some(e) = &back.engine
+    {
+        if !ENGINES07.contains(&e.as_str()) {
+            return Err(back.no(
+                root.span,
+                &format!("engine: {e} (inferred from the model)"),
+                "llem 0.7 runs transformers, vllm and tensorrt only",
+            ));
+        }
+        out.push(("engine".into(), root.span, Node::plain(e, root.span)));
+    }
+    let served = m.contains("traffic");
+    out.insert(
+        0,
+        (
+            "serving_mode".into(),
+            root.span,
+            Node::plain(if served { "server" } else { "offline" }, root.span),
+        ),
+    );
+    for e in &m.entries {
+        let v = &e.value;
+        let s = e.key_span;
+        match &*e.key {
+            "name" => out.insert(0, ("study_name".into(), s, v.clone())),
+            "study_execution" | "images" | "schedule" => {
+                out.push((e.key.to_string(), s, v.clone()))
+            }
+            "output_dir" => push_path(&mut out, &["output", "results_dir"], s, v),
+            "gpu_telemetry" => push_path(&mut out, &["output", "save_timeseries"], s, v),
+            "runners" => {
+                let mut r = Map::default();
+                for x in &back.tx.map(v, "runners")?.entries {
+                    let text = x.value.as_str().unwrap_or_default();
+                    let word = match text {
+                        "docker" => "container".to_string(),
+                        "local" => "process".to_string(),
+                        t if t.starts_with("docker:") => format!("container:{}", &t[7..]),
+                        t => {
+                            return Err(back.no(
+                                x.value.span,
+                                &format!("runners.{}: {t}", x.key),
+                                "llem 0.7 runs engines as a process or in a container only",
+                            ));
+                        }
+                    };
+                    r.insert(&x.key, x.key_span, Node::plain(&word, x.value.span));
+                }
+                out.push(("runners".into(), s, map_node(r, v.span)));
+            }
+            "sweep" => {
+                let mut sw = Map::default();
+                for x in &back.tx.map(v, "sweep")?.entries {
+                    let groups = x
+                        .value
+                        .as_seq()
+                        .is_some_and(|xs| xs.iter().any(|i| i.as_map().is_some()));
+                    if groups {
+                        let variants: Vec<Node> = x
+                            .value
+                            .as_seq()
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|var| {
+                                let mut vm = Map::default();
+                                for ve in &back.tx.map(var, "a sweep group entry")?.entries {
+                                    let p = crate::aliases::canonical_path(
+                                        &ve.key.split('.').collect::<Vec<_>>(),
+                                    )
+                                    .join(".");
+                                    vm.insert(
+                                        &back.path(&p, ve.key_span)?,
+                                        ve.key_span,
+                                        ve.value.clone(),
+                                    );
+                                }
+                                Ok(map_node(vm, var.span))
+                            })
+                            .collect::<Result<_, ConfigError>>()?;
+                        sw.insert(
+                            &x.key,
+                            x.key_span,
+                            Node {
+                                span: x.value.span,
+                                kind: NodeKind::Seq(Arc::new(variants)),
+                            },
+                        );
+                    } else {
+                        let p =
+                            crate::aliases::canonical_path(&x.key.split('.').collect::<Vec<_>>())
+                                .join(".");
+                        sw.insert(&back.path(&p, x.key_span)?, x.key_span, x.value.clone());
+                    }
+                }
+                out.push(("sweep".into(), s, map_node(sw, v.span)));
+            }
+            "experiments" => {
+                let items: Vec<Node> = v
+                    .as_seq()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|x| {
+                        let entry_engine = x
+                            .as_map()
+                            .and_then(|em| em.get("engine"))
+                            .and_then(Node::as_str)
+                            .map(String::from)
+                            .or_else(|| back.engine.clone());
+                        let b = Back {
+                            tx: Tx { sources },
+                            engine: entry_engine,
+                        };
+                        Ok(fold(b.experiment(x, false)?, x.span))
+                    })
+                    .collect::<Result<_, ConfigError>>()?;
+                out.push((
+                    "experiments".into(),
+                    s,
+                    Node {
+                        span: v.span,
+                        kind: NodeKind::Seq(Arc::new(items)),
+                    },
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(fold(out, root.span))
+}
+
+/// `llem config convert`: the file at `path` written in dialect `to`, as YAML text (comments
+/// are not carried). A file already in `to` is an error saying so.
+pub fn convert(path: &std::path::Path, to: Dialect) -> Result<String, ConfigError> {
+    let mut sources = SourceMap::new();
+    let root = crate::load::Loader::new(&mut sources).load(path, None, &mut Vec::new())?;
+    let from = detect(&root);
+    if from == to {
+        return Err(Diagnostic::new(
+            ErrorKind::Rule,
+            format!("{} is already {}", path.display(), to.describe()),
+        )
+        .into());
+    }
+    let tree = match to {
+        Dialect::Llem => to_llem(&root, &sources)?.0,
+        Dialect::Llem07 => from_llem(&root, &sources)?,
+    };
+    let what = match to {
+        Dialect::Llem => "llem's (seed) YAML",
+        Dialect::Llem07 => "llem 0.7 (llenergymeasure) YAML",
+    };
+    Ok(format!(
+        "# {} as {what}, written by `llem config convert` (comments are not carried).\n{}",
+        path.display(),
+        crate::emit::to_yaml(&tree)
+    ))
 }

@@ -329,3 +329,64 @@ fn what_llem_cannot_honour_is_refused_by_name_where_it_is_written() {
         Some("did you mean `task.model`?")
     );
 }
+
+fn digests(plan: &llem_config::StudyPlan) -> Vec<String> {
+    let mut d: Vec<String> = plan.configs.iter().map(|c| c.digest.short()).collect();
+    d.sort();
+    d
+}
+
+/// `llem config convert` both ways keeps every configuration: the converted file plans into
+/// the same configuration hashes as the original.
+#[test]
+fn converting_keeps_every_configuration_hash() {
+    let f = common::Files::new();
+    let mut configs = Vec::new();
+    walk(&sdist().join("configs"), "yaml", &mut configs);
+    assert_eq!(configs.len(), 5);
+    for file in &configs {
+        let text = llem_config::dialect07::convert(file, Dialect::Llem).unwrap();
+        let converted = f.write("c.yaml", &text);
+        let (a, b) = (
+            common::plan_path(file).unwrap(),
+            common::plan_path(&converted).unwrap(),
+        );
+        assert_eq!(b.dialect, Dialect::Llem, "{}\n{text}", file.display());
+        assert_eq!(digests(&a), digests(&b), "{}\n{text}", file.display());
+    }
+    let mut seed = Vec::new();
+    walk(&common::examples().join("seed"), "yaml", &mut seed);
+    for file in &seed {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let text = match llem_config::dialect07::convert(file, Dialect::Llem07) {
+            Ok(t) => t,
+            Err(e) => {
+                assert_eq!(name, "base-inheritance.yaml", "{e}");
+                assert!(e.to_string().contains("inline the base file first"), "{e}");
+                continue;
+            }
+        };
+        let converted = f.write("c07.yaml", &text);
+        let b = common::plan_path(&converted).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        assert_eq!(b.dialect, Dialect::Llem07, "{name}");
+        assert_eq!(
+            digests(&common::plan_path(file).unwrap()),
+            digests(&b),
+            "{name}\n{text}"
+        );
+    }
+    // What 0.7 cannot express is refused by name: its engines are transformers, vllm and
+    // tensorrt only.
+    let e = llem_config::dialect07::convert(
+        &common::examples().join("quickstart.yaml"),
+        Dialect::Llem07,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("llem 0.7 runs transformers, vllm and tensorrt only"),
+        "{e}"
+    );
+    let e = llem_config::dialect07::convert(&configs[0], Dialect::Llem07).unwrap_err();
+    assert!(e.to_string().contains("is already llem 0.7"), "{e}");
+}

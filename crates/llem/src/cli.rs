@@ -373,6 +373,27 @@ pub enum ConfigCommand {
         #[arg(long, value_enum, default_value_t = SchemaKind::File)]
         kind: SchemaKind,
     },
+    /// Write an experiment or study file in the other YAML dialect: llem's (the seed's) or
+    /// the Python llem 0.7's.
+    Convert {
+        /// The file to convert.
+        file: PathBuf,
+        /// The dialect to write.
+        #[arg(long, value_enum)]
+        to: DialectArg,
+        /// Write here (atomically) instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// The YAML dialects `llem config convert` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DialectArg {
+    /// llem's own, the seed's grammar.
+    Seed,
+    /// The Python llem 0.7's (`llenergymeasure` 0.7.0).
+    Llem07,
 }
 
 /// Schemas `llem config schema` can print.

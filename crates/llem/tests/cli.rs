@@ -805,3 +805,41 @@ fn dry_run_estimates_device_memory() {
         "{text}"
     );
 }
+
+/// `llem config convert` writes the other dialect atomically, or says why not.
+#[test]
+fn config_convert_writes_the_other_dialect() {
+    let h = Home::new();
+    let out = h.path().join("mixed07.yaml");
+    let o = h.llem(
+        &[
+            "config",
+            "convert",
+            "examples/seed/mixed-study.yaml",
+            "--to",
+            "llem07",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("serving_mode: offline") && text.contains("task:"),
+        "{text}"
+    );
+    let o = h.llem(&["run", out.to_str().unwrap(), "--dry-run"], &[]);
+    assert!(
+        stdout(&o).contains("dialect            llem 0.7"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("3 configurations"), "{}", stdout(&o));
+    let o = h.llem(
+        &["config", "convert", out.to_str().unwrap(), "--to", "llem07"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is already llem 0.7"), "{}", stderr(&o));
+}

@@ -13,6 +13,9 @@ use crate::exit;
 
 /// Runs `llem config` and returns the exit code.
 pub fn run(args: &ConfigArgs) -> i32 {
+    if let Some(ConfigCommand::Convert { file, to, output }) = &args.command {
+        return convert(file, *to, output.as_deref());
+    }
     if let Some(ConfigCommand::Schema { kind }) = &args.command {
         let s = match kind {
             SchemaKind::File => schema::file_schema(),
@@ -34,6 +37,42 @@ pub fn run(args: &ConfigArgs) -> i32 {
             eprint!("{e}");
             eprintln!("(user config: {})", user_config_path(&env).display());
             exit::CONFIG
+        }
+    }
+}
+
+/// `llem config convert`.
+fn convert(
+    file: &std::path::Path,
+    to: crate::cli::DialectArg,
+    output: Option<&std::path::Path>,
+) -> i32 {
+    use llem_config::dialect07::{Dialect, convert};
+    let to = match to {
+        crate::cli::DialectArg::Seed => Dialect::Llem,
+        crate::cli::DialectArg::Llem07 => Dialect::Llem07,
+    };
+    let text = match convert(file, to) {
+        Ok(t) => t,
+        Err(e) => {
+            eprint!("{e}");
+            return exit::CONFIG;
+        }
+    };
+    match output {
+        Some(p) => match llem_results::write_atomic(p, text.as_bytes()) {
+            Ok(()) => {
+                eprintln!("wrote {}", p.display());
+                exit::OK
+            }
+            Err(e) => {
+                eprintln!("llem: {e}");
+                exit::FAILURE
+            }
+        },
+        None => {
+            crate::commands::results::emit(&text);
+            exit::OK
         }
     }
 }
