@@ -588,6 +588,13 @@ fn is_false(v: &Node) -> bool {
     v.is_null() || matches!(v.as_str(), Some("false" | "False"))
 }
 
+fn seq_node(items: Vec<Node>, span: Span) -> Node {
+    Node {
+        span,
+        kind: NodeKind::Seq(Arc::new(items)),
+    }
+}
+
 fn map_node(m: Map, span: Span) -> Node {
     Node {
         span,
@@ -787,10 +794,7 @@ impl Tx<'_> {
                 Node::plain(&text, v.span)
             })
             .collect();
-        Ok(Node {
-            span: v.span,
-            kind: NodeKind::Seq(Arc::new(items)),
-        })
+        Ok(seq_node(items, v.span))
     }
 
     /// One group variant (a mapping of 0.7 paths) with llem's paths.
@@ -823,14 +827,7 @@ impl Tx<'_> {
                     .iter()
                     .map(|x| self.variant(x))
                     .collect::<Result<_, _>>()?;
-                out.insert(
-                    &e.key,
-                    e.key_span,
-                    Node {
-                        span: e.value.span,
-                        kind: NodeKind::Seq(Arc::new(variants)),
-                    },
-                );
+                out.insert(&e.key, e.key_span, seq_node(variants, e.value.span));
                 continue;
             }
             let values = self.axis_values(&e.value)?;
@@ -852,10 +849,7 @@ impl Tx<'_> {
                     out.insert(
                         &format!("{engine}.{}", path.replace('.', "_")),
                         e.key_span,
-                        Node {
-                            span: e.value.span,
-                            kind: NodeKind::Seq(Arc::new(variants)),
-                        },
+                        seq_node(variants, e.value.span),
                     );
                 }
                 None => out.insert(&path, e.key_span, values),
@@ -966,14 +960,7 @@ pub fn to_llem(root: &Node, sources: &SourceMap) -> Result<(Node, Dialect), Conf
                         Ok(fold(tx.experiment(em, false)?, x.span))
                     })
                     .collect::<Result<_, ConfigError>>()?;
-                out.push((
-                    "experiments".into(),
-                    s,
-                    Node {
-                        span: v.span,
-                        kind: NodeKind::Seq(Arc::new(entries)),
-                    },
-                ));
+                out.push(("experiments".into(), s, seq_node(entries, v.span)));
             }
             _ => {}
         }
@@ -1303,14 +1290,7 @@ pub fn from_llem(root: &Node, sources: &SourceMap) -> Result<Node, ConfigError> 
                                 Ok(map_node(vm, var.span))
                             })
                             .collect::<Result<_, ConfigError>>()?;
-                        sw.insert(
-                            &x.key,
-                            x.key_span,
-                            Node {
-                                span: x.value.span,
-                                kind: NodeKind::Seq(Arc::new(variants)),
-                            },
-                        );
+                        sw.insert(&x.key, x.key_span, seq_node(variants, x.value.span));
                     } else {
                         let p =
                             crate::aliases::canonical_path(&x.key.split('.').collect::<Vec<_>>())
@@ -1339,14 +1319,7 @@ pub fn from_llem(root: &Node, sources: &SourceMap) -> Result<Node, ConfigError> 
                         Ok(fold(b.experiment(x, false)?, x.span))
                     })
                     .collect::<Result<_, ConfigError>>()?;
-                out.push((
-                    "experiments".into(),
-                    s,
-                    Node {
-                        span: v.span,
-                        kind: NodeKind::Seq(Arc::new(items)),
-                    },
-                ));
+                out.push(("experiments".into(), s, seq_node(items, v.span)));
             }
             _ => {}
         }

@@ -489,6 +489,20 @@ fn pandas_python() -> Option<PathBuf> {
     None
 }
 
+/// Runs `script` with `python`, the file as its argument; the script's asserts are the test's.
+fn run_python(python: &Path, script: &str, file: &Path) {
+    let r = Command::new(python)
+        .args(["-c", script, file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        r.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+}
+
 /// pandas and polars read the Parquet file (make test installs them; see scripts/python-env.sh).
 #[test]
 fn timeseries_is_readable_by_pandas_and_polars() {
@@ -527,20 +541,7 @@ assert pf.shape == df.shape, (pf.shape, df.shape)
 assert pf.schema["throttle_reasons"] == pl.UInt64
 print("ok", df.shape)
 "#;
-    let r = Command::new(&python)
-        .args([
-            "-c",
-            script,
-            out.join("timeseries.parquet").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&r.stdout),
-        String::from_utf8_lossy(&r.stderr)
-    );
+    run_python(&python, script, &out.join("timeseries.parquet"));
 }
 
 /// A notebook written for seed 001's sidecar (`t`, `gpu_idx`, `power_w`, `temperature_c`,
@@ -593,18 +594,5 @@ pf = pl.read_parquet(sys.argv[1])
 assert pf.filter(pl.col("gpu_idx") == 1).height == (ts.gpu_idx == 1).sum()
 print("ok", len(ts))
 "#;
-    let r = Command::new(&python)
-        .args([
-            "-c",
-            script,
-            out.join("timeseries.parquet").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        r.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&r.stdout),
-        String::from_utf8_lossy(&r.stderr)
-    );
+    run_python(&python, script, &out.join("timeseries.parquet"));
 }

@@ -61,26 +61,16 @@ pub fn run(args: &ResultsArgs) -> i32 {
             group_by,
             stable,
             json,
-            diffusion: true,
-        } => {
-            if *stable {
-                Err(RecordsError::Usage(
-                    "--stable: no stability rules apply to diffusion runs".into(),
-                ))
-            } else {
-                load_both(dir).and_then(|(_, d)| {
-                    super::results_diffusion::query(&d, conditions, group_by, *json)
-                })
-            }
-        }
-        ResultsCommand::Query {
-            dir,
-            conditions,
-            group_by,
-            stable,
-            json,
-            diffusion: false,
-        } => query(dir, conditions, group_by, *stable, *json),
+            diffusion,
+        } => match (*diffusion, *stable) {
+            (false, _) => query(dir, conditions, group_by, *stable, *json),
+            (true, true) => Err(RecordsError::Usage(
+                "--stable: no stability rules apply to diffusion runs".into(),
+            )),
+            (true, false) => load_both(dir).and_then(|(_, d)| {
+                super::results_diffusion::query(&d, conditions, group_by, *json)
+            }),
+        },
     };
     match out {
         Ok(()) => exit::OK,
