@@ -617,7 +617,9 @@ pub fn run_experiment(
         interval: req.sampling_interval,
         ..MeterConfig::default()
     };
+    let baseline_start = epoch.elapsed().as_secs_f64();
     let baseline = baseline_phase(req, &mut set, meter_cfg, epoch, progress)?;
+    let baseline_end = epoch.elapsed().as_secs_f64();
     check_cancel(cancel)?;
     // Telemetry from here to the end: the timeseries shows load, warmup and the window.
     let meter = if set.sensors.is_empty() {
@@ -637,8 +639,17 @@ pub fn run_experiment(
             phase: phase.into(),
             start_s,
             end_s,
+            // From the telemetry, by the assembler, which knows the headline's devices.
+            energy_j: None,
         });
     };
+    // A cached baseline took no time and spent nothing on this run.
+    if baseline
+        .as_ref()
+        .is_some_and(|b| b.origin != llem_energy::baseline::BaselineOrigin::Cached)
+    {
+        span("baseline", baseline_start, baseline_end);
+    }
     let load_start = at();
     let t_load = Instant::now();
     let engine = load_phase(req, model_path.as_ref(), progress)?;
@@ -697,14 +708,16 @@ pub fn run_experiment(
     verdict::check_requests(&run.records, cfg.measurement.max_failed_request_fraction)?;
     span("measure", run.span.0, run.span.1);
 
-    // Teardown: stop telemetry, free the context and the model.
+    // Teardown: free the context and the model under telemetry (what it costs is part of
+    // the lifecycle), then stop it.
+    drop(session);
+    drop(engine);
+    span("teardown", run.span.1, at());
     let telemetry: Telemetry = meter
         .map(Meter::stop)
         .transpose()
         .map_err(|e| HarnessError::Energy(e.to_string()))?
         .unwrap_or_default();
-    drop(session);
-    drop(engine);
     let end_unix = llem_results::time::unix_now_s();
 
     let served = cfg.is_served();

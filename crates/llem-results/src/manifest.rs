@@ -133,6 +133,10 @@ pub struct ManifestEntry {
     pub mj_per_tok_adjusted: Option<f64>,
     /// Median time to first token, ms.
     pub ttft_p50_ms: Option<f64>,
+    /// `lifecycle_energy_j`: every phase of the cell (baseline, load, warmup, floor, window,
+    /// teardown) on the headline's devices, J.
+    #[serde(default)]
+    pub lifecycle_energy_joules: Option<f64>,
     /// The resolved configuration (seed 001: each entry carries it), as `effective_config.json`
     /// of the cell holds it; absent in manifests written before llem wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -187,6 +191,10 @@ pub struct StudySummary {
     /// Sum of `system_energy_j` over completed cells that have one.
     #[serde(default)]
     pub total_system_energy_j: Option<f64>,
+    /// Sum of `lifecycle_energy_j` over completed cells that have one: what the study spent
+    /// on the headline's devices, its measurement windows among it.
+    #[serde(default)]
+    pub total_lifecycle_energy_j: Option<f64>,
     /// Sum of `emissions.co2_g` over completed cells that have one, g.
     #[serde(default)]
     pub total_co2_g: Option<f64>,
@@ -256,6 +264,7 @@ impl Manifest {
                 .fold(None, |a: Option<f64>, v| Some(a.unwrap_or(0.0) + v))
         };
         s.total_system_energy_j = sum(|e| e.system_energy_joules);
+        s.total_lifecycle_energy_j = sum(|e| e.lifecycle_energy_joules);
         s.total_co2_g = sum(|e| e.co2_g);
         s.total_system_co2_g = sum(|e| e.system_co2_g);
     }

@@ -146,6 +146,12 @@ pub struct ExperimentResult {
     /// before).
     #[serde(default)]
     pub phases: Vec<PhaseSpan>,
+    /// Energy of the whole experiment on the headline's devices, every phase together
+    /// (baseline when measured for this run, load, warmup, thermal floor, measurement,
+    /// teardown), J: what a cold start costs beside what the window measured. Null when a
+    /// phase's energy is unknown.
+    #[serde(default)]
+    pub lifecycle_energy_j: Option<f64>,
     /// The fully resolved configuration, as `effective_config.json` beside it holds it, so a
     /// result read alone still says what it measured (null in results written before).
     #[serde(default)]
@@ -751,12 +757,17 @@ pub struct ModelDescription {
 /// One phase of an experiment on the experiment's clock.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PhaseSpan {
-    /// `load`, `warmup`, `thermal_floor` or `measure`.
+    /// `baseline`, `load`, `warmup`, `thermal_floor`, `measure` or `teardown`.
     pub phase: String,
     /// Start, s since the experiment start.
     pub start_s: f64,
     /// End, s since the experiment start.
     pub end_s: f64,
+    /// Energy of the headline's devices (`energy_scope`) over the phase, J: from the
+    /// telemetry, or for `baseline` its measured idle power times its length; null when not
+    /// measured (no sensor, or a domain of the scope unmeasured).
+    #[serde(default)]
+    pub energy_j: Option<f64>,
 }
 
 /// Below this share of the raw energy, baseline-adjusted energy is mostly the noise of

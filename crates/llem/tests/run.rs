@@ -483,6 +483,57 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
     assert!((watts - 20.0).abs() < 1.0, "{watts} W");
 }
 
+/// Every phase's energy, on a package drawing a known 20 W throughout: baseline (its idle
+/// power times its length), load, warmup, thermal floor, measurement and teardown each at
+/// 20 W over its own span, and the lifecycle the sum of them.
+#[test]
+fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("sys")).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let (_, r) = run_ok(
+        home.path(),
+        "phases",
+        "name: phases\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\nllamacpp: {batch_size: 4}\n\
+         dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 16, output_tokens: 16}}\n\
+         warmup: {n_warmup: 1, thermal_floor_seconds: 1}\n\
+         baseline: {enabled: true, strategy: fresh, duration_seconds: 5}\n",
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let phases = r["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "baseline",
+            "load",
+            "warmup",
+            "thermal_floor",
+            "measure",
+            "teardown"
+        ],
+        "{r}"
+    );
+    let mut sum = 0.0;
+    for p in phases {
+        let d = p["end_s"].as_f64().unwrap() - p["start_s"].as_f64().unwrap();
+        let e = p["energy_j"].as_f64().unwrap_or_else(|| panic!("{p}"));
+        // 20 W within a sampling interval's worth at each edge.
+        assert!(
+            (e - 20.0 * d).abs() < 20.0 * 0.25 + 0.05 * e,
+            "{p}: {e} J over {d} s"
+        );
+        sum += e;
+    }
+    let lifecycle = r["lifecycle_energy_j"].as_f64().unwrap();
+    assert!((lifecycle - sum).abs() < 1e-9, "{lifecycle} vs {sum}");
+    assert!(lifecycle > r["total_energy_j"].as_f64().unwrap());
+}
+
 /// Two single runs of one name into one directory, started together (in the same second,
 /// as a script's loop starts them): each gets its own directory and keeps its result.
 #[test]

@@ -228,6 +228,20 @@ fn a_williams_ordered_study_runs_every_cell_and_its_records_agree() {
     );
     assert_eq!(m.summary.unique_configurations, Some(3));
     assert!(m.end_time.is_some() && m.runner_pid.is_none());
+    // What the study spent in all (every phase of every cell) holds its windows' energy.
+    let lifecycle = m.summary.total_lifecycle_energy_j.unwrap();
+    assert!(lifecycle > m.summary.total_energy_j, "{lifecycle} J");
+    assert!(
+        m.experiments
+            .iter()
+            .all(|e| e.lifecycle_energy_joules.unwrap() >= e.energy_joules.unwrap()),
+        "{:?}",
+        m.experiments
+            .iter()
+            .map(|e| (e.lifecycle_energy_joules, e.energy_joules))
+            .collect::<Vec<_>>()
+    );
+    assert!(err.contains("the study used"), "{err}");
 
     // Every cell's manifest figures are its result's; each ran in its own process.
     let mut pids = std::collections::HashSet::new();

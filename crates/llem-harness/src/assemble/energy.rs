@@ -7,7 +7,7 @@ use llem_energy::{CarbonFactors, DomainKind, EnergyScope, ScopedEnergy, Telemetr
 use llem_engines::placement::Placement;
 use llem_results::result::{
     AggregationMetadata, DomainEnergyRecord, Emissions, EnergyBreakdown, KindEnergy,
-    MultiGpuMetrics, ProcessResult, ThermalThrottleInfo,
+    MultiGpuMetrics, PhaseSpan, ProcessResult, ThermalThrottleInfo,
 };
 
 use super::Measured;
@@ -101,6 +101,49 @@ impl Energies {
             m.sensors.join("; ")
         ))
     }
+}
+
+/// The phases with their energy on the headline's devices: from the telemetry over each
+/// span, or for the baseline its idle power on those devices times its length. With every
+/// phase measured, their sum is the experiment's lifecycle energy.
+pub(super) fn phase_energies(
+    m: &Measured<'_>,
+    energies: &Energies,
+) -> (Vec<PhaseSpan>, Option<f64>) {
+    let phases: Vec<PhaseSpan> = m
+        .phases
+        .iter()
+        .map(|p| {
+            let energy_j = if p.phase == "baseline" {
+                m.baseline.and_then(|b| {
+                    let heads = &energies.head.domains;
+                    let powers: Option<Vec<f64>> = heads
+                        .iter()
+                        .map(|d| b.record.power_w.get(d).copied())
+                        .collect();
+                    powers
+                        .filter(|v| !v.is_empty())
+                        .map(|v| v.iter().sum::<f64>() * (p.end_s - p.start_s).max(0.0))
+                })
+            } else if m.telemetry.series.is_empty() {
+                None
+            } else {
+                let we = m.telemetry.energy(p.start_s, p.end_s);
+                let complete = unmeasured_gpus(&we, &energies.scope).is_empty();
+                llem_energy::scoped(&we, |d| complete && energies.scope.includes(d), None).energy_j
+            };
+            PhaseSpan {
+                energy_j,
+                ..p.clone()
+            }
+        })
+        .collect();
+    let total = phases
+        .iter()
+        .map(|p| p.energy_j)
+        .sum::<Option<f64>>()
+        .filter(|_| !phases.is_empty());
+    (phases, total)
 }
 
 /// One kind of device's energy, when any of its domains was measured.

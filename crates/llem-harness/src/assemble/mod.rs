@@ -174,6 +174,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     warnings.extend(energies.warning(m, window));
     let emissions = energy::emissions(m, &energies, &mut warnings);
     let processes = energy::processes(m, window, &energies, (input, output), duration);
+    let (phases, lifecycle_energy_j) = energy::phase_energies(m, &energies);
     let fl = flops::estimate(m.model, m.records);
     if fl.is_none()
         && !warnings
@@ -283,7 +284,8 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         steady_state,
         windows,
         effective_config: serde_json::to_value(cfg).ok(),
-        phases: m.phases.clone(),
+        phases,
+        lifecycle_energy_j,
         goodput: cfg
             .traffic
             .as_deref()

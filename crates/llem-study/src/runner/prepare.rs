@@ -69,6 +69,7 @@ pub fn fresh_manifest(plan: &StudyPlan, llem_version: &str, host: &str) -> Manif
                 adj_energy_joules: None,
                 energy_scope: None,
                 system_energy_joules: None,
+                lifecycle_energy_joules: None,
                 co2_g: None,
                 system_co2_g: None,
                 throughput_tok_s: None,
@@ -261,6 +262,7 @@ pub(super) fn fill_completed(
     e.adj_energy_joules = r.energy_adjusted_j;
     e.energy_scope = r.energy_scope.clone();
     e.system_energy_joules = r.system_energy_j;
+    e.lifecycle_energy_joules = r.lifecycle_energy_j;
     e.co2_g = r.emissions.as_ref().and_then(|x| x.co2_g);
     e.system_co2_g = r.emissions.as_ref().and_then(|x| x.system_co2_g);
     e.throughput_tok_s = Some(r.avg_tokens_per_second);

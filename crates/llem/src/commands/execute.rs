@@ -75,6 +75,15 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
         opt(r.mj_per_tok_adjusted, "mJ", 2),
         opt(r.baseline_power_w, "W", 2)
     );
+    if let Some(l) = r.lifecycle_energy_j {
+        // What each phase cost, in the order they ran: a cold start is paid once per run.
+        let parts: Vec<String> = r
+            .phases
+            .iter()
+            .map(|p| format!("{} {}", p.phase.replace('_', " "), opt(p.energy_j, "J", 1)))
+            .collect();
+        let _ = writeln!(s, "   lifecycle   {l:.1} J in all: {}", parts.join(", "));
+    }
     if let Some(e) = &r.emissions {
         let _ = writeln!(
             s,

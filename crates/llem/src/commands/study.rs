@@ -183,6 +183,13 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
                     g(s.total_co2_g, "g"),
                     g(s.total_system_co2_g, "g")
                 );
+                if let Some(l) = s.total_lifecycle_energy_j {
+                    eprintln!(
+                        " the study used {l:.1} J on those devices in all (baselines, loads, \
+                         warmups, floors, teardowns), {:.1} J of it in measurement windows",
+                        s.total_energy_j
+                    );
+                }
             }
             if matches!(
                 m.status,
