@@ -108,10 +108,14 @@ fn study_cells_load_round_trip_query_export_and_report() {
     for r in runs.iter() {
         let res: llem_results::ExperimentResult =
             serde_json::from_slice(&std::fs::read(&r.results_path).unwrap()).unwrap();
-        // The phases on the experiment's clock: load, then the measurement (warmup is off).
+        // The phases on the experiment's clock: load, the measurement (warmup is off), the
+        // teardown; each with its energy, the lifecycle their sum.
         let names: Vec<&str> = res.phases.iter().map(|p| p.phase.as_str()).collect();
-        assert_eq!(names, ["load", "measure"]);
+        assert_eq!(names, ["load", "measure", "teardown"]);
         assert!(res.phases[0].end_s <= res.phases[1].start_s + 1e-9);
+        assert!(res.phases[1].end_s <= res.phases[2].start_s + 1e-9);
+        let sum: f64 = res.phases.iter().map(|p| p.energy_j.unwrap()).sum();
+        assert!((res.lifecycle_energy_j.unwrap() - sum).abs() < 1e-9);
         assert_eq!(r.extra.engine.as_deref(), Some("llamacpp"));
         assert_eq!(r.model_id, "SmolLM2-135M-Instruct.Q4_1.gguf");
         assert_eq!(r.task, "synthetic");

@@ -392,7 +392,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
 fn timelines_section(h: &mut String, runs: &Runs) {
     let _ = write!(
         h,
-        "<section id=\"timelines\"><h2>Power timelines</h2><p>Each chart says which devices' power it sums and which window is shaded; power starts at zero, and the dashed line is the idle baseline where one was measured. Dotted lines mark where load, warmup and the thermal floor began (llem runs). {}</p><div class=\"grid2 small\">",
+        "<section id=\"timelines\"><h2>Power timelines</h2><p>Each chart says which devices' power it sums and which window is shaded; power starts at zero, and the dashed line is the idle baseline where one was measured. Dotted lines mark where load, warmup, the thermal floor and teardown began (llem runs). {}</p><div class=\"grid2 small\">",
         if runs.len() > MAX_TIMELINES {
             format!("First {MAX_TIMELINES} of {} runs.", runs.len())
         } else {
@@ -490,7 +490,7 @@ fn llem_result(r: &LlmRun) -> Option<serde_json::Value> {
     serde_json::from_slice(&bytes).ok()
 }
 
-/// Where load, warmup and the thermal floor began, from a llem run's result `v`, on a
+/// Where load, warmup, the thermal floor and teardown began, from a llem run's result `v`, on a
 /// timeline whose measurement window
 /// starts at `window_start` (the trace's clock starts at its first sample, the result's at
 /// the experiment start).
@@ -510,7 +510,9 @@ fn phase_starts(v: &serde_json::Value, window_start: f64) -> Vec<(f64, String)> 
                 .filter_map(|p| {
                     let name = p.get("phase")?.as_str()?;
                     let start = p.get("start_s")?.as_f64()?;
-                    (name != "measure").then(|| (start - t0, name.replace('_', " ")))
+                    // The baseline ran before the trace began; the window is shaded.
+                    (name != "measure" && name != "baseline")
+                        .then(|| (start - t0, name.replace('_', " ")))
                 })
                 .collect()
         })
