@@ -66,6 +66,11 @@ const STUDY_KEYS07: &[&str] = &[
     "schedule",
 ];
 
+/// `name` as one of llem 0.7's engines.
+fn engine07(name: &str) -> Option<&'static str> {
+    ENGINES07.iter().copied().find(|e| *e == name)
+}
+
 fn is_engine_section07(n: &Node) -> bool {
     n.as_map()
         .is_some_and(|m| m.entries.iter().any(|e| SECTION_KEYS07.contains(&&*e.key)))
@@ -654,34 +659,15 @@ fn sweep_path(key: &str) -> (String, Option<&'static str>) {
             ("measurement.windows.ramp_exclusion_seconds".into(), None)
         }
         ["server", "traffic", rest @ ..] => (format!("traffic.{}", rest.join(".")), None),
-        [
-            e @ ("transformers" | "vllm" | "tensorrt"),
-            "engine_params",
-            k,
-            rest @ ..,
-        ] => {
-            let engine: &'static str = match *e {
-                "transformers" => "transformers",
-                "vllm" => "vllm",
-                _ => "tensorrt",
-            };
+        [e, "engine_params", k, rest @ ..] if engine07(e).is_some() => {
             let (mut target, top) = engine_param(e, k);
             target.extend(rest.iter().map(|x| (*x).to_string()));
-            (join(target), top.then_some(engine))
+            (join(target), engine07(e).filter(|_| top))
         }
-        [
-            e @ ("transformers" | "vllm" | "tensorrt"),
-            "sampling_params",
-            k,
-        ] => {
-            let engine: &'static str = match *e {
-                "transformers" => "transformers",
-                "vllm" => "vllm",
-                _ => "tensorrt",
-            };
+        [e, "sampling_params", k] if engine07(e).is_some() => {
             let target = sampling_param(e, k);
             let scoped = target.first().is_some_and(|f| f == "decoder");
-            (join(target), scoped.then_some(engine))
+            (join(target), engine07(e).filter(|_| scoped))
         }
         ["transformers", "llem_execution", rest @ ..] => {
             (format!("transformers.{}", rest.join(".")), None)
@@ -1029,6 +1015,56 @@ impl Back<'_> {
         })
     }
 
+    /// `runners` or `images` as llem 0.7 has them, one per engine for the whole study: the
+    /// file's own with those its `experiments:` entries set lifted beside them (llem lets an
+    /// entry set its engine's runner); two different values for one engine are refused.
+    fn study_wide(&self, root: &Node, key: &str) -> Result<Option<(Span, Map)>, ConfigError> {
+        let entries = root
+            .get_path(&["experiments"])
+            .and_then(Node::as_seq)
+            .unwrap_or_default();
+        let sources = std::iter::once(root).chain(entries.iter());
+        let mut out = Map::default();
+        let mut span = None;
+        for n in sources {
+            let Some(block) = n.get_path(&[key]) else {
+                continue;
+            };
+            span.get_or_insert(block.span);
+            for x in &self.tx.map(block, key)?.entries {
+                let text = x.value.as_str().unwrap_or_default();
+                let word = if key == "images" {
+                    text.to_string()
+                } else {
+                    match text {
+                        "docker" => "container".to_string(),
+                        "local" => "process".to_string(),
+                        t if t.starts_with("docker:") => format!("container:{}", &t[7..]),
+                        t => {
+                            return Err(self.no(
+                                x.value.span,
+                                &format!("runners.{}: {t}", x.key),
+                                "llem 0.7 runs engines as a process or in a container only",
+                            ));
+                        }
+                    }
+                };
+                if let Some(before) = out.get(&x.key)
+                    && before.as_str() != Some(word.as_str())
+                {
+                    return Err(self.no(
+                        x.value.span,
+                        &format!("{key}.{}: {text}", x.key),
+                        "llem 0.7 has one per engine for the whole study, and another entry \
+                         sets a different one",
+                    ));
+                }
+                out.insert(&x.key, x.key_span, Node::plain(&word, x.value.span));
+            }
+        }
+        Ok(span.map(|s| (s, out)))
+    }
+
     /// One llem path (`dataset.n_prompts`, `vllm.engine.max_num_seqs`) as 0.7's.
     fn path(&self, path: &str, span: Span) -> Result<String, ConfigError> {
         let parts: Vec<&str> = path.split('.').collect();
@@ -1154,11 +1190,19 @@ impl Back<'_> {
         for (path, span, value) in leaves {
             let first = path.split('.').next().unwrap_or_default();
             match first {
-                "sweep" | "experiments" | "study_execution" | "images" | "schedule" | "name"
-                    if study_level => {}
-                "runners" | "output_dir" | "gpu_telemetry" if study_level => {}
+                // The study's own keys: `from_llem` writes them.
                 "sweep" | "experiments" | "study_execution" | "runners" | "images" | "schedule"
-                | "output_dir" | "gpu_telemetry" | "name" => {}
+                | "output_dir" | "gpu_telemetry" | "name"
+                    if study_level => {}
+                // Lifted to the study by `study_wide`.
+                "runners" | "images" => {}
+                "output_dir" | "gpu_telemetry" | "name" => {
+                    return Err(self.no(
+                        span,
+                        &path,
+                        "llem 0.7 sets it for the whole study, not per experiment",
+                    ));
+                }
                 "base" | "_extends" => {
                     return Err(self.no(span, &path, "inline the base file first"));
                 }
@@ -1241,26 +1285,6 @@ pub fn from_llem(root: &Node, sources: &SourceMap) -> Result<Node, ConfigError> 
             }
             "output_dir" => push_path(&mut out, &["output", "results_dir"], s, v),
             "gpu_telemetry" => push_path(&mut out, &["output", "save_timeseries"], s, v),
-            "runners" => {
-                let mut r = Map::default();
-                for x in &back.tx.map(v, "runners")?.entries {
-                    let text = x.value.as_str().unwrap_or_default();
-                    let word = match text {
-                        "docker" => "container".to_string(),
-                        "local" => "process".to_string(),
-                        t if t.starts_with("docker:") => format!("container:{}", &t[7..]),
-                        t => {
-                            return Err(back.no(
-                                x.value.span,
-                                &format!("runners.{}: {t}", x.key),
-                                "llem 0.7 runs engines as a process or in a container only",
-                            ));
-                        }
-                    };
-                    r.insert(&x.key, x.key_span, Node::plain(&word, x.value.span));
-                }
-                out.push(("runners".into(), s, map_node(r, v.span)));
-            }
             "sweep" => {
                 let mut sw = Map::default();
                 for x in &back.tx.map(v, "sweep")?.entries {
@@ -1322,6 +1346,11 @@ pub fn from_llem(root: &Node, sources: &SourceMap) -> Result<Node, ConfigError> 
                 out.push(("experiments".into(), s, seq_node(items, v.span)));
             }
             _ => {}
+        }
+    }
+    for key in ["runners", "images"] {
+        if let Some((span, m)) = back.study_wide(root, key)? {
+            out.push((key.into(), span, map_node(m, span)));
         }
     }
     Ok(fold(out, root.span))

@@ -387,6 +387,36 @@ fn converting_keeps_every_configuration_hash() {
             .contains("llem 0.7 runs transformers, vllm and tensorrt only"),
         "{e}"
     );
+    // A setting llem 0.7 keeps study-wide, written on one entry, is lifted to the study, or
+    // refused when it cannot be, never dropped.
+    let entry = f.write(
+        "entry.yaml",
+        "model: gpt2\nengine: transformers\nexperiments:\n  - dtype: float16\n    runners: {transformers: docker}\n  - dtype: bfloat16\n    output_dir: /elsewhere\n",
+    );
+    let e = llem_config::dialect07::convert(&entry, Dialect::Llem07).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("sets it for the whole study, not per experiment"),
+        "{e}"
+    );
+    let lifted = f.write(
+        "lifted.yaml",
+        "model: gpt2\nengine: transformers\nexperiments:\n  - dtype: float16\n    runners: {transformers: docker}\n  - dtype: bfloat16\n",
+    );
+    let text = llem_config::dialect07::convert(&lifted, Dialect::Llem07).unwrap();
+    assert!(
+        text.contains("runners:\n  transformers: container"),
+        "{text}"
+    );
+    let clash = f.write(
+        "clash.yaml",
+        "model: gpt2\nengine: transformers\nexperiments:\n  - dtype: float16\n    runners: {transformers: docker}\n  - dtype: bfloat16\n    runners: {transformers: local}\n",
+    );
+    let e = llem_config::dialect07::convert(&clash, Dialect::Llem07).unwrap_err();
+    assert!(
+        e.to_string().contains("another entry sets a different one"),
+        "{e}"
+    );
     let e = llem_config::dialect07::convert(&configs[0], Dialect::Llem07).unwrap_err();
     assert!(e.to_string().contains("is already llem 0.7"), "{e}");
 }
