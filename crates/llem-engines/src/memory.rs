@@ -32,9 +32,6 @@ impl MemoryEstimate {
     }
 }
 
-/// Requests a server runs at once when the config leaves its batch open (as for warmup).
-const OPEN_SERVER_BATCH: u32 = 8;
-
 /// Bytes per KV element and its name, from the engine section's cache type, else 16 bits (32
 /// for a float32 transformers run).
 fn kv_element(cfg: &ExperimentConfig) -> (f64, String) {
@@ -182,9 +179,16 @@ pub fn estimate(cfg: &ExperimentConfig, model: &DescribedModel) -> Result<Memory
             u64::from(plan.slots) * u64::from(plan.tokens_per_slot)
         }
         Runtime::Worker | Runtime::Server => {
-            let batch = registry::configured_batch_size(cfg).unwrap_or(OPEN_SERVER_BATCH);
-            let input = cfg.max_input_tokens.or(info.context_length).unwrap_or(2048);
-            let output = cfg.max_output_tokens.unwrap_or(256);
+            // The batch the run is planned with (a server's open batch as warmup sends it) and
+            // the lengths a slot is sized for when the config leaves them open.
+            let batch = registry::batching(cfg).batch_size;
+            let input = cfg
+                .max_input_tokens
+                .or(info.context_length)
+                .unwrap_or(crate::llamacpp::plan::OPEN_INPUT_TOKENS);
+            let output = cfg
+                .max_output_tokens
+                .unwrap_or(crate::llamacpp::plan::OPEN_OUTPUT_TOKENS);
             u64::from(batch) * (u64::from(input) + u64::from(output))
         }
     };

@@ -8,8 +8,8 @@ use llem_config::model::engines::LlamaCppConfig;
 use crate::engine::ContextPlan;
 
 /// Tokens a slot needs when the config leaves a limit open.
-const OPEN_INPUT_TOKENS: u32 = 2048;
-const OPEN_OUTPUT_TOKENS: u32 = 1024;
+pub(crate) const OPEN_INPUT_TOKENS: u32 = 2048;
+pub(crate) const OPEN_OUTPUT_TOKENS: u32 = 1024;
 
 /// The context plan for `cfg` on a model trained with `n_ctx_train` positions.
 pub fn plan_for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {

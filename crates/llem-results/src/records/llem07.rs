@@ -17,9 +17,14 @@ use super::run::{self, LlemFields, LlmRun, RunSource};
 use super::stability::RunFacts;
 use crate::layout;
 
-/// True when `v` (a parsed `result.json`) is a llem 0.7 bundle.
-pub fn is_bundle(v: &Value) -> bool {
-    v.get("bundle_version").is_some()
+/// True when `bytes` (a `result.json`) are a llem 0.7 bundle's: it has `bundle_version`.
+/// Scanned without building the document, since llem's own cells are read typed after.
+pub fn is_bundle(bytes: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        bundle_version: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Probe>(bytes).is_ok_and(|p| p.bundle_version.is_some())
 }
 
 /// True when the directory of `result` looks like a llem 0.7 cell (its sidecars beside it).

@@ -61,10 +61,10 @@ enum Read {
 
 fn read_any(path: &Path) -> Result<Read, String> {
     let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
-    if !super::llem07::is_bundle(&v) {
+    if !super::llem07::is_bundle(&bytes) {
         return read_cell(path, &bytes).map(|c| Read::Llem(Box::new(c)));
     }
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
     let sidecar = |name: &str| -> Result<Value, String> {
         let p = path.with_file_name(name);
         let b = llem_config::files::read_record(&p).map_err(|e| format!("{name}: {e}"))?;

@@ -4,7 +4,6 @@
 
 use std::fmt::Write;
 
-use super::pareto_front;
 use super::svg::{self, Chart, Point, Series, Style, esc};
 use crate::records::DiffusionRuns;
 use crate::records::export::{DIFFUSION_HEADLINE, Record};
@@ -40,17 +39,7 @@ fn charts(runs: &DiffusionRuns) -> Vec<Chart> {
                 })
                 .collect();
             let all: Vec<Point> = series.iter().flat_map(|s| s.points.clone()).collect();
-            let xy: Vec<(f64, f64)> = all.iter().map(|p| (p.x, p.y)).collect();
-            series.push(Series {
-                name: "Pareto frontier".into(),
-                points: pareto_front(&xy, true)
-                    .into_iter()
-                    .filter_map(|i| all.get(i).copied())
-                    .collect(),
-                style: Style::Line,
-                color: "#444444".into(),
-                ..Series::default()
-            });
+            series.push(super::frontier(&all, true));
             Chart {
                 id: format!("diffusion-{task}"),
                 title: format!("{task}: energy per generation against throughput"),

@@ -121,13 +121,9 @@ fn pareto_chart(
     let eligible: Vec<usize> = (0..pts.len())
         .filter(|i| !any_stable || why.get(*i).is_some_and(Option::is_none))
         .collect();
-    let xy: Vec<(f64, f64)> = eligible
+    let candidates: Vec<Point> = eligible
         .iter()
-        .filter_map(|i| pts.get(*i).map(|p| (p.x, p.y)))
-        .collect();
-    let front: Vec<Point> = pareto_front(&xy, maximize_x)
-        .into_iter()
-        .filter_map(|k| eligible.get(k).and_then(|i| pts.get(*i)).copied())
+        .filter_map(|i| pts.get(*i).copied())
         .collect();
     let mut series: Vec<Series> = pts
         .iter()
@@ -143,13 +139,7 @@ fn pareto_chart(
             note: w.as_ref().map(|r| format!("unstable: {r}")),
         })
         .collect();
-    series.push(Series {
-        name: "Pareto frontier".into(),
-        points: front,
-        style: Style::Line,
-        color: "#444444".into(),
-        ..Series::default()
-    });
+    series.push(frontier(&candidates, maximize_x));
     Some(Chart {
         id: id.into(),
         title: title.into(),
@@ -162,6 +152,21 @@ fn pareto_chart(
         vlines: Vec::new(),
         y_from_zero: true,
     })
+}
+
+/// The line joining the Pareto-optimal `points` (lowest y; highest x when `maximize_x`).
+fn frontier(points: &[Point], maximize_x: bool) -> Series {
+    let xy: Vec<(f64, f64)> = points.iter().map(|p| (p.x, p.y)).collect();
+    Series {
+        name: "Pareto frontier".into(),
+        points: pareto_front(&xy, maximize_x)
+            .into_iter()
+            .filter_map(|i| points.get(i).copied())
+            .collect(),
+        style: Style::Line,
+        color: "#444444".into(),
+        ..Series::default()
+    }
 }
 
 fn cdf(values: &mut [f64]) -> Vec<Point> {

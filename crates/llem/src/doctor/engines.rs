@@ -126,6 +126,9 @@ pub struct Docker {
     /// The daemon's runtimes (`nvidia` when the NVIDIA container toolkit is set up), or why
     /// the daemon did not answer.
     pub daemon: Result<Vec<String>, String>,
+    /// Images already asked about: the host's default images and a study's configurations
+    /// name the same few, and each ask is a `docker` process.
+    seen: std::cell::RefCell<std::collections::HashMap<String, Option<bool>>>,
 }
 
 impl Docker {
@@ -135,6 +138,7 @@ impl Docker {
             return Docker {
                 cli: None,
                 daemon: Err("the docker CLI is not on PATH".into()),
+                seen: Default::default(),
             };
         };
         let daemon = probe::run(
@@ -156,6 +160,7 @@ impl Docker {
         Docker {
             cli: Some(cli),
             daemon,
+            seen: Default::default(),
         }
     }
 
@@ -170,13 +175,18 @@ impl Docker {
         if !self.up() {
             return None;
         }
-        probe::run(
+        if let Some(known) = self.seen.borrow().get(image) {
+            return *known;
+        }
+        let found = probe::run(
             &cli.display().to_string(),
             &["image", "inspect", "--format", "{{.Id}}", image],
             Duration::from_secs(15),
         )
         .ok()
-        .map(|p| p.success)
+        .map(|p| p.success);
+        self.seen.borrow_mut().insert(image.to_string(), found);
+        found
     }
 }
 
