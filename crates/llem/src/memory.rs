@@ -2,6 +2,7 @@
 //! estimate): each model's metadata read once, then weights plus KV cache per configuration.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use llem_config::StudyPlan;
 use llem_config::plan::MemoryView;
@@ -14,6 +15,9 @@ pub fn fill(plan: &mut StudyPlan, hf_cache: Option<&std::path::Path>) {
     let assets = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
     // A sweep of 100 000 configurations has a handful of models.
     let mut models: HashMap<String, Result<DescribedModel, String>> = HashMap::new();
+    // ...and a handful of distinct estimates: each is held once, so the plan of a
+    // 100 000-cell dry run stays small.
+    let mut seen: HashMap<ViewKey, Arc<MemoryView>> = HashMap::new();
     for c in &mut plan.configs {
         let model = models
             .entry(c.config.model.clone())
@@ -38,7 +42,29 @@ pub fn fill(plan: &mut StudyPlan, hf_cache: Option<&std::path::Path>) {
                 basis: why,
             },
         };
-        c.memory = Some(view);
+        let shared = seen
+            .entry(ViewKey::of(&view))
+            .or_insert_with(|| Arc::new(view));
+        c.memory = Some(Arc::clone(shared));
+    }
+}
+
+/// A [`MemoryView`] by value: its figures' bits and its basis.
+#[derive(PartialEq, Eq, Hash)]
+struct ViewKey([Option<u64>; 4], String);
+
+impl ViewKey {
+    fn of(v: &MemoryView) -> Self {
+        let bits = |x: Option<f64>| x.map(f64::to_bits);
+        ViewKey(
+            [
+                bits(v.total_gib),
+                bits(v.weights_gib),
+                bits(v.kv_cache_gib),
+                v.kv_tokens,
+            ],
+            v.basis.clone(),
+        )
     }
 }
 

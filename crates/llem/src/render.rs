@@ -14,7 +14,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 /// Aligns rows into columns separated by two spaces.
-fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) {
     table_of(out, header, rows.len(), &|i| {
         rows.get(i).cloned().unwrap_or_default()
     });
@@ -22,7 +22,7 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
 
 /// A table of `n` rows made on demand by `row`, twice (widths, then lines), so a plan of
 /// 100 000 configurations is printed without holding 600 000 cells at once.
-fn table_of(out: &mut String, header: &[&str], n: usize, row: &dyn Fn(usize) -> Vec<String>) {
+fn table_of(out: &mut dyn Write, header: &[&str], n: usize, row: &dyn Fn(usize) -> Vec<String>) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for i in 0..n {
         for (w, c) in widths.iter_mut().zip(&row(i)) {
@@ -221,10 +221,10 @@ pub fn duration(plan: &StudyPlan) -> Duration {
 }
 
 /// What the memory column holds, and why a `?` is one (each reason once).
-fn memory_notes(out: &mut String, plan: &StudyPlan) {
+fn memory_notes(out: &mut dyn Write, plan: &StudyPlan) {
     let mut unknown: Vec<&str> = Vec::new();
     let mut basis: Vec<&str> = Vec::new();
-    for m in plan.configs.iter().filter_map(|c| c.memory.as_ref()) {
+    for m in plan.configs.iter().filter_map(|c| c.memory.as_deref()) {
         let list = if m.total_gib.is_some() {
             &mut basis
         } else {
@@ -251,8 +251,10 @@ fn memory_notes(out: &mut String, plan: &StudyPlan) {
 }
 
 /// The whole plan: header, configurations, execution order, skipped points, warnings.
-pub fn plan(plan: &StudyPlan) -> String {
-    let mut out = plan_summary(plan);
+/// Written as it is made: the text of a 100 000-cell plan is tens of MB, and the terminal
+/// needs none of it held.
+pub fn plan_to(plan: &StudyPlan, out: &mut dyn Write) -> std::fmt::Result {
+    out.write_str(&plan_summary(plan))?;
     let _ = writeln!(out, "\nConfigurations");
     let config_row = |i: usize| {
         let Some(c) = plan.configs.get(i) else {
@@ -267,17 +269,17 @@ pub fn plan(plan: &StudyPlan) -> String {
                 .map(ToString::to_string)
                 .unwrap_or_default(),
             c.config.model.clone(),
-            crate::memory::cell(c.memory.as_ref()),
+            crate::memory::cell(c.memory.as_deref()),
             c.label.clone(),
         ]
     };
     table_of(
-        &mut out,
+        out,
         &["#", "hash", "engine", "runner", "model", "memory", "varies"],
         plan.configs.len(),
         &config_row,
     );
-    memory_notes(&mut out, plan);
+    memory_notes(out, plan);
 
     let _ = writeln!(out, "\nExecution order");
     let run_row = |r: &llem_config::plan::PlannedRun| {
@@ -306,11 +308,7 @@ pub fn plan(plan: &StudyPlan) -> String {
     } else {
         rows.extend(plan.runs.iter().map(run_row));
     }
-    table(
-        &mut out,
-        &["run", "cycle", "config", "hash", "varies"],
-        &rows,
-    );
+    table(out, &["run", "cycle", "config", "hash", "varies"], &rows);
 
     if !plan.skipped.is_empty() {
         let _ = writeln!(
@@ -355,5 +353,14 @@ pub fn plan(plan: &StudyPlan) -> String {
             let _ = writeln!(out, "  - {w}");
         }
     }
-    out
+    Ok(())
+}
+
+/// Text written straight to an [`std::io::Write`]: a closed pipe ends the writing.
+pub struct IoText<'a, W: std::io::Write>(pub &'a mut W);
+
+impl<W: std::io::Write> Write for IoText<'_, W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.write_all(s.as_bytes()).map_err(|_| std::fmt::Error)
+    }
 }

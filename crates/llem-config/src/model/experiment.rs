@@ -9,7 +9,7 @@ use super::engines::{
     LlamaCppConfig, SglangConfig, TensorRtConfig, TgiConfig, TransformersConfig, VllmConfig,
 };
 use super::names::{Dtype, EnergySampler, Engine};
-use super::runner::RunnerSpec;
+use super::runner::{RunnerMap, RunnerSpec};
 use super::sections::{
     BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, TrafficConfig,
     WarmupConfig,
@@ -121,7 +121,7 @@ pub struct ExperimentConfig {
     /// How each engine runs: embedded, local, docker, docker:<image>, external:<url>
     /// (environment; not part of the config hash).
     #[serde(default)]
-    pub runners: BTreeMap<Engine, RunnerSpec>,
+    pub runners: RunnerMap,
     /// Container image per engine (environment; not part of the config hash).
     #[serde(default)]
     pub images: BTreeMap<Engine, String>,

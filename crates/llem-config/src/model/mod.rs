@@ -15,7 +15,7 @@ pub use names::{
     Arrival, BaselineStrategy, BatchingStrategy, DatasetOrder, Dtype, EnergySampler, Engine,
     ExperimentOrder, LengthDistribution, Methodology, Preset,
 };
-pub use runner::{RunnerKind, RunnerSpec};
+pub use runner::{RunnerKind, RunnerMap, RunnerSpec};
 pub use sections::{
     BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, SloConfig,
     SyntheticConfig, TrafficConfig, WarmupConfig, WarmupGate, WindowsConfig,

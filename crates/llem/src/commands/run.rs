@@ -75,7 +75,7 @@ pub fn print_plan(plan: &llem_config::StudyPlan, args: &RunArgs) -> i32 {
         }
         let _ = stdout.write_all(b"\n");
     } else {
-        let _ = stdout.write_all(render::plan(plan).as_bytes());
+        let _ = render::plan_to(plan, &mut render::IoText(&mut stdout));
         if let Some(s) = &plan.schedule {
             let _ = writeln!(stdout, "\nSchedule\n  {}", s.describe());
         }
