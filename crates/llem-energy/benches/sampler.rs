@@ -84,6 +84,7 @@ fn main() {
             let cfg = MeterConfig {
                 interval: Duration::from_millis(1000 / hz),
                 detail_interval: Duration::from_millis(100),
+                ..MeterConfig::default()
             };
             let epoch = Instant::now();
             let cpu0 = cpu_seconds();

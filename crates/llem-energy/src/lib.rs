@@ -7,6 +7,7 @@
 //! warnings and carbon complete a [`summary::EnergyReport`]. Nothing here knows about LLMs.
 
 pub mod baseline;
+pub mod curve;
 mod meter;
 mod quality;
 pub mod scope;
@@ -16,8 +17,10 @@ pub mod sensors;
 mod summary;
 pub mod telemetry;
 pub mod throttle;
+pub mod update_period;
 mod value_file;
 
+pub use curve::EnergyCurve;
 pub use meter::{Meter, MeterConfig, TickSummary};
 pub use scope::{EnergyScope, ScopedEnergy, scoped};
 pub use select::{SensorEnv, select};

@@ -18,6 +18,9 @@ pub struct MeterConfig {
     /// Time between reads of the slow fields (temperature, memory, clocks, utilisation,
     /// throttle reasons); rounded to a whole number of ticks.
     pub detail_interval: Duration,
+    /// Longest time spent measuring each counter's update period before sampling starts
+    /// ([`crate::update_period`]); zero skips it.
+    pub update_period_budget: Duration,
 }
 
 impl Default for MeterConfig {
@@ -25,6 +28,7 @@ impl Default for MeterConfig {
         MeterConfig {
             interval: Duration::from_millis(100),
             detail_interval: Duration::from_millis(100),
+            update_period_budget: Duration::from_millis(300),
         }
     }
 }
@@ -257,11 +261,16 @@ fn run(
     (live, trail): (&AtomicU64, &Mutex<VecDeque<TickSummary>>),
     ready: &std::sync::mpsc::SyncSender<()>,
 ) -> Recording {
+    let mut sensors = sensors;
     let series: Vec<Series> = sensors
-        .iter()
+        .iter_mut()
         .map(|s| {
             let mut se = Series::new(s.domain().clone(), s.kind(), s.has_counter(), s.has_power());
             se.notes = s.notes();
+            if !config.update_period_budget.is_zero() {
+                se.update_period_s =
+                    crate::update_period::measure(s.as_mut(), config.update_period_budget);
+            }
             se
         })
         .collect();
@@ -423,6 +432,7 @@ mod tests {
         let cfg = MeterConfig {
             interval: Duration::from_millis(10),
             detail_interval: Duration::from_millis(50),
+            ..MeterConfig::default()
         };
         let m = Meter::start(vec![clocked(epoch, 0)], cfg, epoch).unwrap();
         std::thread::sleep(Duration::from_millis(300));

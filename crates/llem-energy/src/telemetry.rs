@@ -67,6 +67,8 @@ pub struct Series {
     pub first_error: Option<String>,
     /// Setup notes from the sensor (persistence mode off, ...).
     pub notes: Vec<String>,
+    /// How often the counter moves, s, measured before sampling; null when unmeasured.
+    pub update_period_s: Option<f64>,
 }
 
 impl Series {
@@ -90,6 +92,7 @@ impl Series {
             errors: 0,
             first_error: None,
             notes: Vec::new(),
+            update_period_s: None,
         }
     }
 
@@ -147,15 +150,59 @@ impl Series {
             .collect()
     }
 
-    /// Energy of `[start, end]` from the counter (interpolated at the edges).
-    pub fn counter_energy(&self, start: f64, end: f64) -> Option<f64> {
+    /// The counter at its updates: the first reading and every one whose value changed. A
+    /// counter updated every 100 ms and read every 10 ms repeats itself nine times between
+    /// updates; interpolating over the repeats would draw a staircase.
+    ///
+    /// An update happened somewhere between the read that saw it and the one before; it is
+    /// placed where it happened on average. With the counter's period measured
+    /// ([`Self::update_period_s`]) that is half a period before the read (half the read
+    /// interval when the counter is the slower); unmeasured, a counter that most reads
+    /// repeat is taken as slower than the reads (halfway), one that changes at nearly every
+    /// read as updating at the read (RAPL, ~1 ms; a stalled read or two does not make it
+    /// slow). Placing every update at its read would shift the curve late.
+    pub fn counter_updates(&self) -> Vec<(f64, f64)> {
         let pts = self.points(&self.energy_j);
+        let repeats = pts
+            .windows(2)
+            .filter(|w| matches!(w, [a, b] if a.1 == b.1))
+            .count();
+        let slow = repeats * 2 >= pts.len().saturating_sub(1).max(1);
+        // How far before the read that saw it an update happened, on average: half the
+        // counter's period when it was measured (and shorter than the reads), half the read
+        // interval when the counter is slower than the reads, else nothing.
+        let lag = |since_prev: f64| match self.update_period_s {
+            Some(u) => u.min(since_prev) / 2.0,
+            None if slow => since_prev / 2.0,
+            None => 0.0,
+        };
+        let mut out: Vec<(f64, f64)> = Vec::with_capacity(pts.len());
+        let mut prev: Option<(f64, f64)> = None;
+        for &(t, v) in &pts {
+            match prev {
+                None => out.push((t, v)),
+                Some((tp, vp)) if v != vp => out.push((t - lag(t - tp), v)),
+                Some(_) => {}
+            }
+            prev = Some((t, v));
+        }
+        out
+    }
+
+    /// The power readings, `(t, W)`.
+    pub fn power_points(&self) -> Vec<(f64, f64)> {
+        self.points(&self.power_w)
+    }
+
+    /// Energy of `[start, end]` from the counter, interpolated between its updates.
+    pub fn counter_energy(&self, start: f64, end: f64) -> Option<f64> {
+        let pts = self.counter_updates();
         Some(interpolate(&pts, end)? - interpolate(&pts, start)?)
     }
 
     /// Energy of `[start, end]` by trapezoid integration of power.
     pub fn integrated_energy(&self, start: f64, end: f64) -> Option<f64> {
-        integrate(&self.points(&self.power_w), start, end)
+        integrate(&self.power_points(), start, end)
     }
 
     /// Cumulative energy at every sample, from the counter or by integrating power, zero at

@@ -213,3 +213,60 @@ fn a_too_long_interval_for_the_wrap_is_refused() {
     let e = Meter::start(sensors, cfg, Instant::now()).err().unwrap();
     assert!(e.to_string().contains("too long for package-0"), "{e}");
 }
+
+/// The counter's update period is measured before sampling, as Zeus infers it: a writer that
+/// moves the counter every 8 ms (a slow, NVML-like counter) and every millisecond (RAPL-like)
+/// is measured at its own period.
+#[test]
+fn the_update_period_is_the_writers() {
+    for period_ms in [8u64, 1] {
+        let root = tempfile::tempdir().unwrap();
+        let zone = make_zone(
+            root.path(),
+            "intel-rapl:0",
+            "package-0",
+            20.0,
+            262_143_328_850,
+            50.0,
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let period = Duration::from_millis(period_ms);
+        let writer = std::thread::spawn(move || {
+            // On absolute deadlines, so the period does not drift with the write's cost.
+            let start = Instant::now();
+            let mut k = 1u32;
+            while !flag.load(Ordering::Relaxed) {
+                let due = start + period * k;
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                let uj = (zone.watts * (period * k).as_secs_f64() * 1e6) as u64;
+                write_atomically(&zone.dir.join("energy_uj"), &format!("{uj}\n"));
+                k += 1;
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        let sensors: Vec<Box<dyn Sensor>> = rapl::discover(root.path())
+            .unwrap()
+            .into_iter()
+            .map(|s| Box::new(s) as Box<dyn Sensor>)
+            .collect();
+        let cfg = MeterConfig {
+            interval: Duration::from_millis(10),
+            ..MeterConfig::default()
+        };
+        let t = Meter::start(sensors, cfg, Instant::now())
+            .unwrap()
+            .stop()
+            .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        let measured = t.series[0].update_period_s.unwrap();
+        let want = period.as_secs_f64();
+        // The shortest interval: a late write shortens the next one a little.
+        assert!(
+            measured > 0.75 * want && measured < 1.1 * want + 0.0003,
+            "{period_ms} ms writer: measured {:.3} ms",
+            measured * 1000.0
+        );
+    }
+}

@@ -32,10 +32,38 @@ pub trait RequestSink {
     fn on_tokens(&mut self, request_id: u32, t_s: f64, n: u32);
     /// A request finished.
     fn on_done(&mut self, record: RequestRecord);
+    /// The engine ran one forward pass (engines that know their steps report every one,
+    /// so the harness can attribute energy to prefill, decode and requests).
+    fn on_step(&mut self, step: Step) {
+        let _ = step;
+    }
     /// True when the run should stop (Ctrl-C); engines check it between decode steps.
     fn cancelled(&self) -> bool {
         false
     }
+}
+
+/// What a forward pass computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// Prompt tokens (and, with them, each finishing prompt's first output token).
+    Prefill,
+    /// One output token for each sequence in the step.
+    Decode,
+}
+
+/// One forward pass of an engine, on the harness's clock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// Prefill or decode.
+    pub kind: StepKind,
+    /// When the pass started, s.
+    pub start_s: f64,
+    /// When it ended (its tokens sampled), s.
+    pub end_s: f64,
+    /// The requests in it and the tokens each had in it (prompt tokens for prefill, one for
+    /// decode): their share of the step's energy.
+    pub tokens: Vec<(u32, u32)>,
 }
 
 /// What a workload run produced besides the per-request records.

@@ -26,7 +26,7 @@ pub mod workload;
 
 pub use engine::{
     ContextPlan, Engine, EngineError, EngineInfo, EngineMemory, ModelInfo, RequestSink, RunSummary,
-    Session,
+    Session, Step, StepKind,
 };
 pub use launch::which;
 pub use workload::{Prompt, Workload};

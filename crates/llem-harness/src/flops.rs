@@ -124,6 +124,7 @@ mod tests {
 
     fn rec(i: u32, o: u32) -> RequestRecord {
         RequestRecord {
+            energy: None,
             request_id: 0,
             batch_index: None,
             input_tokens: i,

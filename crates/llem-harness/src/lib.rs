@@ -7,6 +7,7 @@
 //! not schedule experiments.
 
 mod assemble;
+pub mod attribution;
 pub mod command;
 pub mod devices;
 pub mod environment;

@@ -11,7 +11,7 @@ use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
 use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
 use llem_engines::{
-    Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Workload,
+    Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Step, Workload,
     registry,
 };
 use llem_results::result::{PhaseSpan, WarmupResult};
@@ -117,6 +117,7 @@ struct Collector<'a> {
     epoch: Instant,
     phase_start: f64,
     records: Vec<RequestRecord>,
+    steps: Vec<Step>,
     tokens: u64,
     last_report: f64,
     progress: &'a mut dyn Progress,
@@ -151,6 +152,9 @@ impl RequestSink for Collector<'_> {
     fn on_done(&mut self, r: RequestRecord) {
         self.records.push(r);
         self.report(true);
+    }
+    fn on_step(&mut self, step: Step) {
+        self.steps.push(step);
     }
     fn cancelled(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
@@ -451,6 +455,8 @@ fn thermal_floor_phase(
 /// What the measurement window produced.
 struct MeasuredRun {
     records: Vec<RequestRecord>,
+    /// The engine's forward passes, when it logs them.
+    steps: Vec<Step>,
     summary: RunSummary,
     /// When the workload ran, s since the experiment start.
     span: (f64, f64),
@@ -477,6 +483,7 @@ fn measure_phase(
         epoch,
         phase_start: epoch.elapsed().as_secs_f64(),
         records: Vec::new(),
+        steps: Vec::new(),
         tokens: 0,
         last_report: 0.0,
         progress,
@@ -488,6 +495,7 @@ fn measure_phase(
     let t1 = sink.now_s();
     sink.report(true);
     let mut records = std::mem::take(&mut sink.records);
+    let steps = std::mem::take(&mut sink.steps);
     let cpu1 = environment::process_cpu_s();
     let peak_rss_mib = environment::peak_rss_mib();
     records.sort_by_key(|r| r.request_id);
@@ -502,6 +510,7 @@ fn measure_phase(
     });
     Ok(MeasuredRun {
         records,
+        steps,
         summary,
         span: (t0, t1),
         process_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
@@ -583,11 +592,11 @@ fn save_phase(
         total: None,
         detail: req.cell_dir.display().to_string(),
     });
-    let result = assemble::result(measured);
+    let (result, records) = assemble::assembled(measured);
     assemble::write(
         req,
         &result,
-        measured.records,
+        &records,
         measured.telemetry,
         &measured.summary.server_metrics,
     )?;
@@ -742,6 +751,7 @@ pub fn run_experiment(
         engine: &info,
         model: &model_info,
         records: &run.records,
+        steps: &run.steps,
         summary: &run.summary,
         telemetry: &telemetry,
         window: (chosen.start_s, chosen.end_s),

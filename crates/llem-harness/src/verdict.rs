@@ -82,6 +82,7 @@ mod tests {
 
     fn rec(id: u32, success: bool, tokens: u32, error: Option<&str>) -> RequestRecord {
         RequestRecord {
+            energy: None,
             request_id: id,
             batch_index: None,
             input_tokens: 4,

@@ -368,6 +368,7 @@ mod tests {
 
     fn rec(first: f64, end: f64) -> RequestRecord {
         RequestRecord {
+            energy: None,
             request_id: 0,
             batch_index: None,
             input_tokens: 10,

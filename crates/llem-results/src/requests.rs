@@ -4,8 +4,9 @@
 //! `reference_output_tokens` (the dataset's own reply length, when it has one),
 //! `cached_input_tokens` (prompt tokens a server answered from its prefix cache), `submit_s`,
 //! `first_token_s`, `end_s` (seconds since the experiment start), `success`, `error`,
-//! `finish_reason` (`stop`, `length`, `error`) and `token_times_s`, a list column with the
-//! arrival time of every output token.
+//! `finish_reason` (`stop`, `length`, `error`), `token_times_s`, a list column with the
+//! arrival time of every output token, and the headline energy attributed to the request:
+//! `energy_j`, `prefill_energy_j`, `decode_energy_j` (null when it could not be attributed).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -86,6 +87,21 @@ pub struct RequestRecord {
     pub finish_reason: FinishReason,
     /// Arrival time of every output token.
     pub token_times_s: Vec<f64>,
+    /// The window's energy attributed to this request (set by the harness after the run).
+    #[serde(default)]
+    pub energy: Option<RequestEnergy>,
+}
+
+/// The headline energy one request is attributed, J.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestEnergy {
+    /// Everything attributed to it: its prefill and decode shares and its share of the
+    /// window's time between passes, so the requests' energies add up to the window's.
+    pub energy_j: f64,
+    /// Its share of the prefill passes it was in (served: while awaiting its first token).
+    pub prefill_energy_j: f64,
+    /// Its share of the decode passes it was in (served: while streaming).
+    pub decode_energy_j: f64,
 }
 
 impl RequestRecord {
@@ -121,6 +137,9 @@ fn schema() -> Schema {
             DataType::List(Arc::new(Field::new("item", DataType::Float64, true))),
             false,
         ),
+        f("energy_j", DataType::Float64, true),
+        f("prefill_energy_j", DataType::Float64, true),
+        f("decode_energy_j", DataType::Float64, true),
     ])
 }
 
@@ -130,6 +149,13 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
     };
     let opt_u32s = |f: &dyn Fn(&RequestRecord) -> Option<u32>| -> ArrayRef {
         Arc::new(rows.iter().map(f).collect::<UInt32Array>())
+    };
+    let energy = |f: &dyn Fn(&RequestEnergy) -> f64| -> ArrayRef {
+        Arc::new(
+            rows.iter()
+                .map(|r| r.energy.as_ref().map(f))
+                .collect::<Float64Array>(),
+        )
     };
     let mut times = ListBuilder::new(Float64Builder::new());
     for r in rows {
@@ -167,6 +193,9 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
             rows.iter().map(|r| r.finish_reason.as_str()),
         )),
         Arc::new(times.finish()),
+        energy(&|e| e.energy_j),
+        energy(&|e| e.prefill_energy_j),
+        energy(&|e| e.decode_energy_j),
     ];
     // The builder's list field is nullable-item "item"; the schema says the same.
     RecordBatch::try_new(Arc::new(schema()), columns).map_err(|e| e.to_string())
@@ -205,13 +234,29 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
         let e = column::<StringArray>(&b, "error").map_err(err)?;
         let fr = column::<StringArray>(&b, "finish_reason").map_err(err)?;
         let times = column::<ListArray>(&b, "token_times_s").map_err(err)?;
+        // Logs written before energy attribution have no energy columns.
+        let ej = column::<Float64Array>(&b, "energy_j").ok();
+        let pj = column::<Float64Array>(&b, "prefill_energy_j").ok();
+        let dj = column::<Float64Array>(&b, "decode_energy_j").ok();
         for i in 0..b.num_rows() {
+            let at = |c: Option<&Float64Array>| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
+            let energy = match (at(ej), at(pj), at(dj)) {
+                (Some(energy_j), Some(prefill_energy_j), Some(decode_energy_j)) => {
+                    Some(RequestEnergy {
+                        energy_j,
+                        prefill_energy_j,
+                        decode_energy_j,
+                    })
+                }
+                _ => None,
+            };
             let t = times.value(i);
             let t = t
                 .as_any()
                 .downcast_ref::<Float64Array>()
                 .ok_or_else(|| err("token_times_s items are not float64".into()))?;
             out.push(RequestRecord {
+                energy,
                 request_id: id.value(i),
                 batch_index: bi.is_valid(i).then(|| bi.value(i)),
                 input_tokens: inp.value(i),
@@ -244,6 +289,11 @@ mod tests {
         let p = dir.path().join("requests.parquet");
         let rows = vec![
             RequestRecord {
+                energy: Some(RequestEnergy {
+                    energy_j: 2.5,
+                    prefill_energy_j: 1.0,
+                    decode_energy_j: 1.25,
+                }),
                 request_id: 0,
                 batch_index: Some(0),
                 input_tokens: 12,
@@ -260,6 +310,7 @@ mod tests {
                 token_times_s: vec![1.2, 1.3, 1.4],
             },
             RequestRecord {
+                energy: None,
                 request_id: 1,
                 batch_index: None,
                 input_tokens: 7,

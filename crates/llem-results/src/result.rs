@@ -165,6 +165,44 @@ pub struct ExperimentResult {
     /// Relative path of the Prometheus sidecar (serving engines that expose `/metrics`).
     #[serde(default)]
     pub server_metrics: Option<String>,
+    /// The headline energy attributed to each successful request inside the window, J
+    /// (`requests.parquet` `energy_j`); null when it could not be attributed.
+    #[serde(default)]
+    pub energy_per_request_j: Option<Distribution>,
+    /// Each such request's energy over its output tokens, mJ per token.
+    #[serde(default)]
+    pub energy_per_response_token_mj: Option<Distribution>,
+}
+
+/// Mean and percentiles of a per-request figure.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Values summarised.
+    pub n: usize,
+}
+
+impl Distribution {
+    /// The distribution of `values` (linear percentiles, as numpy); `None` when empty.
+    pub fn of(mut values: Vec<f64>) -> Option<Distribution> {
+        values.retain(|v| v.is_finite());
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        Some(Distribution {
+            mean: values.iter().sum::<f64>() / n as f64,
+            p50: crate::stats::percentile(&values, 50.0)?,
+            p90: crate::stats::percentile(&values, 90.0)?,
+            p99: crate::stats::percentile(&values, 99.0)?,
+            n,
+        })
+    }
 }
 
 /// The measured window of a steady-state or windowed run and its stability verdict (the
@@ -371,6 +409,21 @@ pub struct EnergyBreakdown {
     pub baseline_cache_age_sec: Option<f64>,
     /// Per energy domain.
     pub domains: Vec<DomainEnergyRecord>,
+    /// Of `raw_j`: the engine's prefill passes (or, served, requests waiting for their
+    /// first token), J; null when the energy could not be attributed.
+    #[serde(default)]
+    pub prefill_j: Option<f64>,
+    /// Of `raw_j`: decode passes (served: requests streaming tokens), J.
+    #[serde(default)]
+    pub decode_j: Option<f64>,
+    /// Of `raw_j`: time in the window with no pass running (served: no request in
+    /// flight), J.
+    #[serde(default)]
+    pub idle_j: Option<f64>,
+    /// How the window was split: `engine_steps` (the engine's own log of its passes) or
+    /// `request_concurrency` (each request's share of the time it was in flight).
+    #[serde(default)]
+    pub attribution: Option<String>,
 }
 
 /// One domain's energy over the window.

@@ -362,6 +362,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
         "power-0",
         "cdf-ttft",
         "cdf-itl",
+        "cdf-request-energy",
     ] {
         assert!(
             dom_text.contains(&format!("id=\"{id}\"")),
@@ -369,6 +370,20 @@ fn study_cells_load_round_trip_query_export_and_report() {
         );
     }
     assert!(dom_text.matches("<svg").count() >= 10);
+    // Where each configuration's energy went: a row per configuration, with its split.
+    let split = dom_text
+        .split("<section id=\"attribution\">")
+        .nth(1)
+        .expect("the attribution section")
+        .split("</section>")
+        .next()
+        .unwrap();
+    for l in &labels {
+        assert!(
+            split.contains(&l.replace('&', "&amp;")),
+            "{l} has no split row"
+        );
+    }
     report_shows_every_configuration_apart(&dom_text, &labels);
     let errors: Vec<&str> = text(&dom.stderr)
         .lines()

@@ -465,11 +465,13 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
     assert_eq!(r.energy_source.as_deref(), Some("counter"));
     assert_eq!(r.total_output_tokens, 8 * 48);
     let [t0, t1] = r.measurement_window_s.unwrap();
-    // The counter, cumulative in timeseries.parquet, interpolated at the window edges.
+    // The counter, cumulative in timeseries.parquet, interpolated at the window edges
+    // between its updates (a read that repeats the one before saw no update: dropped).
     let ts = read_timeseries(&cell.join("timeseries.parquet")).unwrap();
-    let rows: Vec<usize> = (0..ts.len())
+    let mut rows: Vec<usize> = (0..ts.len())
         .filter(|&i| ts.domain[i] == "package-0")
         .collect();
+    rows.dedup_by(|later, kept| ts.energy_j[*later] == ts.energy_j[*kept]);
     let t: Vec<f64> = rows.iter().map(|&i| ts.t_s[i]).collect();
     let e: Vec<f64> = rows.iter().map(|&i| ts.energy_j[i].unwrap()).collect();
     let at = |x: f64| {
@@ -532,6 +534,81 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
     let lifecycle = r["lifecycle_energy_j"].as_f64().unwrap();
     assert!((lifecycle - sum).abs() < 1e-9, "{lifecycle} vs {sum}");
     assert!(lifecycle > r["total_energy_j"].as_f64().unwrap());
+}
+
+/// The window split by the embedded engine's own passes: the parts add up to the headline,
+/// the requests' energies to the window, and the split moves with the workload: more prompt
+/// tokens (`max_input_tokens`) spend a larger share in prefill, more reply tokens
+/// (`max_output_tokens`) a larger share in decode.
+#[test]
+fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("sys")).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let run = |name: &str, max_in: u32, max_out: u32| {
+        let (_, r) = run_ok(
+            home.path(),
+            name,
+            &format!(
+                "name: {name}\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+                 llamacpp: {{batch_size: 2}}\nmax_input_tokens: {max_in}\nmax_output_tokens: {max_out}\n\
+                 dataset: {{source: synthetic, n_prompts: 4, synthetic: {{input_tokens: 240, output_tokens: 96}}}}\n\
+                 warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
+            ),
+        );
+        let cell = common::walk(&home.path().join(name))
+            .into_iter()
+            .find(|p| p.ends_with("result.json"))
+            .unwrap();
+        let reqs = read_requests(&cell.with_file_name("requests.parquet")).unwrap();
+        (r, reqs)
+    };
+    let short = run("short", 24, 8);
+    let long_prompts = run("long-prompts", 224, 8);
+    let long_replies = run("long-replies", 24, 96);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+
+    let prefill_share = |(r, reqs): &(serde_json::Value, Vec<RequestRecord>)| {
+        let b = &r["energy_breakdown"];
+        assert_eq!(b["attribution"], "engine_steps", "{b}");
+        let raw = b["raw_j"].as_f64().unwrap();
+        let (p, d, i) = (
+            b["prefill_j"].as_f64().unwrap(),
+            b["decode_j"].as_f64().unwrap(),
+            b["idle_j"].as_f64().unwrap(),
+        );
+        assert!(p > 0.0 && d > 0.0 && i >= 0.0, "{b}");
+        assert!(
+            ((p + d + i) / raw - 1.0).abs() < 0.005,
+            "{p} + {d} + {i} vs {raw}"
+        );
+        assert_eq!(reqs.len(), 4);
+        let mut sum = 0.0;
+        for q in reqs {
+            let e = q
+                .energy
+                .unwrap_or_else(|| panic!("request {} has no energy", q.request_id));
+            assert!(e.prefill_energy_j > 0.0 && e.decode_energy_j > 0.0, "{e:?}");
+            assert!(e.energy_j >= e.prefill_energy_j + e.decode_energy_j - 1e-12);
+            sum += e.energy_j;
+        }
+        assert!(
+            (sum / raw - 1.0).abs() < 0.005,
+            "requests {sum} J vs window {raw} J"
+        );
+        assert_eq!(r["energy_per_request_j"]["n"], 4, "{r}");
+        let mean = r["energy_per_request_j"]["mean"].as_f64().unwrap();
+        assert!((mean * 4.0 / raw - 1.0).abs() < 0.005);
+        p / (p + d)
+    };
+    let (a, b, c) = (
+        prefill_share(&short),
+        prefill_share(&long_prompts),
+        prefill_share(&long_replies),
+    );
+    assert!(b > a, "longer prompts: prefill share {b:.3} vs {a:.3}");
+    assert!(c < a, "longer replies: prefill share {c:.3} vs {a:.3}");
 }
 
 /// Two single runs of one name into one directory, started together (in the same second,

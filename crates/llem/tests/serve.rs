@@ -162,6 +162,26 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
         assert!(q.cached_input_tokens.is_some_and(|c| c <= q.input_tokens));
         assert!(q.scheduled_s.is_some());
     }
+    // A server logs no passes: the window is shared by the requests in flight, each in its
+    // phase, and the requests add up to it.
+    let b = r.energy_breakdown.as_ref().unwrap();
+    assert_eq!(b.attribution.as_deref(), Some("request_concurrency"));
+    let (p, d) = (b.prefill_j.unwrap(), b.decode_j.unwrap());
+    assert!(p > 0.0 && d > 0.0 && b.idle_j.unwrap() >= 0.0, "{b:?}");
+    let (window_start, window_end) = r.measurement_window_s.map(|w| (w[0], w[1])).unwrap();
+    let inside = reqs
+        .iter()
+        .filter(|q| q.submit_s >= window_start && q.end_s <= window_end)
+        .count();
+    assert_eq!(r.energy_per_request_j.unwrap().n, inside);
+    if r.measurement_methodology == "total" {
+        let sum: f64 = reqs
+            .iter()
+            .filter_map(|q| q.energy)
+            .map(|e| e.energy_j)
+            .sum();
+        assert!((sum / b.raw_j - 1.0).abs() < 0.005, "{sum} vs {}", b.raw_j);
+    }
     let t = r.traffic.as_ref().unwrap();
     assert_eq!(t.token_count_source, "usage");
     assert_eq!(t.requests_sent, 16);

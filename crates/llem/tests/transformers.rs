@@ -184,6 +184,27 @@ fn a_study_runs_profiled_and_batched_cells_through_the_worker() {
     let req = llem_results::requests::read_requests(&dir.join("requests.parquet")).unwrap();
     assert_eq!(req.len(), 4);
     assert!(req.iter().all(|q| q.first_token_s.is_none()));
+    // The worker logged every forward pass: the window is split by them, and every request
+    // of a batch has its share of the batch's prefill and decode.
+    let b = &r["energy_breakdown"];
+    assert_eq!(b["attribution"], "engine_steps", "{b}");
+    let (p, d) = (
+        b["prefill_j"].as_f64().unwrap(),
+        b["decode_j"].as_f64().unwrap(),
+    );
+    assert!(p > 0.0 && d > 0.0, "{b}");
+    let sum: f64 = req.iter().map(|q| q.energy.unwrap().energy_j).sum();
+    let raw = b["raw_j"].as_f64().unwrap();
+    assert!(
+        (sum / raw - 1.0).abs() < 0.005,
+        "requests {sum} J vs window {raw} J"
+    );
+    assert!(
+        req.iter().all(|q| q
+            .energy
+            .is_some_and(|e| e.prefill_energy_j > 0.0 && e.decode_energy_j > 0.0)),
+        "{req:?}"
+    );
 }
 
 #[test]

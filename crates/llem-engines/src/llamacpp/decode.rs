@@ -12,7 +12,7 @@ use llem_results::{FinishReason, RequestRecord};
 
 use super::LlamaCppSession;
 use super::prompt::Tokenized;
-use crate::engine::{EngineError, RequestSink, RunSummary};
+use crate::engine::{EngineError, RequestSink, RunSummary, Step, StepKind};
 use crate::sampling::SamplingParams;
 use crate::workload::{Workload, batching};
 
@@ -111,6 +111,7 @@ fn record(
     finish: FinishReason,
 ) -> RequestRecord {
     RequestRecord {
+        energy: None,
         request_id: u32::try_from(s.request).unwrap_or(u32::MAX),
         batch_index: Some(batch_index),
         input_tokens: s.input_tokens,
@@ -234,6 +235,7 @@ fn open_slots(
         let n_in = p.tokens.len();
         if let Some(error) = unfit(n_in, per_slot) {
             sink.on_done(RequestRecord {
+                energy: None,
                 request_id: u32::try_from(req).unwrap_or(u32::MAX),
                 batch_index: Some(bi),
                 input_tokens: u32::try_from(n_in).unwrap_or(u32::MAX),
@@ -300,6 +302,7 @@ fn prefill(
     while qi < queue.len() {
         batch.clear();
         let mut finishing: Vec<usize> = Vec::new();
+        let mut shares: Vec<(u32, u32)> = Vec::new();
         while qi < queue.len() && (batch.n_tokens() as usize) < n_batch {
             let Some((si, start)) = queue.get(qi).copied() else {
                 break;
@@ -321,6 +324,10 @@ fn prefill(
                 }
             }
             slot.pos = i32::try_from(end).unwrap_or(0);
+            shares.push((
+                slot.request as u32,
+                u32::try_from(end - start).unwrap_or(u32::MAX),
+            ));
             if end == tokens.len() {
                 finishing.push(si);
                 qi += 1;
@@ -331,6 +338,7 @@ fn prefill(
         if sink.cancelled() {
             return Err(EngineError::Cancelled);
         }
+        let start_s = sink.now_s();
         sess.ctx.decode(batch).map_err(inference)?;
         let t = sink.now_s();
         for si in finishing {
@@ -340,6 +348,12 @@ fn prefill(
                 sink.on_tokens(slot.request as u32, t, 1);
             }
         }
+        sink.on_step(Step {
+            kind: StepKind::Prefill,
+            start_s,
+            end_s: sink.now_s(),
+            tokens: shares,
+        });
     }
     Ok(())
 }
@@ -399,6 +413,7 @@ fn decode_step(
         slot.logits_at = batch.n_tokens() - 1;
         slot.pos += 1;
     }
+    let start_s = sink.now_s();
     sess.ctx.decode(batch).map_err(inference)?;
     let t = sink.now_s();
     for &i in active {
@@ -408,6 +423,15 @@ fn decode_step(
             sink.on_tokens(slot.request as u32, t, 1);
         }
     }
+    sink.on_step(Step {
+        kind: StepKind::Decode,
+        start_s,
+        end_s: sink.now_s(),
+        tokens: active
+            .iter()
+            .filter_map(|&i| slots.get(i).map(|s| (s.request as u32, 1)))
+            .collect(),
+    });
     Ok(())
 }
 

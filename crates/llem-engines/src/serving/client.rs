@@ -308,6 +308,7 @@ async fn one(
     let input_from_usage = final_usage.0.is_some();
     Finished {
         record: RequestRecord {
+            energy: None,
             request_id: id,
             batch_index: None,
             input_tokens: final_usage.0.unwrap_or(0),

@@ -159,6 +159,10 @@ pub enum Event {
         /// Decode steps.
         #[serde(default)]
         steps: u32,
+        /// When each forward pass ended, monotonic s (the first ends the prefill); empty
+        /// from a worker that does not say.
+        #[serde(default)]
+        step_ends: Vec<f64>,
         /// `torch.cuda.max_memory_allocated()` since the last mark, bytes.
         #[serde(default)]
         device_peak_bytes: Option<u64>,

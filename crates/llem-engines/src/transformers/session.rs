@@ -9,7 +9,7 @@ use llem_results::{FinishReason, RequestRecord};
 use super::TransformersEngine;
 use super::process::{Wait, WorkerProcess};
 use super::protocol::{Event, Op, PromptOp, RequestOp};
-use crate::engine::{EngineError, EngineMemory, RequestSink, RunSummary, Session};
+use crate::engine::{EngineError, EngineMemory, RequestSink, RunSummary, Session, Step, StepKind};
 use crate::workload::{BatchingSpec, Prompt, PromptInput, Workload, batching};
 
 /// Runs workloads on a loaded worker.
@@ -63,6 +63,8 @@ struct BatchOutcome {
     t0: f64,
     t1: f64,
     steps: u32,
+    /// When each forward pass ended, on the harness's clock.
+    step_ends: Vec<f64>,
     device_peak_bytes: Option<u64>,
     rss_peak_bytes: Option<u64>,
     finished: Vec<Finished>,
@@ -165,6 +167,7 @@ impl TransformersSession<'_> {
                     t0,
                     t1,
                     steps,
+                    step_ends,
                     device_peak_bytes,
                     rss_peak_bytes,
                 } => {
@@ -172,6 +175,7 @@ impl TransformersSession<'_> {
                         t0: t0 - offset,
                         t1: t1 - offset,
                         steps,
+                        step_ends: step_ends.into_iter().map(|t| t - offset).collect(),
                         device_peak_bytes,
                         rss_peak_bytes,
                         finished,
@@ -268,6 +272,7 @@ impl TransformersSession<'_> {
             for i in empty {
                 let now = sink.now_s();
                 sink.on_done(RequestRecord {
+                    energy: None,
                     request_id: u32::try_from(i).unwrap_or(u32::MAX),
                     batch_index: Some(bi),
                     input_tokens: 0,
@@ -300,6 +305,19 @@ impl TransformersSession<'_> {
             rss_peak = rss_peak.max(batch.rss_peak_bytes);
             summary.effective_batch_size += members.len() as f64;
             slot_steps += u64::from(batch.steps) * members.len() as u64;
+            let passes: Vec<(u32, u32, u32)> = batch
+                .finished
+                .iter()
+                .map(|f| {
+                    let input = lengths.get(f.request as usize).copied().unwrap_or(0);
+                    // A sequence that stopped computed its end-of-generation token too.
+                    let n = f.output_tokens + u32::from(f.finish == FinishReason::Stop);
+                    (f.request, input, n.max(1))
+                })
+                .collect();
+            for step in batch_steps(batch.t0, &batch.step_ends, &passes) {
+                sink.on_step(step);
+            }
             for f in batch.finished {
                 let mut token_times = batch.token_times.remove(&f.request).unwrap_or_default();
                 busy_steps += u64::from(f.output_tokens);
@@ -313,6 +331,7 @@ impl TransformersSession<'_> {
                     *slot = ids;
                 }
                 sink.on_done(RequestRecord {
+                    energy: None,
                     request_id: f.request,
                     batch_index: Some(bi),
                     input_tokens: lengths.get(idx).copied().unwrap_or(0),
@@ -353,5 +372,63 @@ impl Session for TransformersSession<'_> {
     }
     fn kv_cache_bytes(&self) -> Option<u64> {
         None
+    }
+}
+
+/// The forward passes of one `generate()` call from the times they ended: the prefill (from
+/// the call's start to the first end, each request by its prompt tokens), then one decode
+/// pass per later end, shared by the requests still generating in it. `members` holds
+/// (request, prompt tokens, passes it took part in).
+fn batch_steps(t0: f64, ends: &[f64], members: &[(u32, u32, u32)]) -> Vec<Step> {
+    let mut steps = Vec::with_capacity(ends.len());
+    let mut start_s = t0;
+    for (k, &end_s) in ends.iter().enumerate() {
+        let k = u32::try_from(k).unwrap_or(u32::MAX);
+        let (kind, tokens) = if k == 0 {
+            let t = members.iter().map(|&(r, input, _)| (r, input)).collect();
+            (StepKind::Prefill, t)
+        } else {
+            let mut t: Vec<(u32, u32)> = members
+                .iter()
+                .filter(|&&(_, _, passes)| k < passes)
+                .map(|&(r, _, _)| (r, 1))
+                .collect();
+            if t.is_empty() {
+                // A pass over padding alone (the call ran on for a row the worker counts
+                // differently): the batch's requests share it.
+                t = members.iter().map(|&(r, _, _)| (r, 1)).collect();
+            }
+            (StepKind::Decode, t)
+        };
+        steps.push(Step {
+            kind,
+            start_s,
+            end_s,
+            tokens,
+        });
+        start_s = end_s;
+    }
+    steps
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generate_call_is_one_prefill_then_a_decode_pass_per_later_token() {
+        // Request 7 (12 prompt tokens) took 3 passes, request 9 (4 tokens) 1.
+        let steps = batch_steps(1.0, &[1.5, 1.6, 1.7], &[(7, 12, 3), (9, 4, 1)]);
+        assert_eq!(steps.len(), 3);
+        assert_eq!(steps[0].kind, StepKind::Prefill);
+        assert_eq!((steps[0].start_s, steps[0].end_s), (1.0, 1.5));
+        assert_eq!(steps[0].tokens, vec![(7, 12), (9, 4)]);
+        assert_eq!(steps[1].kind, StepKind::Decode);
+        assert_eq!((steps[1].start_s, steps[1].end_s), (1.5, 1.6));
+        assert_eq!(steps[1].tokens, vec![(7, 1)]);
+        assert_eq!(steps[2].tokens, vec![(7, 1)]);
+        // A worker that does not report its passes gives none.
+        assert!(batch_steps(1.0, &[], &[(7, 12, 3)]).is_empty());
     }
 }

@@ -389,12 +389,16 @@ class Worker:
 
             def __init__(self):
                 self.steps = 0
+                # When each forward pass ended (the first is the prefill): llem attributes
+                # the energy between them to prefill, decode and the requests in each.
+                self.ends = []
                 self.last = time.monotonic()
                 self.limits = None if limits is None or beams > 1 else torch.tensor(limits, device=input_ids.device)
 
             def __call__(self, ids, scores, **kw):
                 self.steps += 1
                 now = time.monotonic()
+                self.ends.append(now)
                 if now - self.last >= 1.0:
                     self.last = now
                     emit("progress", steps=self.steps)
@@ -442,7 +446,7 @@ class Worker:
             raise
         if not torch.is_tensor(out):
             out = out.sequences
-        return out[:, prompt_len:], steps.steps
+        return out[:, prompt_len:], steps.steps, steps.ends
 
     def generate(self, op):
         torch = self.torch
@@ -466,7 +470,7 @@ class Worker:
             op.get("batch"), len(reqs), width, max(limits), ", streamed" if streamer else ""))
         self.sync()
         t0 = time.monotonic()
-        out, steps = self.generate_raw(ids, mask, max(limits), limits, ignore, streamer)
+        out, steps, step_ends = self.generate_raw(ids, mask, max(limits), limits, ignore, streamer)
         self.sync()
         t1 = time.monotonic()
         eos = set(self.eos)
@@ -490,7 +494,7 @@ class Worker:
         peak = None
         if self.gpus:
             peak = int(sum(torch.cuda.max_memory_allocated(i) for i in self.gpus))
-        emit("batch_done", batch=op.get("batch"), t0=t0, t1=t1, steps=steps,
+        emit("batch_done", batch=op.get("batch"), t0=t0, t1=t1, steps=steps, step_ends=step_ends,
              device_peak_bytes=peak, rss_peak_bytes=rss_peak_bytes())
 
 

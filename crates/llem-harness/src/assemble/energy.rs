@@ -225,6 +225,10 @@ pub(super) fn breakdown(m: &Measured<'_>, window: &WindowEnergy, e: &Energies) -
             .map(|b| llem_results::time::iso8601_utc(b.record.measured_at_unix_s)),
         baseline_cache_age_sec: m.baseline.and_then(|b| b.age_s),
         domains: domain_records(window),
+        prefill_j: None,
+        decode_j: None,
+        idle_j: None,
+        attribution: None,
     }
 }
 

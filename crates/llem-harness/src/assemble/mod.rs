@@ -4,6 +4,7 @@
 //! the one window pipeline, [`llem_energy::window`]), FLOPs, latency, and the extended
 //! metrics, each built by its own module.
 
+mod attributed;
 mod energy;
 mod metrics;
 mod notes;
@@ -43,6 +44,8 @@ pub struct Measured<'a> {
     pub model: &'a ModelInfo,
     /// Requests of the window, by id.
     pub records: &'a [RequestRecord],
+    /// The engine's forward passes during the run (empty for engines that do not log them).
+    pub steps: &'a [llem_engines::Step],
     /// The engine's run summary.
     pub summary: &'a RunSummary,
     /// Telemetry of the experiment.
@@ -155,8 +158,15 @@ fn interval_ms(m: &Measured<'_>) -> f64 {
     }
 }
 
-/// Builds the result.
+/// Builds the result (the tests' view of [`assembled`]).
+#[cfg(test)]
 pub fn result(m: &Measured<'_>) -> ExperimentResult {
+    assembled(m).0
+}
+
+/// Builds the result, and the requests with the energy attributed to each (as
+/// `requests.parquet` holds them).
+pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let req = m.request;
     let cfg = req.config;
     let (t0, t1) = m.window;
@@ -175,6 +185,10 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
     let emissions = energy::emissions(m, &energies, &mut warnings);
     let processes = energy::processes(m, window, &energies, (input, output), duration);
     let (phases, lifecycle_energy_j) = energy::phase_energies(m, &energies);
+    let attribution = attributed::attribute(m, &energies, &mut warnings);
+    let records = attributed::annotated(m.records, attribution.as_ref());
+    let (energy_per_request_j, energy_per_response_token_mj) =
+        attributed::distributions(&records, m.window);
     let fl = flops::estimate(m.model, m.records);
     if fl.is_none()
         && !warnings
@@ -221,7 +235,7 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         .energy_sampler
         .map_or_else(|| "none".to_string(), |s| s.to_string());
     let interval_ms = interval_ms(m);
-    ExperimentResult {
+    let result = ExperimentResult {
         schema_version: SCHEMA_VERSION.into(),
         experiment_id: req.experiment_id.clone(),
         measurement_config_hash: req.config_hash.to_string(),
@@ -260,7 +274,10 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         flops: fl,
         baseline_power_w: energies.head.baseline_power_w,
         energy_per_device_j: energy::per_gpu_j(window, &energies.scope),
-        energy_breakdown: Some(energy::breakdown(m, window, &energies)),
+        energy_breakdown: Some(attributed::with_phases(
+            energy::breakdown(m, window, &energies),
+            attribution.as_ref(),
+        )),
         multi_gpu: processes.multi_gpu,
         process_results: processes.results,
         aggregation: processes.aggregation,
@@ -298,7 +315,10 @@ pub fn result(m: &Measured<'_>) -> ExperimentResult {
         server_metrics: (!m.summary.server_metrics.is_empty())
             .then(|| layout::SERVER_METRICS.to_string()),
         environment: environment(m, sampler, interval_ms),
-    }
+        energy_per_request_j,
+        energy_per_response_token_mj,
+    };
+    (result, records)
 }
 
 /// Writes `result.json`, `effective_config.json`, `timeseries.parquet` (when

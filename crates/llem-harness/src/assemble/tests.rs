@@ -85,6 +85,7 @@ fn records(n: u32, tokens: u32, first: f64) -> Vec<RequestRecord> {
         .map(|i| {
             let times: Vec<f64> = (0..tokens).map(|k| first + f64::from(k)).collect();
             RequestRecord {
+                energy: None,
                 request_id: i,
                 batch_index: Some(0),
                 input_tokens: 10,
@@ -197,6 +198,7 @@ impl Inputs {
             engine: &self.engine,
             model: &self.model,
             records,
+            steps: &[],
             summary: &self.summary,
             telemetry,
             window: (0.0, 10.0),

@@ -483,6 +483,11 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             ttft_p99_ms: t.f("ttft_p99_ms", i),
             tpot_median_ms: t.f("tpot_median_ms", i),
             e2e_p99_ms: t.f("e2e_p99_ms", i),
+            prefill_energy_joules: t.f("prefill_energy_joules", i),
+            decode_energy_joules: t.f("decode_energy_joules", i),
+            idle_energy_joules: t.f("idle_energy_joules", i),
+            energy_per_request_p50_joules: t.f("energy_per_request_p50_joules", i),
+            energy_per_request_p99_joules: t.f("energy_per_request_p99_joules", i),
             warnings: t.s("warnings", i),
         },
     })

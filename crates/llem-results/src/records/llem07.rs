@@ -192,6 +192,8 @@ pub fn view(
             "/extended_metrics/request_latency/e2e_latency_p99_ms",
         ),
         warnings: (!notes.is_empty()).then(|| notes.join("\n")),
+        // llem 0.7 does not split its energy.
+        ..LlemFields::default()
     };
     let gpu_model = gpu.unwrap_or_else(|| "CPU".into());
     let run = LlmRun {

@@ -224,6 +224,11 @@ fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields 
         ttft_p99_ms: lat.ttft_p99_ms,
         tpot_median_ms: lat.tpot_median_ms,
         e2e_p99_ms: lat.e2e_p99_ms,
+        prefill_energy_joules: r.energy_breakdown.as_ref().and_then(|b| b.prefill_j),
+        decode_energy_joules: r.energy_breakdown.as_ref().and_then(|b| b.decode_j),
+        idle_energy_joules: r.energy_breakdown.as_ref().and_then(|b| b.idle_j),
+        energy_per_request_p50_joules: r.energy_per_request_j.map(|d| d.p50),
+        energy_per_request_p99_joules: r.energy_per_request_j.map(|d| d.p99),
         warnings: (!r.measurement_warnings.is_empty()).then(|| r.measurement_warnings.join("\n")),
     }
 }

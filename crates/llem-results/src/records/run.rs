@@ -165,6 +165,17 @@ pub struct LlemFields {
     pub tpot_median_ms: Option<f64>,
     /// 99th percentile end-to-end latency, ms.
     pub e2e_p99_ms: Option<f64>,
+    /// Of the window's energy: prefill passes (served: requests awaiting their first
+    /// token), J.
+    pub prefill_energy_joules: Option<f64>,
+    /// Of the window's energy: decode passes (served: requests streaming), J.
+    pub decode_energy_joules: Option<f64>,
+    /// Of the window's energy: no pass running (served: nothing in flight), J.
+    pub idle_energy_joules: Option<f64>,
+    /// Median energy attributed to a request wholly inside the window, J.
+    pub energy_per_request_p50_joules: Option<f64>,
+    /// 99th percentile of the same, J.
+    pub energy_per_request_p99_joules: Option<f64>,
     /// Measurement warnings, one per line.
     pub warnings: Option<String>,
 }
@@ -303,6 +314,11 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("ttft_p99_ms", FieldKind::OptFloat),
     ("tpot_median_ms", FieldKind::OptFloat),
     ("e2e_p99_ms", FieldKind::OptFloat),
+    ("prefill_energy_joules", FieldKind::OptFloat),
+    ("decode_energy_joules", FieldKind::OptFloat),
+    ("idle_energy_joules", FieldKind::OptFloat),
+    ("energy_per_request_p50_joules", FieldKind::OptFloat),
+    ("energy_per_request_p99_joules", FieldKind::OptFloat),
     ("warnings", FieldKind::OptStr),
 ];
 
@@ -408,6 +424,11 @@ impl LlmRun {
             "ttft_p99_ms" => opt_f(x.ttft_p99_ms),
             "tpot_median_ms" => opt_f(x.tpot_median_ms),
             "e2e_p99_ms" => opt_f(x.e2e_p99_ms),
+            "prefill_energy_joules" => opt_f(x.prefill_energy_joules),
+            "decode_energy_joules" => opt_f(x.decode_energy_joules),
+            "idle_energy_joules" => opt_f(x.idle_energy_joules),
+            "energy_per_request_p50_joules" => opt_f(x.energy_per_request_p50_joules),
+            "energy_per_request_p99_joules" => opt_f(x.energy_per_request_p99_joules),
             "warnings" => opt_s(&x.warnings),
             "label" => opt_s(&x.label),
             path => return x.config.as_deref().and_then(|c| config_value(c, path)),

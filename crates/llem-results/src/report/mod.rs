@@ -4,6 +4,7 @@
 //! window shaded, latency CDFs, a table of every run with its warnings, and ML.ENERGY's
 //! diffusion runs when the directory holds any.
 
+mod attribution;
 mod diffusion;
 pub(crate) mod svg;
 
@@ -658,6 +659,7 @@ pub fn render(runs: &Runs, diffusion: &crate::records::DiffusionRuns, title: &st
     pareto_section(&mut h, runs);
     timelines_section(&mut h, runs);
     latency_section(&mut h, &configs);
+    attribution::section(&mut h, &configs);
     runs_section(&mut h, runs);
     diffusion::section(&mut h, diffusion);
     h.push_str("</body></html>\n");

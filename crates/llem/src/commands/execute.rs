@@ -75,6 +75,23 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
         opt(r.mj_per_tok_adjusted, "mJ", 2),
         opt(r.baseline_power_w, "W", 2)
     );
+    if let Some(b) = &r.energy_breakdown
+        && let (Some(p), Some(d), Some(i)) = (b.prefill_j, b.decode_j, b.idle_j)
+    {
+        let share = |x: f64| x / (p + d + i).max(f64::MIN_POSITIVE) * 100.0;
+        let per_request = r.energy_per_request_j.map_or_else(String::new, |e| {
+            format!(
+                "; {:.2} J per request (p50 {:.2}, p99 {:.2})",
+                e.mean, e.p50, e.p99
+            )
+        });
+        let _ = writeln!(
+            s,
+            "   split       prefill {p:.1} J ({:.0} %), decode {d:.1} J ({:.0} %), idle {i:.1} J{per_request}",
+            share(p),
+            share(d)
+        );
+    }
     if let Some(l) = r.lifecycle_energy_j {
         // What each phase cost, in the order they ran: a cold start is paid once per run.
         let parts: Vec<String> = r

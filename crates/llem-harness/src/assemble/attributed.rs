@@ -1,0 +1,79 @@
+//! The attribution parts of a result: the window split by phase and request
+//! ([`crate::attribution`]), written into `energy_breakdown`, the per-request distributions
+//! and `requests.parquet`.
+
+use llem_energy::EnergyCurve;
+use llem_results::result::{Distribution, EnergyBreakdown};
+use llem_results::{RequestEnergy, RequestRecord};
+
+use super::Measured;
+use super::energy::Energies;
+use crate::attribution::{self, Attribution};
+
+/// The headline energy of the window split by phase and request, and what weakens it.
+pub(super) fn attribute(
+    m: &Measured<'_>,
+    energies: &Energies,
+    warnings: &mut Vec<String>,
+) -> Option<Attribution> {
+    let window_j = energies.head.energy_j?;
+    let Some(curve) = EnergyCurve::of(m.telemetry, &energies.head.domains) else {
+        warnings.push(format!(
+            "energy not attributed to prefill, decode and requests: no usable readings of {} \
+             over the run",
+            energies.head.domains.join(", ")
+        ));
+        return None;
+    };
+    let a = if m.steps.is_empty() {
+        attribution::by_concurrency(&curve, m.window, m.records)
+    } else {
+        attribution::by_steps(&curve, m.window, m.steps)
+    };
+    warnings.extend(a.sum_warning(window_j));
+    Some(a)
+}
+
+/// `energy_breakdown` with the phase split.
+pub(super) fn with_phases(mut b: EnergyBreakdown, a: Option<&Attribution>) -> EnergyBreakdown {
+    if let Some(a) = a {
+        b.prefill_j = Some(a.prefill_j);
+        b.decode_j = Some(a.decode_j);
+        b.idle_j = Some(a.idle_j);
+        b.attribution = Some(a.method.into());
+    }
+    b
+}
+
+/// The records with their energy (none without an attribution).
+pub(super) fn annotated(records: &[RequestRecord], a: Option<&Attribution>) -> Vec<RequestRecord> {
+    records
+        .iter()
+        .map(|r| RequestRecord {
+            energy: a.and_then(|a| a.requests.get(&r.request_id).copied()),
+            ..r.clone()
+        })
+        .collect()
+}
+
+/// Energy per request and per response token of the successful requests wholly inside the
+/// window (one cut by an edge carries only part of its energy).
+pub(super) fn distributions(
+    records: &[RequestRecord],
+    (t0, t1): (f64, f64),
+) -> (Option<Distribution>, Option<Distribution>) {
+    let inside: Vec<(RequestEnergy, u32)> = records
+        .iter()
+        .filter(|r| r.success && r.submit_s >= t0 && r.end_s <= t1)
+        .filter_map(|r| r.energy.map(|e| (e, r.output_tokens)))
+        .collect();
+    let per_request = Distribution::of(inside.iter().map(|(e, _)| e.energy_j).collect());
+    let per_token = Distribution::of(
+        inside
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(e, n)| e.energy_j / f64::from(*n) * 1000.0)
+            .collect(),
+    );
+    (per_request, per_token)
+}
