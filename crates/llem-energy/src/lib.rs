@@ -17,6 +17,7 @@ pub mod sensors;
 mod summary;
 pub mod telemetry;
 pub mod throttle;
+pub mod uncertainty;
 pub mod update_period;
 mod value_file;
 

@@ -73,8 +73,10 @@ impl EnergySource {
 pub struct Reading {
     /// Cumulative energy in joules since the sensor was opened (wraparound already undone).
     pub energy_j: Option<f64>,
-    /// Power in watts.
+    /// Power in watts: instantaneous where the device reports it.
     pub power_w: Option<f64>,
+    /// The device's own 1-s average power, W, where it reports one beside `power_w`.
+    pub power_avg_w: Option<f64>,
     /// Temperature, °C.
     pub temperature_c: Option<f64>,
     /// Device memory in use, MiB.

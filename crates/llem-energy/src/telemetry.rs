@@ -46,8 +46,10 @@ pub struct Series {
     pub t_s: Vec<f64>,
     /// Cumulative energy, J (NaN: not read).
     pub energy_j: Vec<f64>,
-    /// Power, W (NaN: not read).
+    /// Power, W (NaN: not read): instantaneous where the device reports it.
     pub power_w: Vec<f64>,
+    /// The device's 1-s average power, W (NaN: not reported).
+    pub power_avg_w: Vec<f64>,
     /// Temperature, °C.
     pub temperature_c: Vec<f32>,
     /// Memory used, MiB.
@@ -82,6 +84,7 @@ impl Series {
             t_s: Vec::new(),
             energy_j: Vec::new(),
             power_w: Vec::new(),
+            power_avg_w: Vec::new(),
             temperature_c: Vec::new(),
             memory_used_mib: Vec::new(),
             memory_total_mib: Vec::new(),
@@ -101,6 +104,7 @@ impl Series {
         self.t_s.push(t_s);
         self.energy_j.push(nan(r.energy_j));
         self.power_w.push(nan(r.power_w));
+        self.power_avg_w.push(nan(r.power_avg_w));
         self.temperature_c.push(nan32(r.temperature_c));
         self.memory_used_mib.push(nan32(r.memory_used_mib));
         self.memory_total_mib.push(nan32(r.memory_total_mib));
@@ -529,6 +533,8 @@ impl Telemetry {
                 c.sm_util_pct.push(g32(&s.sm_util_pct));
                 c.mem_util_pct.push(g32(&s.mem_util_pct));
                 c.throttle_reasons.push(s.throttle_reasons(i));
+                c.power_avg_w
+                    .push(s.power_avg_w.get(i).copied().and_then(opt));
             }
         }
         c

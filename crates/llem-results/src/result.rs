@@ -172,6 +172,55 @@ pub struct ExperimentResult {
     /// Each such request's energy over its output tokens, mJ per token.
     #[serde(default)]
     pub energy_per_response_token_mj: Option<Distribution>,
+    /// What bounds the headline energy (resolution at the window's edges, coverage, the
+    /// sensors' documented accuracy); null without a headline.
+    #[serde(default)]
+    pub energy_uncertainty: Option<EnergyUncertainty>,
+}
+
+/// The bound of the headline energy: a worst case, summed over its domains.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnergyUncertainty {
+    /// The bound, J; null when a domain is an estimate (no bound exists).
+    pub bound_j: Option<f64>,
+    /// The bound over the energy.
+    pub relative: Option<f64>,
+    /// The bound per output token, mJ (the `±` of `mj_per_tok_total`).
+    pub mj_per_tok: Option<f64>,
+    /// What the bound leaves out.
+    pub notes: Vec<String>,
+    /// Per domain.
+    pub domains: Vec<DomainUncertaintyRecord>,
+}
+
+/// What bounds one domain's energy over the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DomainUncertaintyRecord {
+    /// Domain name.
+    pub name: String,
+    /// Sensor family (`nvml`, `rapl`, `amdgpu`, `estimate`).
+    pub sensor: String,
+    /// How often the counter moves, s (measured before sampling); null for a power-only
+    /// sensor or when it could not be measured.
+    pub update_period_s: Option<f64>,
+    /// What the edges are bounded with: the update period, else the sampling interval, s.
+    pub resolution_s: f64,
+    /// Resolution x power at each edge of the window, summed, J.
+    pub edge_bound_j: f64,
+    /// Share of the window with a fresh reading.
+    pub coverage: f64,
+    /// Longest time between readings inside the window, s.
+    pub longest_gap_s: f64,
+    /// Gaps (over two sampling intervals) x peak power, J.
+    pub gap_bound_j: f64,
+    /// The sensor's documented relative accuracy; null when none is documented.
+    pub accuracy: Option<f64>,
+    /// Accuracy x energy, J.
+    pub accuracy_bound_j: Option<f64>,
+    /// |counter - integrated| / counter, where the sensor has both.
+    pub disagreement: Option<f64>,
+    /// The domain's bound, J; null for an estimate.
+    pub bound_j: Option<f64>,
 }
 
 /// Mean and percentiles of a per-request figure.

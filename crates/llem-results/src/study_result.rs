@@ -50,6 +50,16 @@ pub struct NamedStatistics {
     /// The statistics.
     #[serde(flatten)]
     pub stats: MetricStatistics,
+    /// Energy metrics: the mean over the cycles of each cycle's measurement bound
+    /// (`energy_uncertainty`), in the metric's unit; null when a cycle has none (an
+    /// estimate) or for other metrics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement_bound: Option<f64>,
+    /// The 95 % interval's half-width and the measurement bound together (their sum: the
+    /// interval then holds both the cycle-to-cycle scatter and what each cycle could not
+    /// resolve); the bound alone for one cycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub combined_half_width: Option<f64>,
 }
 
 impl ConfigurationStatistics {

@@ -4,7 +4,9 @@
 //! `dram-0`), `gpu_idx` (the GPU index of GPU rows, null for the others), `device_index` (GPU
 //! or package index), `power_w`, `energy_j` (cumulative since the start of the recording),
 //! `temperature_c`, `memory_used_mib`, `memory_total_mib`, `sm_clock_mhz`, `sm_util_pct`,
-//! `mem_util_pct`, `throttle_reasons` (NVML bitmask). Missing values are null. `t`, `gpu_idx`,
+//! `mem_util_pct`, `throttle_reasons` (NVML bitmask), `power_avg_w` (the device's own 1-s
+//! average power where it reports one beside the instant `power_w`: NVML's
+//! `NVML_FI_DEV_POWER_AVERAGE`). Missing values are null. `t`, `gpu_idx`,
 //! `power_w`, `temperature_c`, `memory_used_mib` and `sm_clock_mhz` are seed 001's names, so a
 //! notebook written for the Python llem's sidecar reads this one; files written before the
 //! rename (`t_s`, no `gpu_idx`) are still read.
@@ -49,6 +51,8 @@ pub struct TimeseriesColumns {
     pub mem_util_pct: Vec<Option<f64>>,
     /// Clock throttle reasons (NVML bitmask).
     pub throttle_reasons: Vec<Option<u64>>,
+    /// The device's 1-s average power, W, where it reports one beside the instant power.
+    pub power_avg_w: Vec<Option<f64>>,
 }
 
 impl TimeseriesColumns {
@@ -78,6 +82,7 @@ impl TimeseriesColumns {
             f("sm_util_pct", DataType::Float64, true),
             f("mem_util_pct", DataType::Float64, true),
             f("throttle_reasons", DataType::UInt64, true),
+            f("power_avg_w", DataType::Float64, true),
         ])
     }
 
@@ -96,6 +101,7 @@ impl TimeseriesColumns {
             self.sm_util_pct.len(),
             self.mem_util_pct.len(),
             self.throttle_reasons.len(),
+            self.power_avg_w.len(),
         ];
         if lens.iter().any(|&l| l != n) {
             return Err(format!("columns of unequal length ({n} vs {lens:?})"));
@@ -115,6 +121,7 @@ impl TimeseriesColumns {
             f64s(&self.sm_util_pct),
             f64s(&self.mem_util_pct),
             Arc::new(UInt64Array::from(self.throttle_reasons.clone())),
+            f64s(&self.power_avg_w),
         ];
         RecordBatch::try_new(Arc::new(Self::schema()), columns).map_err(|e| e.to_string())
     }
@@ -170,6 +177,8 @@ pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
         .collect::<Result<_, _>>()
         .map_err(err)?;
         let thr = column::<UInt64Array>(&batch, "throttle_reasons").map_err(err)?;
+        // Files written before llem kept the average power apart have no such column.
+        let avg = column::<Float64Array>(&batch, "power_avg_w").ok();
         for i in 0..batch.num_rows() {
             out.t_s.push(t.value(i));
             out.domain.push(d.value(i).to_string());
@@ -191,6 +200,7 @@ pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
             }
             out.throttle_reasons
                 .push(thr.is_valid(i).then(|| thr.value(i)));
+            out.power_avg_w.push(avg.and_then(|a| opt_f64(a, i)));
         }
     }
     Ok(out)
@@ -216,6 +226,7 @@ mod tests {
             sm_util_pct: vec![Some(99.0), None, None],
             mem_util_pct: vec![Some(50.0), None, None],
             throttle_reasons: vec![Some(0), Some(4), None],
+            power_avg_w: vec![Some(98.0), Some(101.0), None],
         }
     }
 

@@ -14,6 +14,8 @@ struct Metric {
     /// Warn when its CV is above [`CV_WARN_THRESHOLD`] (latency tails are noisy by nature).
     warn_on_cv: bool,
     get: fn(&ExperimentResult) -> Option<f64>,
+    /// The measurement's own bound on the value, in its unit (energy metrics).
+    bound: Option<fn(&ExperimentResult) -> Option<f64>>,
 }
 
 const METRICS: &[Metric] = &[
@@ -22,80 +24,107 @@ const METRICS: &[Metric] = &[
         unit: "J",
         warn_on_cv: false,
         get: |r| Some(r.total_energy_j),
+        bound: Some(|r| r.energy_uncertainty.as_ref().and_then(|u| u.bound_j)),
     },
     Metric {
         name: "energy_adjusted_j",
         unit: "J",
         warn_on_cv: false,
         get: |r| r.energy_adjusted_j,
+        bound: None,
     },
     Metric {
         name: "mj_per_tok_total",
         unit: "mJ/tok",
         warn_on_cv: true,
         get: |r| r.mj_per_tok_total,
+        bound: Some(|r| r.energy_uncertainty.as_ref().and_then(|u| u.mj_per_tok)),
     },
     Metric {
         name: "mj_per_tok_adjusted",
         unit: "mJ/tok",
         warn_on_cv: true,
         get: |r| r.mj_per_tok_adjusted,
+        bound: None,
     },
     Metric {
         name: "system_energy_j",
         unit: "J",
         warn_on_cv: false,
         get: |r| r.system_energy_j,
+        bound: None,
     },
     Metric {
         name: "system_mj_per_tok",
         unit: "mJ/tok",
         warn_on_cv: false,
         get: |r| r.system_mj_per_tok,
+        bound: None,
     },
     Metric {
         name: "co2_g",
         unit: "gCO2",
         warn_on_cv: false,
         get: |r| r.emissions.as_ref().and_then(|e| e.co2_g),
+        bound: None,
     },
     Metric {
         name: "system_co2_g",
         unit: "gCO2",
         warn_on_cv: false,
         get: |r| r.emissions.as_ref().and_then(|e| e.system_co2_g),
+        bound: None,
     },
     Metric {
         name: "avg_tokens_per_second",
         unit: "tok/s",
         warn_on_cv: true,
         get: |r| Some(r.avg_tokens_per_second),
+        bound: None,
     },
     Metric {
         name: "ttft_p50_ms",
         unit: "ms",
         warn_on_cv: false,
         get: |r| r.latency_stats.as_ref().and_then(|l| l.ttft_median_ms),
+        bound: None,
     },
     Metric {
         name: "ttft_p99_ms",
         unit: "ms",
         warn_on_cv: false,
         get: |r| r.latency_stats.as_ref().and_then(|l| l.ttft_p99_ms),
+        bound: None,
     },
     Metric {
         name: "itl_p50_ms",
         unit: "ms",
         warn_on_cv: false,
         get: |r| r.latency_stats.as_ref().and_then(|l| l.itl_median_ms),
+        bound: None,
     },
     Metric {
         name: "itl_p99_ms",
         unit: "ms",
         warn_on_cv: false,
         get: |r| r.latency_stats.as_ref().and_then(|l| l.itl_p99_ms),
+        bound: None,
     },
 ];
+
+/// The mean of the cycles' measurement bounds; none unless every cycle has one (a cycle
+/// measured by an estimate has no bound, and then neither has the mean).
+fn mean_bound(bounds: &[Option<f64>]) -> Option<f64> {
+    let v: Option<Vec<f64>> = bounds.iter().copied().collect();
+    v.filter(|v| !v.is_empty())
+        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The 95 % interval's half-width plus the measurement bound: the cycles' scatter and what
+/// each cycle could not resolve, both held (the bound alone for one cycle).
+fn combined(stats: &llem_results::MetricStatistics, bound: Option<f64>) -> Option<f64> {
+    bound.map(|b| b + stats.ci95_half_width.unwrap_or(0.0))
+}
 
 /// Statistics of one configuration from its completed cycles' results, and the warnings for
 /// metrics whose cycles disagree by more than [`CV_WARN_THRESHOLD`].
@@ -126,10 +155,16 @@ pub fn configuration_statistics(
                 CV_WARN_THRESHOLD * 100.0
             ));
         }
+        let measurement_bound = m
+            .bound
+            .and_then(|b| mean_bound(&results.iter().map(|r| b(r)).collect::<Vec<_>>()));
+        let combined_half_width = combined(&stats, measurement_bound);
         metrics.push(NamedStatistics {
             metric: m.name.to_string(),
             unit: m.unit.to_string(),
             stats,
+            measurement_bound,
+            combined_half_width,
         });
     }
     (
@@ -199,6 +234,20 @@ mod tests {
         let s = describe(&v).unwrap();
         let sd = s.std.unwrap();
         assert!((s.ci95_half_width.unwrap() - 2.262_157 * sd / 10f64.sqrt()).abs() < 1e-5);
+    }
+
+    #[test]
+    fn the_interval_and_the_measurement_bound_add_up() {
+        let s = describe(&[10.0, 10.4, 9.8]).unwrap();
+        let b = mean_bound(&[Some(0.2), Some(0.3), Some(0.4)]).unwrap();
+        assert!((b - 0.3).abs() < 1e-12);
+        let c = combined(&s, Some(b)).unwrap();
+        assert!((c - (s.ci95_half_width.unwrap() + 0.3)).abs() < 1e-12);
+        // One cycle: the bound alone; a cycle without a bound (an estimate): none.
+        let one = describe(&[10.0]).unwrap();
+        assert_eq!(combined(&one, Some(0.3)), Some(0.3));
+        assert_eq!(mean_bound(&[Some(0.2), None]), None);
+        assert_eq!(combined(&s, None), None);
     }
 
     #[test]

@@ -381,9 +381,17 @@ pub fn summary_table_in(r: &StudyResult, width: usize) -> String {
             let cv = mj
                 .and_then(|s| s.cv)
                 .map_or_else(|| "-".into(), |v| format!("{:.1} %", v * 100.0));
+            // Raw mJ/tok with the cycles' scatter and each cycle's measurement bound together.
+            let bounded = c
+                .metrics
+                .iter()
+                .find(|m| m.metric == "mj_per_tok_total")
+                .and_then(|m| m.combined_half_width.map(|h| (m.stats.mean, h)))
+                .map_or_else(|| "-".into(), |(mean, h)| format!("{mean:.2} ± {h:.2}"));
             vec![
                 format!("{} ({})", c.config_summary, c.config_hash),
                 format!("{} {mj_name}", pm(mj, 2)),
+                bounded,
                 pm(c.metric("avg_tokens_per_second"), 1),
                 format!("{}/{}", c.n_completed, c.n_cycles),
                 cv,
@@ -394,6 +402,7 @@ pub fn summary_table_in(r: &StudyResult, width: usize) -> String {
     let head = [
         "configuration",
         "mJ/tok",
+        "raw ± CI+bound",
         "tok/s",
         "n",
         "CV mJ/tok",
@@ -403,6 +412,11 @@ pub fn summary_table_in(r: &StudyResult, width: usize) -> String {
     out.push_str(&llem_results::records::table::fit_table(
         &head, &rows, width,
     ));
+    let _ = writeln!(
+        out,
+        " raw ± CI+bound: the interval and each cycle's measurement bound (resolution, coverage, \
+         documented sensor accuracy) added; - where a cycle's energy is an estimate"
+    );
     if degenerate {
         let _ = writeln!(
             out,

@@ -531,7 +531,7 @@ p = sys.argv[1]
 df = pd.read_parquet(p)
 cols = ["t","domain","gpu_idx","device_index","power_w","energy_j","temperature_c",
         "memory_used_mib","memory_total_mib","sm_clock_mhz","sm_util_pct","mem_util_pct",
-        "throttle_reasons"]
+        "throttle_reasons","power_avg_w"]
 assert list(df.columns) == cols, list(df.columns)
 assert set(df["domain"]) == {"package-0", "dram-0"}, set(df["domain"])
 assert (df.groupby("domain")["energy_j"].min() == 0).all()

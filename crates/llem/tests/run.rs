@@ -483,6 +483,25 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
     // sampling interval at most).
     let watts = r.total_energy_j / (t1 - t0);
     assert!((watts - 20.0).abs() < 1.0, "{watts} W");
+    // Its bound: the counter's period (the writer moves it every ~0.2 ms), measured before
+    // sampling, times 20 W at each edge; the readings cover the window; RAPL documents no
+    // accuracy, which the bound says it leaves out.
+    let u = r.energy_uncertainty.as_ref().unwrap();
+    let d = &u.domains[0];
+    assert_eq!((d.name.as_str(), d.sensor.as_str()), ("package-0", "rapl"));
+    let period = d.update_period_s.unwrap();
+    assert!(period > 0.0 && period < 0.005, "{period} s");
+    assert!((d.edge_bound_j - period * 2.0 * 20.0).abs() < 0.2 * period * 40.0 + 1e-3);
+    assert!(d.coverage > 0.99, "{}", d.coverage);
+    assert_eq!(d.accuracy, None);
+    assert!(
+        u.notes
+            .iter()
+            .any(|n| n.contains("RAPL documents no accuracy"))
+    );
+    assert!(u.relative.unwrap() < 0.01);
+    let per_tok = u.mj_per_tok.unwrap();
+    assert!((per_tok - u.bound_j.unwrap() / (8.0 * 48.0) * 1000.0).abs() < 1e-9);
 }
 
 /// Every phase's energy, on a package drawing a known 20 W throughout: baseline (its idle

@@ -508,6 +508,12 @@ fn a_gpu_servers_headline_is_its_gpu_and_the_host_is_reported_beside_it() {
         ) < 1e-9
     );
     assert!(r.system_mj_per_tok.unwrap() > per_tok);
+    // The headline's bound covers the GPU alone; amdgpu documents no accuracy.
+    let u = r.energy_uncertainty.as_ref().unwrap();
+    assert_eq!(u.domains.len(), 1);
+    assert_eq!(u.domains[0].sensor, "amdgpu");
+    assert!(u.notes.iter().any(|n| n.contains("amdgpu hwmon")), "{u:?}");
+    assert!(u.mj_per_tok.unwrap() > 0.0);
     assert_eq!(r.process_results.len(), 1);
     assert_eq!(r.process_results[0].gpu_id, Some(0));
     let e = r.emissions.as_ref().unwrap();

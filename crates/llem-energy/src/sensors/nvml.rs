@@ -3,7 +3,9 @@
 //!
 //! Per GPU: the cumulative energy counter (`nvmlDeviceGetTotalEnergyConsumption`, Volta and
 //! later, mJ), instantaneous power (`NVML_FI_DEV_POWER_INSTANT`, falling back to
-//! `nvmlDeviceGetPowerUsage`, which many boards average over a second), and in detail reads
+//! `nvmlDeviceGetPowerUsage`, which many boards average over a second) and, recorded apart,
+//! the board's 1-s average (`NVML_FI_DEV_POWER_AVERAGE`, else `nvmlDeviceGetPowerUsage`); NVML
+//! has no memory-power field, so none is recorded. In detail it reads
 //! temperature, memory, SM clock, SM and memory utilisation and the throttle-reason bitmask.
 //!
 //! GPUs are named by their CUDA index: `CUDA_VISIBLE_DEVICES` (indices or `GPU-` UUID
@@ -18,7 +20,7 @@ use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
-use nvml_wrapper::sys_exports::field_id::NVML_FI_DEV_POWER_INSTANT;
+use nvml_wrapper::sys_exports::field_id::{NVML_FI_DEV_POWER_AVERAGE, NVML_FI_DEV_POWER_INSTANT};
 
 use crate::sensor::{Domain, DomainKind, Reading, Sensor, SensorError, SensorKind};
 
@@ -125,16 +127,22 @@ pub fn visible_devices(spec: Option<&str>, gpus: &[(u32, String)]) -> Result<Vec
     Ok(out)
 }
 
-fn instant_power_mw(dev: &nvml_wrapper::Device<'_>) -> Option<u64> {
-    let samples = dev
-        .field_values_for(&[FieldId(NVML_FI_DEV_POWER_INSTANT)])
-        .ok()?;
-    match samples.into_iter().next()?.ok()?.value.ok()? {
+/// Instant and 1-s average power, mW, in one call; either is `None` where the board does
+/// not report it.
+fn field_power_mw(dev: &nvml_wrapper::Device<'_>) -> (Option<u64>, Option<u64>) {
+    let Ok(samples) = dev.field_values_for(&[
+        FieldId(NVML_FI_DEV_POWER_INSTANT),
+        FieldId(NVML_FI_DEV_POWER_AVERAGE),
+    ]) else {
+        return (None, None);
+    };
+    let mut it = samples.into_iter().map(|s| match s.ok()?.value.ok()? {
         SampleValue::U32(v) => Some(u64::from(v)),
         SampleValue::U64(v) => Some(v),
         SampleValue::I64(v) => u64::try_from(v).ok(),
         SampleValue::F64(v) => (v >= 0.0).then_some(v as u64),
-    }
+    });
+    (it.next().flatten(), it.next().flatten())
 }
 
 /// NVML indices of the GPUs this process may use (all NVML GPUs, narrowed by
@@ -177,7 +185,7 @@ pub fn gpus(nvml: &Nvml, cuda_visible_devices: Option<&str>) -> Result<Vec<NvmlG
             cuda_index: u32::try_from(cuda_index).unwrap_or(u32::MAX),
             name: dev.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
             counter: dev.total_energy_consumption().is_ok(),
-            instant_power: instant_power_mw(&dev).is_some(),
+            instant_power: field_power_mw(&dev).0.is_some(),
             persistence: dev.is_in_persistent_mode().ok(),
             uuid,
         });
@@ -266,16 +274,20 @@ impl Sensor for NvmlSensor {
             r.energy_j = Some(mj.saturating_sub(base) as f64 / 1000.0);
         }
         if self.use_power {
-            let mw = if self.gpu.instant_power {
-                instant_power_mw(&dev)
+            let (instant, average) = if self.gpu.instant_power {
+                field_power_mw(&dev)
+            } else {
+                (None, None)
+            };
+            // The averaged reading stands in for either the board does not give.
+            let usage = if instant.is_none() || average.is_none() {
+                Some(u64::from(dev.power_usage().map_err(nvml_err)?))
             } else {
                 None
             };
-            let mw = match mw {
-                Some(v) => v,
-                None => u64::from(dev.power_usage().map_err(nvml_err)?),
-            };
-            r.power_w = Some(mw as f64 / 1000.0);
+            let w = |mw: u64| mw as f64 / 1000.0;
+            r.power_w = instant.or(usage).map(w);
+            r.power_avg_w = average.or(usage).map(w);
         }
         if detail {
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);

@@ -317,6 +317,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
         environment: environment(m, sampler, interval_ms),
         energy_per_request_j,
         energy_per_response_token_mj,
+        energy_uncertainty: energy::uncertainty(m, window, &energies, output),
     };
     (result, records)
 }

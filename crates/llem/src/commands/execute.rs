@@ -68,13 +68,29 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
         r.total_energy_j,
         opt(r.system_energy_j, "J", 2)
     );
+    // The headline figure with its bound: resolution at the window's edges, coverage and
+    // the sensors' documented accuracy (energy.md, "How sure a figure is").
+    let total = match (r.mj_per_tok_total, r.energy_uncertainty.as_ref()) {
+        (Some(x), Some(u)) => match u.mj_per_tok {
+            Some(b) => format!("{x:.2} ± {b:.2} mJ"),
+            None if u.bound_j.is_none() => format!("{x:.2} mJ (an estimate: no bound)"),
+            None => format!("{x:.2} mJ"),
+        },
+        (x, _) => opt(x, "mJ", 2),
+    };
     let _ = writeln!(
         s,
-        "   per token   {} total, {} above a {} baseline",
-        opt(r.mj_per_tok_total, "mJ", 2),
+        "   per token   {total} total, {} above a {} baseline",
         opt(r.mj_per_tok_adjusted, "mJ", 2),
         opt(r.baseline_power_w, "W", 2)
     );
+    if let Some(u) = &r.energy_uncertainty
+        && !u.notes.is_empty()
+    {
+        for n in &u.notes {
+            let _ = writeln!(s, "   bound       {n}");
+        }
+    }
     if let Some(b) = &r.energy_breakdown
         && let (Some(p), Some(d), Some(i)) = (b.prefill_j, b.decode_j, b.idle_j)
     {
