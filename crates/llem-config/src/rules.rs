@@ -558,6 +558,22 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             }
         }
     }
+    if matches!(
+        m.phase_split,
+        Some(crate::model::PhaseSplit::Difference | crate::model::PhaseSplit::Both)
+    ) && m.methodology != Methodology::Total
+    {
+        out.push(violation(
+            &["measurement", "phase_split"],
+            format!(
+                "`phase_split: {}` compares the whole run with the same prompts run for one \
+                 output token; methodology {} measures a part of the run, which the one-token \
+                 run has no counterpart of (use methodology total, or phase_split: attributed)",
+                m.phase_split.map_or("", |p| p.as_str()),
+                m.methodology
+            ),
+        ));
+    }
     if m.methodology == Methodology::Windows {
         check_windows(cfg, out);
     } else if m.windows.is_some() {

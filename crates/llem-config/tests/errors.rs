@@ -789,6 +789,27 @@ fn methodology_windows_is_refused_where_it_cannot_measure() {
 }
 
 #[test]
+fn the_difference_split_needs_the_whole_run_as_its_window() {
+    refused_at(&[(
+        "model: m.gguf\nmeasurement:\n  methodology: steady_state\n  phase_split: both\n",
+        "`phase_split: both` compares the whole run with the same prompts run for one output \
+         token; methodology steady_state measures a part of the run",
+        4,
+    )]);
+    let plan = plan_text("model: m.gguf\nmeasurement: {phase_split: difference}\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        plan.configs[0].config.measurement.phase_split,
+        Some(llem_config::model::PhaseSplit::Difference)
+    );
+    // Unset, it is attributed and the configuration hash is what it was before the field.
+    let unset = plan_text("model: m.gguf\n").unwrap();
+    let attributed = plan_text("model: m.gguf\nmeasurement: {phase_split: null}\n").unwrap();
+    assert_eq!(unset.configs[0].digest, attributed.configs[0].digest);
+    assert_ne!(unset.configs[0].digest, plan.configs[0].digest);
+}
+
+#[test]
 fn a_warmup_gate_needs_warmup_and_an_energy_sampler() {
     let e = err("model: m.gguf\nwarmup: {enabled: false, gate: {timeout_seconds: 60}}\n");
     let all: Vec<String> = e.diagnostics.iter().map(|d| d.message.clone()).collect();

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use llem_config::model::PhaseSplit;
 use llem_config::{EnergySampler, ExperimentConfig};
 use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
@@ -465,18 +466,22 @@ struct MeasuredRun {
 }
 
 /// The measurement window: the whole workload, every request reported to the collector.
+/// `what` says which run it is when it is not the window itself.
 fn measure_phase(
     session: &mut dyn Session,
     workload: &Workload,
     epoch: Instant,
     progress: &mut dyn Progress,
-    meter: Option<&Meter>,
+    (meter, what): (Option<&Meter>, Option<&str>),
     cancel: &AtomicBool,
 ) -> Result<MeasuredRun, HarnessError> {
     progress.event(Event::Start {
         phase: Phase::Measure,
         total: Some(workload.prompts.len() as u64),
-        detail: format!("{} prompts", workload.prompts.len()),
+        detail: match what {
+            Some(w) => format!("{} prompts, {w}", workload.prompts.len()),
+            None => format!("{} prompts", workload.prompts.len()),
+        },
     });
     let cpu0 = environment::process_cpu_s();
     let mut sink = Collector {
@@ -711,11 +716,42 @@ pub fn run_experiment(
         &workload,
         epoch,
         progress,
-        meter.as_ref(),
+        (meter.as_ref(), None),
         cancel,
     )?;
     verdict::check_requests(&run.records, cfg.measurement.max_failed_request_fraction)?;
     span("measure", run.span.0, run.span.1);
+    // The difference method (optimum-benchmark's): the same prompts again, one output token
+    // each, right after the window and under the same telemetry; its energy is the prefill.
+    let difference = if matches!(
+        cfg.measurement.phase_split,
+        Some(PhaseSplit::Difference | PhaseSplit::Both)
+    ) {
+        let one = Workload {
+            max_output_tokens: Some(1),
+            ..workload.clone()
+        };
+        let d = measure_phase(
+            session.as_mut(),
+            &one,
+            epoch,
+            progress,
+            (
+                meter.as_ref(),
+                Some("one output token each (phase_split: difference)"),
+            ),
+            cancel,
+        )?;
+        verdict::check_requests(&d.records, cfg.measurement.max_failed_request_fraction)?;
+        span("prefill_only", d.span.0, d.span.1);
+        Some(assemble::DifferenceRun {
+            span: d.span,
+            output_tokens: d.records.iter().map(|r| u64::from(r.output_tokens)).sum(),
+            requests: d.records.iter().filter(|r| r.success).count(),
+        })
+    } else {
+        None
+    };
 
     // Teardown: free the context and the model under telemetry (what it costs is part of
     // the lifecycle), then stop it.
@@ -752,6 +788,7 @@ pub fn run_experiment(
         model: &model_info,
         records: &run.records,
         steps: &run.steps,
+        difference,
         summary: &run.summary,
         telemetry: &telemetry,
         window: (chosen.start_s, chosen.end_s),

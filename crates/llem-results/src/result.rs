@@ -473,6 +473,26 @@ pub struct EnergyBreakdown {
     /// `request_concurrency` (each request's share of the time it was in flight).
     #[serde(default)]
     pub attribution: Option<String>,
+    /// The difference method's split (`measurement.phase_split: difference | both`), beside
+    /// the attributed one.
+    #[serde(default)]
+    pub difference: Option<DifferenceSplit>,
+}
+
+/// optimum-benchmark's prefill/decode split: the window's prompts run again for one output
+/// token each, right after the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DifferenceSplit {
+    /// The one-token run's energy on the headline's devices, J: prefill and the first token.
+    pub prefill_j: f64,
+    /// The window's energy less it, J.
+    pub decode_j: f64,
+    /// How long the one-token run took, s.
+    pub prefill_run_s: f64,
+    /// Requests of the one-token run that succeeded.
+    pub prefill_run_requests: usize,
+    /// Output tokens it produced.
+    pub prefill_run_output_tokens: u64,
 }
 
 /// One domain's energy over the window.

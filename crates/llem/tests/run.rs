@@ -630,6 +630,61 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
     assert!(c < a, "longer replies: prefill share {c:.3} vs {a:.3}");
 }
 
+/// `phase_split: both`: the attributed split and optimum-benchmark's difference method side
+/// by side. The one-token rerun is a phase of its own (its energy in the lifecycle), its
+/// energy is the difference prefill, and the two prefill figures agree in kind: the one-token
+/// run also pays for each prompt's first token and its own overhead, so it is at least the
+/// attributed prefill's order and never more than the window.
+#[test]
+fn the_difference_method_runs_beside_the_attributed_split() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("sys")).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let (err, r) = run_ok(
+        home.path(),
+        "difference",
+        "name: difference\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         llamacpp: {batch_size: 2}\nmeasurement: {phase_split: both}\n\
+         dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 128, output_tokens: 64}}\n\
+         warmup: {n_warmup: 1, thermal_floor_seconds: 0}\nbaseline: {enabled: false}\n",
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let b = &r["energy_breakdown"];
+    let raw = b["raw_j"].as_f64().unwrap();
+    let attributed = b["prefill_j"].as_f64().unwrap();
+    let d = &b["difference"];
+    let (prefill, decode) = (
+        d["prefill_j"].as_f64().unwrap(),
+        d["decode_j"].as_f64().unwrap(),
+    );
+    assert!(((prefill + decode) / raw - 1.0).abs() < 1e-9, "{d}");
+    assert!(
+        prefill > 0.5 * attributed && prefill < raw,
+        "{d} vs attributed {attributed}"
+    );
+    assert_eq!(d["prefill_run_requests"], 4);
+    assert_eq!(d["prefill_run_output_tokens"], 4, "one token each");
+    // Its run is a phase at 20 W, counted in the lifecycle.
+    let phases = r["phases"].as_array().unwrap();
+    let p = phases
+        .iter()
+        .find(|p| p["phase"] == "prefill_only")
+        .unwrap();
+    let span = p["end_s"].as_f64().unwrap() - p["start_s"].as_f64().unwrap();
+    assert!((prefill - 20.0 * span).abs() < 0.1 * prefill + 0.5, "{p}");
+    assert!((p["energy_j"].as_f64().unwrap() - prefill).abs() < 1e-6 * prefill.max(1.0) + 1e-6);
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["load", "warmup", "measure", "prefill_only", "teardown"]
+    );
+    assert!(err.is_empty() || !err.contains("panicked"), "{err}");
+}
+
 /// Two single runs of one name into one directory, started together (in the same second,
 /// as a script's loop starts them): each gets its own directory and keeps its result.
 #[test]

@@ -13,7 +13,7 @@ pub use execution::{
 pub use experiment::ExperimentConfig;
 pub use names::{
     Arrival, BaselineStrategy, BatchingStrategy, DatasetOrder, Dtype, EnergySampler, Engine,
-    ExperimentOrder, LengthDistribution, Methodology, Preset,
+    ExperimentOrder, LengthDistribution, Methodology, PhaseSplit, Preset,
 };
 pub use runner::{RunnerKind, RunnerMap, RunnerSpec};
 pub use sections::{

@@ -245,6 +245,19 @@ str_enum! {
 }
 
 str_enum! {
+    /// How a result splits its energy into prefill and decode.
+    pub enum PhaseSplit {
+        /// From the engine's own log of its passes, or the requests in flight (no extra run).
+        Attributed = "attributed",
+        /// optimum-benchmark's way: the same prompts again with one output token; that run's
+        /// energy is the prefill, the rest of the window's the decode.
+        Difference = "difference",
+        /// Both, side by side.
+        Both = "both",
+    }
+}
+
+str_enum! {
     /// Request arrival process for serving engines.
     pub enum Arrival {
         /// Every request at t = 0 (concurrency bounded by the server or `max_concurrency`).

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::names::{
-    Arrival, BaselineStrategy, DatasetOrder, LengthDistribution, Methodology, Preset,
+    Arrival, BaselineStrategy, DatasetOrder, LengthDistribution, Methodology, PhaseSplit, Preset,
 };
 
 /// Which prompts to use and how they are loaded.
@@ -277,6 +277,10 @@ pub struct MeasurementConfig {
     pub max_failed_request_fraction: Option<f64>,
     /// Methodology `windows`: consecutive windows after a ramp (null = the defaults).
     pub windows: Option<WindowsConfig>,
+    /// How the energy is split into prefill and decode: attributed (null: from the engine's
+    /// passes or the requests in flight), difference (the prompts run again with one output
+    /// token after the window; methodology total), both.
+    pub phase_split: Option<PhaseSplit>,
 }
 
 impl Default for MeasurementConfig {
@@ -287,6 +291,7 @@ impl Default for MeasurementConfig {
             window: None,
             max_failed_request_fraction: None,
             windows: None,
+            phase_split: None,
         }
     }
 }

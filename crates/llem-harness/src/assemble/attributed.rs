@@ -2,8 +2,9 @@
 //! ([`crate::attribution`]), written into `energy_breakdown`, the per-request distributions
 //! and `requests.parquet`.
 
+use llem_config::model::PhaseSplit;
 use llem_energy::EnergyCurve;
-use llem_results::result::{Distribution, EnergyBreakdown};
+use llem_results::result::{DifferenceSplit, Distribution, EnergyBreakdown};
 use llem_results::{RequestEnergy, RequestRecord};
 
 use super::Measured;
@@ -34,15 +35,66 @@ pub(super) fn attribute(
     Some(a)
 }
 
-/// `energy_breakdown` with the phase split.
-pub(super) fn with_phases(mut b: EnergyBreakdown, a: Option<&Attribution>) -> EnergyBreakdown {
-    if let Some(a) = a {
+/// `energy_breakdown` with the phase splits `measurement.phase_split` asks for.
+pub(super) fn with_phases(
+    mut b: EnergyBreakdown,
+    a: Option<&Attribution>,
+    difference: Option<DifferenceSplit>,
+    split: Option<PhaseSplit>,
+) -> EnergyBreakdown {
+    if let Some(a) = a.filter(|_| split != Some(PhaseSplit::Difference)) {
         b.prefill_j = Some(a.prefill_j);
         b.decode_j = Some(a.decode_j);
         b.idle_j = Some(a.idle_j);
         b.attribution = Some(a.method.into());
     }
+    b.difference = difference;
     b
+}
+
+/// The difference method's split: the one-token run's energy on the headline's devices is
+/// the prefill, the window's less it the decode; a decode at or below zero is reported.
+pub(super) fn difference(
+    m: &Measured<'_>,
+    energies: &Energies,
+    warnings: &mut Vec<String>,
+) -> Option<DifferenceSplit> {
+    let d = m.difference?;
+    let window_j = energies.head.energy_j?;
+    let (a, b) = d.span;
+    let we = m.telemetry.energy(a, b);
+    let prefill_j = llem_energy::scoped(&we, |x| energies.head.domains.contains(&x.name), None)
+        .energy_j
+        .filter(|_| {
+            we.domains
+                .iter()
+                .filter(|x| energies.head.domains.contains(&x.name))
+                .count()
+                == energies.head.domains.len()
+        });
+    let Some(prefill_j) = prefill_j else {
+        warnings.push(
+            "phase_split difference: the one-token run's energy was not measured on every \
+             headline device; no difference split"
+                .into(),
+        );
+        return None;
+    };
+    let decode_j = window_j - prefill_j;
+    if decode_j <= 0.0 {
+        warnings.push(format!(
+            "phase_split difference: the one-token run ({prefill_j:.2} J) drew as much as the \
+             whole window ({window_j:.2} J); its decode, {decode_j:.2} J, means nothing (too \
+             few output tokens per request to tell decode from run-to-run noise)"
+        ));
+    }
+    Some(DifferenceSplit {
+        prefill_j,
+        decode_j,
+        prefill_run_s: b - a,
+        prefill_run_requests: d.requests,
+        prefill_run_output_tokens: d.output_tokens,
+    })
 }
 
 /// The records with their energy (none without an attribution).

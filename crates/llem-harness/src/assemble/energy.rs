@@ -229,6 +229,7 @@ pub(super) fn breakdown(m: &Measured<'_>, window: &WindowEnergy, e: &Energies) -
         decode_j: None,
         idle_j: None,
         attribution: None,
+        difference: None,
     }
 }
 

@@ -30,6 +30,17 @@ pub struct HostMemory {
     pub peak_rss_mib: Option<f64>,
 }
 
+/// The difference method's second run: the window's prompts, one output token each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DifferenceRun {
+    /// When it ran, s since the experiment start.
+    pub span: (f64, f64),
+    /// Output tokens it produced (one per successful request).
+    pub output_tokens: u64,
+    /// Requests that succeeded.
+    pub requests: usize,
+}
+
 /// Everything the lifecycle gathered.
 pub struct Measured<'a> {
     /// The request.
@@ -46,6 +57,8 @@ pub struct Measured<'a> {
     pub records: &'a [RequestRecord],
     /// The engine's forward passes during the run (empty for engines that do not log them).
     pub steps: &'a [llem_engines::Step],
+    /// The difference method's one-token run, when `measurement.phase_split` asks for it.
+    pub difference: Option<DifferenceRun>,
     /// The engine's run summary.
     pub summary: &'a RunSummary,
     /// Telemetry of the experiment.
@@ -186,6 +199,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let processes = energy::processes(m, window, &energies, (input, output), duration);
     let (phases, lifecycle_energy_j) = energy::phase_energies(m, &energies);
     let attribution = attributed::attribute(m, &energies, &mut warnings);
+    let difference = attributed::difference(m, &energies, &mut warnings);
     let records = attributed::annotated(m.records, attribution.as_ref());
     let (energy_per_request_j, energy_per_response_token_mj) =
         attributed::distributions(&records, m.window);
@@ -277,6 +291,8 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
         energy_breakdown: Some(attributed::with_phases(
             energy::breakdown(m, window, &energies),
             attribution.as_ref(),
+            difference,
+            cfg.measurement.phase_split,
         )),
         multi_gpu: processes.multi_gpu,
         process_results: processes.results,

@@ -199,6 +199,7 @@ impl Inputs {
             model: &self.model,
             records,
             steps: &[],
+            difference: None,
             summary: &self.summary,
             telemetry,
             window: (0.0, 10.0),

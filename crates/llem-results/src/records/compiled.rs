@@ -488,6 +488,8 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             idle_energy_joules: t.f("idle_energy_joules", i),
             energy_per_request_p50_joules: t.f("energy_per_request_p50_joules", i),
             energy_per_request_p99_joules: t.f("energy_per_request_p99_joules", i),
+            difference_prefill_energy_joules: t.f("difference_prefill_energy_joules", i),
+            difference_decode_energy_joules: t.f("difference_decode_energy_joules", i),
             warnings: t.s("warnings", i),
         },
     })

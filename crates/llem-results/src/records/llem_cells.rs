@@ -204,6 +204,10 @@ fn placement(path: &Path) -> (Option<String>, Option<i64>) {
 fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields {
     let (study, cycle) = placement(path);
     let r = &cell.result;
+    let difference = r
+        .energy_breakdown
+        .as_ref()
+        .and_then(|b| b.difference.as_ref());
     LlemFields {
         source: Some(RunSource::Llem),
         engine: Some(r.engine.clone()),
@@ -229,6 +233,8 @@ fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields 
         idle_energy_joules: r.energy_breakdown.as_ref().and_then(|b| b.idle_j),
         energy_per_request_p50_joules: r.energy_per_request_j.map(|d| d.p50),
         energy_per_request_p99_joules: r.energy_per_request_j.map(|d| d.p99),
+        difference_prefill_energy_joules: difference.map(|d| d.prefill_j),
+        difference_decode_energy_joules: difference.map(|d| d.decode_j),
         warnings: (!r.measurement_warnings.is_empty()).then(|| r.measurement_warnings.join("\n")),
     }
 }

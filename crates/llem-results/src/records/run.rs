@@ -176,6 +176,10 @@ pub struct LlemFields {
     pub energy_per_request_p50_joules: Option<f64>,
     /// 99th percentile of the same, J.
     pub energy_per_request_p99_joules: Option<f64>,
+    /// The difference method's prefill: the prompts run again for one token each, J.
+    pub difference_prefill_energy_joules: Option<f64>,
+    /// The window's energy less that, J.
+    pub difference_decode_energy_joules: Option<f64>,
     /// Measurement warnings, one per line.
     pub warnings: Option<String>,
 }
@@ -319,6 +323,8 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("idle_energy_joules", FieldKind::OptFloat),
     ("energy_per_request_p50_joules", FieldKind::OptFloat),
     ("energy_per_request_p99_joules", FieldKind::OptFloat),
+    ("difference_prefill_energy_joules", FieldKind::OptFloat),
+    ("difference_decode_energy_joules", FieldKind::OptFloat),
     ("warnings", FieldKind::OptStr),
 ];
 
@@ -429,6 +435,8 @@ impl LlmRun {
             "idle_energy_joules" => opt_f(x.idle_energy_joules),
             "energy_per_request_p50_joules" => opt_f(x.energy_per_request_p50_joules),
             "energy_per_request_p99_joules" => opt_f(x.energy_per_request_p99_joules),
+            "difference_prefill_energy_joules" => opt_f(x.difference_prefill_energy_joules),
+            "difference_decode_energy_joules" => opt_f(x.difference_decode_energy_joules),
             "warnings" => opt_s(&x.warnings),
             "label" => opt_s(&x.label),
             path => return x.config.as_deref().and_then(|c| config_value(c, path)),

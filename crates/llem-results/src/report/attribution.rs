@@ -68,9 +68,16 @@ pub(super) fn section(h: &mut String, configs: &[Configuration]) {
         };
         let total = (p + d + i).max(f64::MIN_POSITIVE);
         let opt = |v: Option<f64>| v.map_or_else(|| "—".to_string(), |v| format!("{v:.3}"));
+        let difference = match (
+            x(|r| r.extra.difference_prefill_energy_joules),
+            x(|r| r.extra.difference_decode_energy_joules),
+        ) {
+            (Some(dp), Some(dd)) => format!("{dp:.2} / {dd:.2}"),
+            _ => "—".into(),
+        };
         let _ = write!(
             rows,
-            "<tr><td class=\"t\">{}</td><td>{p:.2}</td><td>{:.0} %</td><td>{d:.2}</td><td>{:.0} %</td><td>{i:.2}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
+            "<tr><td class=\"t\">{}</td><td>{p:.2}</td><td>{:.0} %</td><td>{d:.2}</td><td>{:.0} %</td><td>{i:.2}</td><td>{difference}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"t\">{}</td></tr>",
             esc(&c.label),
             p / total * 100.0,
             d / total * 100.0,
@@ -99,7 +106,7 @@ pub(super) fn section(h: &mut String, configs: &[Configuration]) {
     );
     let _ = write!(
         h,
-        "<table><tr><th class=\"t\">configuration</th><th>prefill J</th><th>share</th><th>decode J</th><th>share</th><th>idle J</th><th>J / request</th><th>p50</th><th>p99</th><th class=\"t\">split</th></tr>{rows}</table>"
+        "<table><tr><th class=\"t\">configuration</th><th>prefill J</th><th>share</th><th>decode J</th><th>share</th><th>idle J</th><th>difference method: prefill / decode J</th><th>J / request</th><th>p50</th><th>p99</th><th class=\"t\">split</th></tr>{rows}</table>"
     );
     let series: Vec<Series> = configs
         .iter()

@@ -108,6 +108,17 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
             share(d)
         );
     }
+    if let Some(d) = r
+        .energy_breakdown
+        .as_ref()
+        .and_then(|b| b.difference.as_ref())
+    {
+        let _ = writeln!(
+            s,
+            "   difference  prefill {:.1} J (the prompts again for one token: {:.2} s), decode {:.1} J",
+            d.prefill_j, d.prefill_run_s, d.decode_j
+        );
+    }
     if let Some(l) = r.lifecycle_energy_j {
         // What each phase cost, in the order they ran: a cold start is paid once per run.
         let parts: Vec<String> = r
