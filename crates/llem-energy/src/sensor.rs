@@ -44,6 +44,18 @@ pub enum SensorKind {
     Estimate,
 }
 
+impl SensorKind {
+    /// The name used in results: `nvml`, `amdgpu`, `rapl`, `estimate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SensorKind::Nvml => "nvml",
+            SensorKind::Amdgpu => "amdgpu",
+            SensorKind::Rapl => "rapl",
+            SensorKind::Estimate => "estimate",
+        }
+    }
+}
+
 /// How a domain's energy was obtained, weakest first: the weakest source among the domains
 /// is the source of a total.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

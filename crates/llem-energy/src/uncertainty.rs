@@ -16,7 +16,7 @@
 //!
 //! The bound of a figure is their sum over the domains: a worst case, not a standard error.
 
-use serde::Serialize;
+use llem_results::result::{DomainUncertaintyRecord, EnergyUncertainty};
 
 use crate::sensor::SensorKind;
 use crate::telemetry::{DomainEnergy, Series, Telemetry};
@@ -27,50 +27,6 @@ pub fn documented_accuracy(kind: SensorKind) -> Option<f64> {
         SensorKind::Nvml => Some(0.05),
         SensorKind::Amdgpu | SensorKind::Rapl | SensorKind::Estimate => None,
     }
-}
-
-/// What bounds one domain's energy over a window.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DomainUncertainty {
-    /// Domain name.
-    pub name: String,
-    /// Sensor family.
-    pub sensor: SensorKind,
-    /// How often its counter moves, s (measured); null for a power-only sensor or when it
-    /// could not be measured.
-    pub update_period_s: Option<f64>,
-    /// The resolution the edges are bounded with: the update period, else the sampling
-    /// interval, s.
-    pub resolution_s: f64,
-    /// Resolution x power at each window edge, summed, J.
-    pub edge_bound_j: f64,
-    /// Share of the window with a fresh reading (gaps over two intervals excluded).
-    pub coverage: f64,
-    /// Longest gap between readings inside the window, s.
-    pub longest_gap_s: f64,
-    /// Gaps' length x peak power, J.
-    pub gap_bound_j: f64,
-    /// Documented relative accuracy; null when none is documented.
-    pub accuracy: Option<f64>,
-    /// Accuracy x energy, J.
-    pub accuracy_bound_j: Option<f64>,
-    /// |counter - integrated| / counter, where the sensor has both.
-    pub disagreement: Option<f64>,
-    /// Edge, gap and accuracy bounds together, J; null for an estimate (unbounded).
-    pub bound_j: Option<f64>,
-}
-
-/// What bounds a sum of domains' energies over a window.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Uncertainty {
-    /// Per domain.
-    pub domains: Vec<DomainUncertainty>,
-    /// The bound of the sum, J; null when a domain is an estimate (unbounded).
-    pub bound_j: Option<f64>,
-    /// The bound as a share of the energy.
-    pub relative: Option<f64>,
-    /// What the bound leaves out (a sensor without a documented accuracy).
-    pub notes: Vec<String>,
 }
 
 /// Power of `s` near `t`: the sampled power, else the counter's slope around `t`.
@@ -99,8 +55,14 @@ fn power_near(s: &Series, t: f64, fallback_w: f64) -> f64 {
 }
 
 /// The bounds of the domains `energies` (a window's, from [`Telemetry::energy`]) over
-/// `[t0, t1]`.
-pub fn of(telemetry: &Telemetry, energies: &[&DomainEnergy], t0: f64, t1: f64) -> Uncertainty {
+/// `[t0, t1]`, as `result.json` holds them (`mj_per_tok` is left to the caller, who knows
+/// the tokens).
+pub fn of(
+    telemetry: &Telemetry,
+    energies: &[&DomainEnergy],
+    t0: f64,
+    t1: f64,
+) -> EnergyUncertainty {
     let interval = telemetry.stats.interval_s;
     let duration = (t1 - t0).max(f64::MIN_POSITIVE);
     let mut domains = Vec::with_capacity(energies.len());
@@ -153,9 +115,9 @@ pub fn of(telemetry: &Telemetry, energies: &[&DomainEnergy], t0: f64, t1: f64) -
         }
         let bound_j = (s.sensor != SensorKind::Estimate)
             .then(|| edge_bound_j + gap_bound_j + accuracy_bound_j.unwrap_or(0.0));
-        domains.push(DomainUncertainty {
+        domains.push(DomainUncertaintyRecord {
             name: d.name.clone(),
-            sensor: s.sensor,
+            sensor: s.sensor.as_str().into(),
             update_period_s: s.update_period_s,
             resolution_s,
             edge_bound_j,
@@ -174,8 +136,9 @@ pub fn of(telemetry: &Telemetry, energies: &[&DomainEnergy], t0: f64, t1: f64) -
         domains.iter().map(|d| d.bound_j).sum()
     };
     let energy: f64 = energies.iter().map(|d| d.energy_j).sum();
-    Uncertainty {
+    EnergyUncertainty {
         relative: bound_j.filter(|_| energy > 0.0).map(|b| b / energy),
+        mj_per_tok: None,
         domains,
         bound_j,
         notes,

@@ -53,6 +53,15 @@ fn make_zone(
     }
 }
 
+/// Every RAPL zone under `root`, as the meter takes them.
+fn sensors_of(root: &Path) -> Vec<Box<dyn Sensor>> {
+    rapl::discover(root)
+        .unwrap()
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn Sensor>)
+        .collect()
+}
+
 /// Advances every zone's counter to `watts x elapsed` (mod its range) every 200 µs; returns
 /// the longest time between two of its writes, s.
 fn start_writer(
@@ -111,11 +120,7 @@ fn record_two_zones() -> Recording {
     let writer = start_writer(vec![pkg, dram], epoch, stop.clone());
     std::thread::sleep(Duration::from_millis(20));
 
-    let sensors: Vec<Box<dyn Sensor>> = rapl::discover(root.path())
-        .unwrap()
-        .into_iter()
-        .map(|s| Box::new(s) as Box<dyn Sensor>)
-        .collect();
+    let sensors = sensors_of(root.path());
     assert_eq!(sensors.len(), 2);
     let cfg = MeterConfig {
         interval: Duration::from_millis(10),
@@ -200,11 +205,7 @@ fn a_too_long_interval_for_the_wrap_is_refused() {
         3_000_000,
         50.0,
     );
-    let sensors: Vec<Box<dyn Sensor>> = rapl::discover(root.path())
-        .unwrap()
-        .into_iter()
-        .map(|s| Box::new(s) as Box<dyn Sensor>)
-        .collect();
+    let sensors = sensors_of(root.path());
     // 3 J at 50 W wraps every 60 ms: reads at least every 30 ms.
     let cfg = MeterConfig {
         interval: Duration::from_millis(100),
@@ -245,11 +246,7 @@ fn the_update_period_is_the_writers() {
             }
         });
         std::thread::sleep(Duration::from_millis(20));
-        let sensors: Vec<Box<dyn Sensor>> = rapl::discover(root.path())
-            .unwrap()
-            .into_iter()
-            .map(|s| Box::new(s) as Box<dyn Sensor>)
-            .collect();
+        let sensors = sensors_of(root.path());
         let cfg = MeterConfig {
             interval: Duration::from_millis(10),
             ..MeterConfig::default()

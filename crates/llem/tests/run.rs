@@ -86,6 +86,18 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 }
 
 /// A HOME with empty sensor trees: no hardware energy sensor, the estimate only.
+/// A sandbox whose one package zone a thread advances at 20 W (stop it, then join it).
+fn home_at_20_watts() -> (
+    tempfile::TempDir,
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<f64>,
+) {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("sys")).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    (home, stop, writer)
+}
+
 fn sandbox() -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     for d in ["powercap", "sys"] {
@@ -415,9 +427,7 @@ fn ctrl_c_during_the_baseline_stops_within_a_second() {
 
 #[test]
 fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("sys")).unwrap();
-    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let (home, stop, writer) = home_at_20_watts();
     let yaml = home.path().join("counter.yaml");
     std::fs::write(
         &yaml,
@@ -509,9 +519,7 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
 /// 20 W over its own span, and the lifecycle the sum of them.
 #[test]
 fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("sys")).unwrap();
-    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let (home, stop, writer) = home_at_20_watts();
     let (_, r) = run_ok(
         home.path(),
         "phases",
@@ -561,9 +569,7 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
 /// (`max_output_tokens`) a larger share in decode.
 #[test]
 fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("sys")).unwrap();
-    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let (home, stop, writer) = home_at_20_watts();
     let run = |name: &str, max_in: u32, max_out: u32| {
         let (_, r) = run_ok(
             home.path(),
@@ -637,9 +643,7 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
 /// attributed prefill's order and never more than the window.
 #[test]
 fn the_difference_method_runs_beside_the_attributed_split() {
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("sys")).unwrap();
-    let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
+    let (home, stop, writer) = home_at_20_watts();
     let (err, r) = run_ok(
         home.path(),
         "difference",

@@ -246,33 +246,12 @@ pub(super) fn uncertainty(
         .iter()
         .filter(|d| e.head.domains.contains(&d.name))
         .collect();
-    let u = llem_energy::uncertainty::of(m.telemetry, &heads, window.start_s, window.end_s);
-    let per_token =
-        |j: f64| (output_tokens > 0 && total > 0.0).then(|| j / output_tokens as f64 * 1000.0);
-    Some(llem_results::result::EnergyUncertainty {
-        bound_j: u.bound_j,
-        relative: u.relative,
-        mj_per_tok: u.bound_j.and_then(per_token),
-        notes: u.notes,
-        domains: u
-            .domains
-            .into_iter()
-            .map(|d| llem_results::result::DomainUncertaintyRecord {
-                sensor: name_of(&d.sensor),
-                name: d.name,
-                update_period_s: d.update_period_s,
-                resolution_s: d.resolution_s,
-                edge_bound_j: d.edge_bound_j,
-                coverage: d.coverage,
-                longest_gap_s: d.longest_gap_s,
-                gap_bound_j: d.gap_bound_j,
-                accuracy: d.accuracy,
-                accuracy_bound_j: d.accuracy_bound_j,
-                disagreement: d.disagreement,
-                bound_j: d.bound_j,
-            })
-            .collect(),
-    })
+    let mut u = llem_energy::uncertainty::of(m.telemetry, &heads, window.start_s, window.end_s);
+    u.mj_per_tok = u
+        .bound_j
+        .filter(|_| output_tokens > 0 && total > 0.0)
+        .map(|j| j / output_tokens as f64 * 1000.0);
+    Some(u)
 }
 
 /// Per-process results, and their aggregate when the engine ran on several GPUs.

@@ -4,10 +4,9 @@
 //! configuration's `requests.parquet`).
 
 use std::fmt::Write;
-use std::path::Path;
 
 use super::svg::{self, Chart, Series, Style, esc};
-use super::{MAX_CDF_SERIES, cdf, figure};
+use super::{MAX_CDF_SERIES, cdf, figure, per_request};
 use crate::records::compare::Configuration;
 use crate::records::run::LlmRun;
 
@@ -42,14 +41,7 @@ fn bar(parts: [f64; 3]) -> String {
 
 /// Energy of each successful request of `r` with an attribution, J.
 fn request_energies(r: &LlmRun) -> Option<Vec<f64>> {
-    let p = Path::new(&r.results_path).with_file_name(crate::layout::REQUESTS);
-    let reqs = crate::requests::read_requests(&p).ok()?;
-    let v: Vec<f64> = reqs
-        .iter()
-        .filter(|q| q.success)
-        .filter_map(|q| q.energy.map(|e| e.energy_j))
-        .collect();
-    (!v.is_empty()).then_some(v)
+    per_request(r, |q| q.energy.map(|e| e.energy_j))
 }
 
 /// The section; nothing when no configuration has an attribution.

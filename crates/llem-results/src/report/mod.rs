@@ -187,15 +187,17 @@ fn cdf(values: &mut [f64]) -> Vec<Point> {
         .collect()
 }
 
-fn ttft_ms(r: &LlmRun) -> Option<Vec<f64>> {
+/// `f` of every successful request in the run's `requests.parquet` that has it; none when
+/// the file is missing or no request has it.
+fn per_request(r: &LlmRun, f: impl Fn(&crate::RequestRecord) -> Option<f64>) -> Option<Vec<f64>> {
     let p = Path::new(&r.results_path).with_file_name(crate::layout::REQUESTS);
     let reqs = crate::requests::read_requests(&p).ok()?;
-    let v: Vec<f64> = reqs
-        .iter()
-        .filter(|q| q.success)
-        .filter_map(|q| q.ttft_s().map(|t| t * 1000.0))
-        .collect();
+    let v: Vec<f64> = reqs.iter().filter(|q| q.success).filter_map(f).collect();
     (!v.is_empty()).then_some(v)
+}
+
+fn ttft_ms(r: &LlmRun) -> Option<Vec<f64>> {
+    per_request(r, |q| q.ttft_s().map(|t| t * 1000.0))
 }
 
 fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
