@@ -259,9 +259,10 @@ fn the_update_period_is_the_writers() {
         writer.join().unwrap();
         let measured = t.series[0].update_period_s.unwrap();
         let want = period.as_secs_f64();
-        // The shortest interval: a late write shortens the next one a little.
+        // The median interval: a late write (this host is busy) shortens the next one, and
+        // does not move the median.
         assert!(
-            measured > 0.75 * want && measured < 1.1 * want + 0.0003,
+            (measured - want).abs() < 0.15 * want + 0.0002,
             "{period_ms} ms writer: measured {:.3} ms",
             measured * 1000.0
         );
