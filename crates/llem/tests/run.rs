@@ -476,14 +476,31 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
     assert_eq!(r.total_output_tokens, 8 * 48);
     let [t0, t1] = r.measurement_window_s.unwrap();
     // The counter, cumulative in timeseries.parquet, interpolated at the window edges
-    // between its updates (a read that repeats the one before saw no update: dropped).
+    // between its updates: a read that repeats the one before saw no update (dropped), and
+    // each update happened, on average, half the counter's measured period before the read
+    // that saw it (or half the time since the read before, if that is shorter).
     let ts = read_timeseries(&cell.join("timeseries.parquet")).unwrap();
-    let mut rows: Vec<usize> = (0..ts.len())
+    let rows: Vec<usize> = (0..ts.len())
         .filter(|&i| ts.domain[i] == "package-0")
         .collect();
-    rows.dedup_by(|later, kept| ts.energy_j[*later] == ts.energy_j[*kept]);
-    let t: Vec<f64> = rows.iter().map(|&i| ts.t_s[i]).collect();
-    let e: Vec<f64> = rows.iter().map(|&i| ts.energy_j[i].unwrap()).collect();
+    let period = r.energy_uncertainty.as_ref().unwrap().domains[0]
+        .update_period_s
+        .unwrap();
+    let (mut t, mut e): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    for (k, &i) in rows.iter().enumerate() {
+        let v = ts.energy_j[i].unwrap();
+        match k.checked_sub(1).map(|p| rows[p]) {
+            None => {
+                t.push(ts.t_s[i]);
+                e.push(v);
+            }
+            Some(p) if ts.energy_j[p].unwrap() != v => {
+                t.push(ts.t_s[i] - period.min(ts.t_s[i] - ts.t_s[p]) / 2.0);
+                e.push(v);
+            }
+            Some(_) => {}
+        }
+    }
     let at = |x: f64| {
         let i = t.partition_point(|v| *v <= x).clamp(1, t.len() - 1);
         e[i - 1] + (e[i] - e[i - 1]) * (x - t[i - 1]) / (t[i] - t[i - 1])
