@@ -29,8 +29,9 @@ pub fn documented_accuracy(kind: SensorKind) -> Option<f64> {
     }
 }
 
-/// Power of `s` near `t`: the sampled power, else the counter's slope around `t`.
-fn power_near(s: &Series, t: f64, fallback_w: f64) -> f64 {
+/// Power of `s` near `t`: the sampled power, else the slope of the counter's `updates`
+/// around `t`.
+fn power_near(s: &Series, updates: &[(f64, f64)], t: f64, fallback_w: f64) -> f64 {
     let i = s.t_s.partition_point(|x| *x < t);
     let near = [i.checked_sub(1), Some(i)];
     if s.has_power {
@@ -44,11 +45,10 @@ fn power_near(s: &Series, t: f64, fallback_w: f64) -> f64 {
             return p;
         }
     }
-    let pts = s.counter_updates();
-    let k = pts
+    let k = updates
         .partition_point(|p| p.0 < t)
-        .clamp(1, pts.len().saturating_sub(1).max(1));
-    match (pts.get(k.wrapping_sub(1)), pts.get(k)) {
+        .clamp(1, updates.len().saturating_sub(1).max(1));
+    match (updates.get(k.wrapping_sub(1)), updates.get(k)) {
         (Some(a), Some(b)) if b.0 > a.0 => (b.1 - a.1) / (b.0 - a.0),
         _ => fallback_w,
     }
@@ -72,8 +72,14 @@ pub fn of(
             continue;
         };
         let resolution_s = s.update_period_s.unwrap_or(interval);
-        let edge_bound_j =
-            resolution_s * (power_near(s, t0, d.avg_power_w) + power_near(s, t1, d.avg_power_w));
+        // Once per domain, for both edges (it scans the whole recording).
+        let updates = if s.has_counter {
+            s.counter_updates()
+        } else {
+            Vec::new()
+        };
+        let near = |t: f64| power_near(s, &updates, t, d.avg_power_w);
+        let edge_bound_j = resolution_s * (near(t0) + near(t1));
         // Readings inside the window, and the edges, as the points between which gaps run.
         let mut times: Vec<f64> = vec![t0];
         times.extend(s.t_s.iter().copied().filter(|t| *t > t0 && *t < t1));

@@ -370,7 +370,12 @@ fn baseline_phase(
         &identity,
         &req.cache_dir,
         std::mem::take(&mut set.sensors),
-        meter_cfg,
+        // The idle mean needs no update period (it is measured once, for the run's meter,
+        // whose windows are bounded by it).
+        MeterConfig {
+            update_period_budget: Duration::ZERO,
+            ..meter_cfg
+        },
         epoch,
         &mut |d| countdown(d, &req.cancel, progress).map_err(|e| e.to_string()),
     );

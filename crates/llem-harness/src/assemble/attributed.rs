@@ -4,7 +4,7 @@
 
 use llem_config::model::PhaseSplit;
 use llem_energy::EnergyCurve;
-use llem_results::result::{DifferenceSplit, Distribution, EnergyBreakdown};
+use llem_results::result::{DifferenceSplit, Distribution, EnergyBreakdown, PhaseSpan};
 use llem_results::{RequestEnergy, RequestRecord};
 
 use super::Measured;
@@ -52,27 +52,19 @@ pub(super) fn with_phases(
     b
 }
 
-/// The difference method's split: the one-token run's energy on the headline's devices is
-/// the prefill, the window's less it the decode; a decode at or below zero is reported.
+/// The difference method's split: the one-token run's energy on the headline's devices
+/// (its `prefill_only` phase, measured by [`super::energy::phase_energies`]) is the prefill,
+/// the window's less it the decode; a decode at or below zero is reported.
 pub(super) fn difference(
     m: &Measured<'_>,
     energies: &Energies,
+    phases: &[PhaseSpan],
     warnings: &mut Vec<String>,
 ) -> Option<DifferenceSplit> {
     let d = m.difference?;
     let window_j = energies.head.energy_j?;
-    let (a, b) = d.span;
-    let we = m.telemetry.energy(a, b);
-    let prefill_j = llem_energy::scoped(&we, |x| energies.head.domains.contains(&x.name), None)
-        .energy_j
-        .filter(|_| {
-            we.domains
-                .iter()
-                .filter(|x| energies.head.domains.contains(&x.name))
-                .count()
-                == energies.head.domains.len()
-        });
-    let Some(prefill_j) = prefill_j else {
+    let prefill_only = phases.iter().find(|p| p.phase == "prefill_only");
+    let Some(prefill_j) = prefill_only.and_then(|p| p.energy_j) else {
         warnings.push(
             "phase_split difference: the one-token run's energy was not measured on every \
              headline device; no difference split"
@@ -88,6 +80,7 @@ pub(super) fn difference(
              few output tokens per request to tell decode from run-to-run noise)"
         ));
     }
+    let (a, b) = d.span;
     Some(DifferenceSplit {
         prefill_j,
         decode_j,

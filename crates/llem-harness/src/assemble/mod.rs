@@ -199,7 +199,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let processes = energy::processes(m, window, &energies, (input, output), duration);
     let (phases, lifecycle_energy_j) = energy::phase_energies(m, &energies);
     let attribution = attributed::attribute(m, &energies, &mut warnings);
-    let difference = attributed::difference(m, &energies, &mut warnings);
+    let difference = attributed::difference(m, &energies, &phases, &mut warnings);
     let records = attributed::annotated(m.records, attribution.as_ref());
     let (energy_per_request_j, energy_per_response_token_mj) =
         attributed::distributions(&records, m.window);

@@ -114,18 +114,12 @@ pub(super) fn section(h: &mut String, configs: &[Configuration]) {
         })
         .collect();
     if !series.is_empty() {
-        h.push_str(&figure(&Chart {
-            id: "cdf-request-energy".into(),
-            title: "Energy per request, CDF (first run of each configuration)".into(),
-            x_label: "energy per request (J)".into(),
-            y_label: "fraction of requests".into(),
-            x_log: false,
+        h.push_str(&figure(&Chart::new(
+            "cdf-request-energy",
+            "Energy per request, CDF (first run of each configuration)",
+            ("energy per request (J)", "fraction of requests"),
             series,
-            bands: Vec::new(),
-            hlines: Vec::new(),
-            vlines: Vec::new(),
-            y_from_zero: true,
-        }));
+        )));
     }
     h.push_str("</section>");
 }

@@ -40,18 +40,12 @@ fn charts(runs: &DiffusionRuns) -> Vec<Chart> {
                 .collect();
             let all: Vec<Point> = series.iter().flat_map(|s| s.points.clone()).collect();
             series.push(super::frontier(&all, true));
-            Chart {
-                id: format!("diffusion-{task}"),
-                title: format!("{task}: energy per generation against throughput"),
-                x_label: "throughput (generations/s)".into(),
-                y_label: "energy per generation (J)".into(),
-                x_log: false,
+            Chart::new(
+                format!("diffusion-{task}"),
+                format!("{task}: energy per generation against throughput"),
+                ("throughput (generations/s)", "energy per generation (J)"),
                 series,
-                bands: Vec::new(),
-                hlines: Vec::new(),
-                vlines: Vec::new(),
-                y_from_zero: true,
-            }
+            )
         })
         .collect()
 }

@@ -141,18 +141,12 @@ fn pareto_chart(
         })
         .collect();
     series.push(frontier(&candidates, maximize_x));
-    Some(Chart {
-        id: id.into(),
-        title: title.into(),
-        x_label: x_label.into(),
-        y_label: "energy per output token (mJ)".into(),
-        x_log: false,
+    Some(Chart::new(
+        id,
+        title,
+        (x_label, "energy per output token (mJ)"),
         series,
-        bands: Vec::new(),
-        hlines: Vec::new(),
-        vlines: Vec::new(),
-        y_from_zero: true,
-    })
+    ))
 }
 
 /// The line joining the Pareto-optimal `points` (lowest y; highest x when `maximize_x`).
@@ -250,18 +244,12 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
         ),
     ] {
         if !series.is_empty() {
-            out.push(Chart {
-                id: id.into(),
-                title: title.into(),
-                x_label: label.into(),
-                y_label: "fraction of samples".into(),
-                x_log: false,
+            out.push(Chart::new(
+                id,
+                title,
+                (label, "fraction of samples"),
                 series,
-                bands: Vec::new(),
-                hlines: Vec::new(),
-                vlines: Vec::new(),
-                y_from_zero: true,
-            });
+            ));
         }
     }
     out

@@ -214,6 +214,27 @@ impl Axis {
 }
 
 impl Chart {
+    /// A chart of `series` on linear axes with y from zero, and no bands or marker lines.
+    pub fn new(
+        id: impl Into<String>,
+        title: impl Into<String>,
+        (x_label, y_label): (&str, &str),
+        series: Vec<Series>,
+    ) -> Chart {
+        Chart {
+            id: id.into(),
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x_log: false,
+            series,
+            bands: Vec::new(),
+            hlines: Vec::new(),
+            vlines: Vec::new(),
+            y_from_zero: true,
+        }
+    }
+
     /// The chart as an inline `<svg>` element.
     pub fn render(&self) -> String {
         let all = || self.series.iter().flat_map(|s| s.points.iter());
