@@ -99,6 +99,17 @@ impl<T> Collection<T> {
         self.with_indices(self.idx.iter().take(n).copied().collect())
     }
 
+    /// The records at view positions `positions`, in that order (repeats allowed); positions
+    /// past the end are skipped.
+    pub fn pick(&self, positions: &[usize]) -> Self {
+        self.with_indices(
+            positions
+                .iter()
+                .filter_map(|p| self.idx.get(*p).copied())
+                .collect(),
+        )
+    }
+
     fn with_indices(&self, idx: Vec<u32>) -> Self {
         Self {
             all: self.all.clone(),

@@ -76,6 +76,18 @@ impl DiffusionRuns {
         self.runs.iter()
     }
 
+    /// The `i`-th run.
+    pub fn get(&self, i: usize) -> Option<&DiffusionRun> {
+        self.runs.get(i)
+    }
+
+    /// The runs at `positions`, in that order; positions past the end are skipped.
+    pub fn pick(&self, positions: &[usize]) -> Self {
+        Self {
+            runs: self.runs.pick(positions),
+        }
+    }
+
     /// The runs for which `keep` is true (the seed's `where`).
     pub fn filter(&self, keep: impl Fn(&DiffusionRun) -> bool) -> Self {
         Self {

@@ -118,6 +118,12 @@ impl Runs {
         self.with(self.runs.filter(keep))
     }
 
+    /// The runs at `positions`, in that order (Python's indexing and slicing); positions past
+    /// the end are skipped. No record is copied.
+    pub fn pick(&self, positions: &[usize]) -> Self {
+        self.with(self.runs.pick(positions))
+    }
+
     fn with(&self, runs: Collection<LlmRun>) -> Self {
         Self {
             runs,

@@ -16,35 +16,39 @@ struct JsonLines;
 
 impl Progress for JsonLines {
     fn event(&mut self, e: Event) {
-        let m = match e {
-            Event::Start {
-                phase,
-                total,
-                detail,
-            } => CellMessage::Phase {
-                phase: phase.as_str().to_string(),
-                total,
-                detail,
-            },
-            Event::Advance {
-                done,
-                tokens,
-                elapsed_s,
-                power_w,
-            } => CellMessage::Advance {
-                done,
-                tokens,
-                elapsed_s,
-                power_w,
-            },
-            Event::Finish { phase, summary } => CellMessage::PhaseDone {
-                phase: phase.as_str().to_string(),
-                summary,
-            },
-            Event::Note(message) => CellMessage::Note { message },
-            Event::ServerStarted { pgid, container } => CellMessage::Server { pgid, container },
-        };
-        emit(&m);
+        emit(&message_of(e));
+    }
+}
+
+/// A harness event as the JSON line a cell reports it with.
+pub fn message_of(e: Event) -> CellMessage {
+    match e {
+        Event::Start {
+            phase,
+            total,
+            detail,
+        } => CellMessage::Phase {
+            phase: phase.as_str().to_string(),
+            total,
+            detail,
+        },
+        Event::Advance {
+            done,
+            tokens,
+            elapsed_s,
+            power_w,
+        } => CellMessage::Advance {
+            done,
+            tokens,
+            elapsed_s,
+            power_w,
+        },
+        Event::Finish { phase, summary } => CellMessage::PhaseDone {
+            phase: phase.as_str().to_string(),
+            summary,
+        },
+        Event::Note(message) => CellMessage::Note { message },
+        Event::ServerStarted { pgid, container } => CellMessage::Server { pgid, container },
     }
 }
 

@@ -251,6 +251,109 @@ fn remove_if_empty(dirs: &[&Path]) {
     }
 }
 
+/// Why one experiment measured nothing.
+pub enum SingleError {
+    /// Before the harness ran: the plan holds no experiment, a device lock or the run
+    /// directory could not be had.
+    Setup(String),
+    /// The harness failed (or was cancelled).
+    Harness(HarnessError),
+}
+
+impl std::fmt::Display for SingleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Setup(m) => f.write_str(m),
+            Self::Harness(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl SingleError {
+    /// The exit code `llem run` ends with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Setup(_) => exit::FAILURE,
+            Self::Harness(HarnessError::Cancelled) => exit::INTERRUPTED,
+            Self::Harness(HarnessError::Config(_) | HarnessError::Dataset(_)) => exit::CONFIG,
+            Self::Harness(_) => exit::FAILURE,
+        }
+    }
+}
+
+/// Measures the plan's one experiment in this process: device locks, a fresh run
+/// directory, then the harness. `cancel` stops it cleanly at the next decode step; a
+/// failed or cancelled run leaves no empty directories behind.
+pub fn measure_one(
+    plan: &StudyPlan,
+    no_lock: bool,
+    interval: std::time::Duration,
+    progress: &mut dyn llem_harness::Progress,
+    cancel: Arc<AtomicBool>,
+) -> Result<llem_harness::ExperimentOutcome, SingleError> {
+    let (Some(run), Some(_)) = (plan.runs.first(), plan.configs.first()) else {
+        return Err(SingleError::Setup("the plan holds no experiment".into()));
+    };
+    let Some(pc) = plan.configs.get(run.config) else {
+        return Err(SingleError::Setup("the plan holds no experiment".into()));
+    };
+    let cfg = &pc.config;
+    // The devices a study would lock are locked for a single run too, before anything is
+    // created: two measurements on one device would each measure the other's load.
+    let _device_locks = if no_lock {
+        None
+    } else {
+        Some(
+            llem_study::lock_for_experiment(
+                &crate::paths::cache_dir().join("locks"),
+                &super::study::lock_resources(plan),
+                &llem_harness::environment::hostname(),
+                format!("experiment '{}'", plan.study_name),
+            )
+            .map_err(|e| SingleError::Setup(e.to_string()))?,
+        )
+    };
+    let hash = pc.digest.short();
+    let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
+    let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
+    // Claimed now, exclusively: two runs into one directory in the same second must not
+    // share a cell (one result.json would replace the other).
+    let study_dir = layout::create_study_dir(&results, &plan.study_name, &stamp).map_err(|e| {
+        SingleError::Setup(format!(
+            "cannot create a run directory in {}: {e}",
+            results.display()
+        ))
+    })?;
+    let cell_dir = study_dir.join(layout::cell_dir_name(
+        run.index,
+        run.cycle,
+        &cfg.model,
+        cfg.engine.as_str(),
+        &hash,
+    ));
+    let study_name = study_dir.file_name().map_or_else(
+        || plan.study_name.clone(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let experiment_id = layout::experiment_id(&study_name, run.index, run.cycle);
+    let request = experiment_request(
+        CellTarget {
+            config: cfg,
+            config_hash: &hash,
+            experiment_id,
+            cell_dir: cell_dir.clone(),
+        },
+        crate::paths::cache_dir(),
+        interval,
+        cancel,
+        false,
+    );
+    llem_harness::run_experiment(&request, progress).map_err(|e| {
+        remove_if_empty(&[&cell_dir, &study_dir]);
+        SingleError::Harness(e)
+    })
+}
+
 /// Runs the plan's experiment; returns the exit code.
 pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     init_logging(args.verbose);
@@ -268,78 +371,23 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         super::study::apply_overrides(&mut plan, args);
         return super::study::run_study(&plan, args, resume.unwrap_or(llem_study::ResumeFrom::New));
     }
-    let (Some(run), Some(_)) = (plan.runs.first(), plan.configs.first()) else {
-        return exit::FAILURE;
-    };
-    let Some(pc) = plan.configs.get(run.config) else {
-        return exit::FAILURE;
-    };
-    let cfg = &pc.config;
-    // The devices a study would lock are locked for a single run too, before anything is
-    // created: two measurements on one device would each measure the other's load.
-    let _device_locks = if args.no_lock {
-        None
-    } else {
-        match llem_study::lock_for_experiment(
-            &crate::paths::cache_dir().join("locks"),
-            &super::study::lock_resources(plan),
-            &llem_harness::environment::hostname(),
-            format!("experiment '{}'", plan.study_name),
-        ) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                eprintln!("llem: {e}");
-                return exit::FAILURE;
-            }
+    if let Some(pc) = plan.configs.first() {
+        for w in &pc.warnings {
+            eprintln!("llem: warning: {w}");
         }
-    };
-    let hash = pc.digest.short();
-    let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
-    let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
-    // Claimed now, exclusively: two runs into one directory in the same second must not
-    // share a cell (one result.json would replace the other).
-    let study_dir = match layout::create_study_dir(&results, &plan.study_name, &stamp) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!(
-                "llem: cannot create a run directory in {}: {e}",
-                results.display()
-            );
-            return exit::FAILURE;
-        }
-    };
-    let cell_dir = study_dir.join(layout::cell_dir_name(
-        run.index,
-        run.cycle,
-        &cfg.model,
-        cfg.engine.as_str(),
-        &hash,
-    ));
-    let study_name = study_dir.file_name().map_or_else(
-        || plan.study_name.clone(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let experiment_id = layout::experiment_id(&study_name, run.index, run.cycle);
-    let cancel = cancel_on_signals();
-    let request = experiment_request(
-        CellTarget {
-            config: cfg,
-            config_hash: &hash,
-            experiment_id,
-            cell_dir: cell_dir.clone(),
-        },
-        crate::paths::cache_dir(),
-        args.interval,
-        cancel.clone(),
-        false,
-    );
-    for w in &pc.warnings {
-        eprintln!("llem: warning: {w}");
     }
+    let cancel = cancel_on_signals();
     let outcome = if args.quiet {
-        llem_harness::run_experiment(&request, &mut llem_harness::Silent)
+        measure_one(
+            plan,
+            args.no_lock,
+            args.interval,
+            &mut llem_harness::Silent,
+            cancel,
+        )
     } else {
-        llem_harness::run_experiment(&request, &mut crate::progress::Bars::new())
+        let mut bars = crate::progress::Bars::new();
+        measure_one(plan, args.no_lock, args.interval, &mut bars, cancel)
     };
     match outcome {
         Ok(o) => {
@@ -353,13 +401,8 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
             exit::OK
         }
         Err(e) => {
-            remove_if_empty(&[&cell_dir, &study_dir]);
             eprintln!("llem: {e}");
-            match e {
-                HarnessError::Cancelled => exit::INTERRUPTED,
-                HarnessError::Config(_) | HarnessError::Dataset(_) => exit::CONFIG,
-                _ => exit::FAILURE,
-            }
+            e.exit_code()
         }
     }
 }

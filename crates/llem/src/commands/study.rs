@@ -79,16 +79,24 @@ pub fn exit_code(status: StudyStatus) -> i32 {
     }
 }
 
-/// Runs a study (or resumes one); returns the exit code.
-pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
-    let program = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("llem: cannot find the llem executable to run cells with: {e}");
-            return exit::FAILURE;
-        }
-    };
-    // A typo in a model path would otherwise fail every cell, one by one, overnight.
+/// Why a study could not start.
+pub struct NotStarted {
+    /// What to tell the user.
+    pub message: String,
+    /// The exit code.
+    pub code: i32,
+}
+
+/// The options a study runs with: cells launched by `launcher`, stopped when `interrupts`
+/// counts up. Refuses, before any cell starts, a plan with a configuration that cannot run
+/// on this machine (a typo in a model path would otherwise fail every cell overnight).
+pub fn study_options(
+    plan: &StudyPlan,
+    args: &RunArgs,
+    resume: ResumeFrom,
+    launcher: Launcher,
+    interrupts: Arc<AtomicUsize>,
+) -> Result<StudyOptions, NotStarted> {
     let assets = crate::paths::assets_dir();
     let python = crate::commands::execute::user_config().python;
     let mut problems: Vec<String> = Vec::new();
@@ -103,18 +111,19 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         }
     }
     if !problems.is_empty() {
-        eprintln!("llem: this study cannot run; nothing was started:");
+        let mut message = "this study cannot run; nothing was started:".to_string();
         for p in &problems {
-            eprintln!("  - {p}");
+            message.push_str("\n  - ");
+            message.push_str(p);
         }
-        return exit::CONFIG;
+        return Err(NotStarted {
+            message,
+            code: exit::CONFIG,
+        });
     }
     let resources = lock_resources(plan);
-    let opts = StudyOptions {
-        launcher: Launcher {
-            program,
-            args: vec!["__cell".into()],
-        },
+    Ok(StudyOptions {
+        launcher,
         results_dir: plan.output_dir.clone().into(),
         resume,
         lock_dir: (!args.no_lock).then(|| crate::paths::cache_dir().join("locks")),
@@ -129,7 +138,29 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         kill_grace: KILL_GRACE,
         sampling_interval: args.interval,
         llem_version: env!("CARGO_PKG_VERSION").to_string(),
-        interrupts: interrupt_counter(),
+        interrupts,
+    })
+}
+
+/// Runs a study (or resumes one); returns the exit code.
+pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
+    let program = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("llem: cannot find the llem executable to run cells with: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let launcher = Launcher {
+        program,
+        args: vec!["__cell".into()],
+    };
+    let opts = match study_options(plan, args, resume, launcher, interrupt_counter()) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("llem: {}", e.message);
+            return e.code;
+        }
     };
     if !args.quiet {
         for line in plan_warnings(plan) {
@@ -244,7 +275,7 @@ const SHOWN_WARNINGS: usize = 3;
 
 /// The plan's warnings, each once: with the configurations it applies to, or "every
 /// configuration" when it applies to all.
-fn plan_warnings(plan: &StudyPlan) -> Vec<String> {
+pub fn plan_warnings(plan: &StudyPlan) -> Vec<String> {
     collapse_warnings(
         plan.configs
             .iter()

@@ -1,0 +1,521 @@
+//! `NativeRuns`: the Rust records collections (`Runs`, `DiffusionRuns`) for the seed-002
+//! classes of `llem.records`. Loads and filters run with the GIL released; rows, columns and
+//! tables are converted here and nowhere else.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use llem_results::records::diffusion::{self, DIFFUSION_FIELDS};
+use llem_results::records::diffusion_runs::resolve_diffusion_field;
+use llem_results::records::raw_tree::RawOptions;
+use llem_results::records::runs::resolve_field;
+use llem_results::records::{
+    DiffusionRun, DiffusionRuns, FieldKind, FieldValue, LlmRun, LoadIssue, RecordsError, Runs,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::arrow::{ArrowTable, batch_of};
+use crate::{LlemError, records_error};
+
+/// Either kind of collection.
+#[derive(Clone)]
+enum Kind {
+    Llm(Runs),
+    Diffusion(DiffusionRuns),
+}
+
+/// What a load gives Python: the LLM runs, the diffusion runs, and `(path, reason)` of each
+/// run found but not loaded.
+type Loaded = (NativeRuns, NativeRuns, Vec<(String, String)>);
+
+/// An immutable collection of LLM or diffusion runs.
+#[pyclass(frozen, module = "llem._native")]
+pub struct NativeRuns {
+    kind: Kind,
+}
+
+fn issues_of(issues: &[LoadIssue]) -> Vec<(String, String)> {
+    issues
+        .iter()
+        .map(|i| (i.path.display().to_string(), i.reason.clone()))
+        .collect()
+}
+
+fn value_to_py<'py>(py: Python<'py>, v: FieldValue<'_>) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        FieldValue::Str(s) => s.into_pyobject(py)?.into_any(),
+        FieldValue::Int(i) => i.into_pyobject(py)?.into_any(),
+        FieldValue::Float(f) => f.into_pyobject(py)?.into_any(),
+        FieldValue::Bool(b) => b.into_pyobject(py)?.to_owned().into_any(),
+        FieldValue::Null => py.None().into_bound(py),
+    })
+}
+
+fn kind_name(k: FieldKind) -> &'static str {
+    match k {
+        FieldKind::Str => "str",
+        FieldKind::OptStr => "str?",
+        FieldKind::Int => "int",
+        FieldKind::OptInt => "int?",
+        FieldKind::Float => "float",
+        FieldKind::OptFloat => "float?",
+        FieldKind::Bool => "bool",
+    }
+}
+
+fn llm(runs: Runs) -> NativeRuns {
+    NativeRuns {
+        kind: Kind::Llm(runs),
+    }
+}
+
+fn diffusion(runs: DiffusionRuns) -> NativeRuns {
+    NativeRuns {
+        kind: Kind::Diffusion(runs),
+    }
+}
+
+impl NativeRuns {
+    fn with(&self, keep: impl Fn(&dyn Fields) -> bool) -> Self {
+        match &self.kind {
+            Kind::Llm(r) => llm(r.filter(|x: &LlmRun| keep(x))),
+            Kind::Diffusion(r) => diffusion(r.filter(|x: &DiffusionRun| keep(x))),
+        }
+    }
+
+    fn resolve<'a>(&self, name: &'a str) -> PyResult<&'a str> {
+        match &self.kind {
+            Kind::Llm(_) => resolve_field(name),
+            Kind::Diffusion(_) => resolve_diffusion_field(name),
+        }
+        .map_err(records_error)
+    }
+
+    /// The field names and kinds of a row, in column order.
+    fn fields(&self) -> Vec<(String, FieldKind)> {
+        match &self.kind {
+            Kind::Llm(r) => {
+                let mut v: Vec<(String, FieldKind)> = llem_results::records::run::all_fields()
+                    .map(|(n, k)| (n.to_string(), k))
+                    .collect();
+                v.extend(r.swept_paths().into_iter().map(|p| (p, FieldKind::OptStr)));
+                v
+            }
+            Kind::Diffusion(_) => DIFFUSION_FIELDS
+                .iter()
+                .map(|(n, k)| ((*n).to_string(), *k))
+                .collect(),
+        }
+    }
+
+    fn value(&self, i: usize, field: &str) -> FieldValue<'_> {
+        let v = match &self.kind {
+            Kind::Llm(r) => r.get(i).and_then(|x| x.field(field)),
+            Kind::Diffusion(r) => r.get(i).and_then(|x| x.field(field)),
+        };
+        v.unwrap_or(FieldValue::Null)
+    }
+
+    fn count(&self) -> usize {
+        match &self.kind {
+            Kind::Llm(r) => r.len(),
+            Kind::Diffusion(r) => r.len(),
+        }
+    }
+}
+
+/// A record's fields by name, for the filters both kinds share.
+trait Fields {
+    fn get(&self, field: &str) -> Option<FieldValue<'_>>;
+}
+
+impl Fields for LlmRun {
+    fn get(&self, field: &str) -> Option<FieldValue<'_>> {
+        self.field(field)
+    }
+}
+
+impl Fields for DiffusionRun {
+    fn get(&self, field: &str) -> Option<FieldValue<'_>> {
+        self.field(field)
+    }
+}
+
+fn in_range(v: Option<FieldValue<'_>>, exact: &[i64], min: Option<i64>, max: Option<i64>) -> bool {
+    let Some(FieldValue::Int(x)) = v else {
+        return false;
+    };
+    (exact.is_empty() || exact.contains(&x))
+        && min.is_none_or(|m| x >= m)
+        && max.is_none_or(|m| x <= m)
+}
+
+#[pymethods]
+impl NativeRuns {
+    /// Loads ML.ENERGY raw result trees: `(llm, diffusion, issues)`.
+    #[staticmethod]
+    #[pyo3(signature = (roots, tasks = None, config_dir = None, n_workers = None))]
+    fn from_raw_results(
+        py: Python<'_>,
+        roots: Vec<PathBuf>,
+        tasks: Option<Vec<String>>,
+        config_dir: Option<PathBuf>,
+        n_workers: Option<usize>,
+    ) -> PyResult<Loaded> {
+        let opts = RawOptions {
+            tasks: tasks.map(|t| t.into_iter().collect::<BTreeSet<String>>()),
+            config_dir: config_dir.clone(),
+            workers: n_workers,
+        };
+        let loaded = py.detach(|| -> Result<_, RecordsError> {
+            for r in &roots {
+                if !r.exists() {
+                    return Err(RecordsError::NotFound(r.clone()));
+                }
+            }
+            let runs = Runs::from_raw_results(&roots, &opts)?;
+            let (mut d, di) = diffusion::load_raw(&roots, config_dir.as_deref())?;
+            if let Some(t) = &opts.tasks {
+                d.retain(|r| t.contains(&r.task));
+            }
+            Ok((runs, d, di))
+        });
+        let (runs, d, di) = loaded.map_err(records_error)?;
+        let mut issues = issues_of(runs.issues());
+        issues.extend(issues_of(&di));
+        Ok((llm(runs), diffusion(DiffusionRuns::new(d)), issues))
+    }
+
+    /// Loads whatever `root` holds (compiled data, a raw tree, llem studies, llem 0.7
+    /// bundles): `(llm, diffusion, issues)`.
+    #[staticmethod]
+    fn from_directory(py: Python<'_>, root: PathBuf) -> PyResult<Loaded> {
+        let l = py
+            .detach(|| llem_results::records::load_any(std::slice::from_ref(&root)))
+            .map_err(records_error)?;
+        let issues = issues_of(&l.issues);
+        Ok((
+            llm(Runs::new(l.runs, l.issues)),
+            diffusion(DiffusionRuns::new(l.diffusion)),
+            issues,
+        ))
+    }
+
+    /// Reads a compiled `llm.parquet` (`diffusion=False`) or `diffusion.parquet`.
+    #[staticmethod]
+    #[pyo3(signature = (path, base_dir = None, diffusion = false))]
+    fn from_parquet(
+        py: Python<'_>,
+        path: PathBuf,
+        base_dir: Option<PathBuf>,
+        diffusion: bool,
+    ) -> PyResult<Self> {
+        if !path.is_file() {
+            return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+                "{}: no such file",
+                path.display()
+            )));
+        }
+        py.detach(|| {
+            if diffusion {
+                diffusion::read_parquet(&path, base_dir.as_deref())
+                    .map(|d| self::diffusion(DiffusionRuns::new(d)))
+            } else {
+                Runs::from_parquet(&path, base_dir.as_deref()).map(llm)
+            }
+        })
+        .map_err(records_error)
+    }
+
+    /// An empty collection of LLM (`diffusion=False`) or diffusion runs.
+    #[staticmethod]
+    fn empty(diffusion: bool) -> Self {
+        if diffusion {
+            self::diffusion(DiffusionRuns::default())
+        } else {
+            llm(Runs::default())
+        }
+    }
+
+    /// These runs, then `other`'s (the records are copied once into the new collection).
+    fn concat(&self, other: &Self) -> PyResult<Self> {
+        match (&self.kind, &other.kind) {
+            (Kind::Llm(a), Kind::Llm(b)) => {
+                let mut issues = a.issues().to_vec();
+                issues.extend_from_slice(b.issues());
+                Ok(llm(Runs::new(a.iter().chain(b.iter()).cloned().collect(), issues)))
+            }
+            (Kind::Diffusion(a), Kind::Diffusion(b)) => Ok(diffusion(DiffusionRuns::new(
+                a.iter().chain(b.iter()).cloned().collect(),
+            ))),
+            _ => Err(pyo3::exceptions::PyTypeError::new_err(
+                "cannot join LLM and diffusion runs",
+            )),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.count()
+    }
+
+    /// Whether these are diffusion runs.
+    #[getter]
+    fn is_diffusion(&self) -> bool {
+        matches!(self.kind, Kind::Diffusion(_))
+    }
+
+    /// The runs at `indices`, in that order.
+    fn select(&self, indices: Vec<usize>) -> PyResult<Self> {
+        let n = self.count();
+        if let Some(bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "run index {bad} out of range for {n} runs"
+            )));
+        }
+        Ok(match &self.kind {
+            Kind::Llm(r) => llm(r.pick(&indices)),
+            Kind::Diffusion(r) => diffusion(r.pick(&indices)),
+        })
+    }
+
+    /// Runs whose text `field` is one of `values`.
+    fn one_of(&self, field: &str, values: Vec<String>) -> PyResult<Self> {
+        let f = self.resolve(field)?;
+        Ok(self.with(
+            |get| matches!(get.get(f), Some(FieldValue::Str(s)) if values.iter().any(|v| v == s)),
+        ))
+    }
+
+    /// Runs whose integer `field` is one of `exact` (any, when empty) and within
+    /// `[min, max]`.
+    #[pyo3(signature = (field, exact, min = None, max = None))]
+    fn int_range(
+        &self,
+        field: &str,
+        exact: Vec<i64>,
+        min: Option<i64>,
+        max: Option<i64>,
+    ) -> PyResult<Self> {
+        let f = self.resolve(field)?;
+        Ok(self.with(|get| in_range(get.get(f), &exact, min, max)))
+    }
+
+    /// Stable (`True`) or unstable runs.
+    fn stability(&self, stable: bool) -> Self {
+        self.with(|get| matches!(get.get("is_stable"), Some(FieldValue::Bool(b)) if b == stable))
+    }
+
+    /// Groups by `fields`: `[(key, runs)]` in order of first appearance, each key a tuple of
+    /// typed values.
+    fn group_by<'py>(
+        &self,
+        py: Python<'py>,
+        fields: Vec<String>,
+    ) -> PyResult<Vec<(Bound<'py, PyTuple>, Self)>> {
+        let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+        let groups: Vec<NativeRuns> = match &self.kind {
+            Kind::Llm(r) => r
+                .group_by(&names)
+                .map_err(records_error)?
+                .into_iter()
+                .map(|g| llm(g.runs))
+                .collect(),
+            Kind::Diffusion(r) => r
+                .group_by(&names)
+                .map_err(records_error)?
+                .into_iter()
+                .map(|g| diffusion(g.runs))
+                .collect(),
+        };
+        let resolved: Vec<&str> = names
+            .iter()
+            .map(|n| self.resolve(n))
+            .collect::<PyResult<_>>()?;
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let key: Vec<Bound<'py, PyAny>> = resolved
+                .iter()
+                .map(|f| value_to_py(py, g.value(0, f)))
+                .collect::<PyResult<_>>()?;
+            out.push((PyTuple::new(py, key)?, g));
+        }
+        Ok(out)
+    }
+
+    /// The field names of a row, in column order, with their kinds (`float?` may be None).
+    fn schema(&self) -> Vec<(String, &'static str)> {
+        self.fields()
+            .into_iter()
+            .map(|(n, k)| (n, kind_name(k)))
+            .collect()
+    }
+
+    /// Every run as a dict of its fields.
+    fn rows<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let fields = self.fields();
+        let out = PyList::empty(py);
+        for i in 0..self.count() {
+            let d = PyDict::new(py);
+            for (name, _) in &fields {
+                d.set_item(name, value_to_py(py, self.value(i, name))?)?;
+            }
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// One field's values, in run order.
+    fn column<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyList>> {
+        let f = match &self.kind {
+            Kind::Llm(_) if llem_results::records::runs::is_config_path(name) => name,
+            _ => self.resolve(name)?,
+        };
+        let out = PyList::empty(py);
+        for i in 0..self.count() {
+            out.append(value_to_py(py, self.value(i, f))?)?;
+        }
+        Ok(out)
+    }
+
+    /// The runs as one Arrow table, a column per field.
+    fn table(&self, py: Python<'_>) -> PyResult<ArrowTable> {
+        let batch = match &self.kind {
+            Kind::Llm(r) => py.detach(|| r.to_record_batch()).map_err(records_error)?,
+            Kind::Diffusion(r) => {
+                let all: Vec<&DiffusionRun> = r.iter().collect();
+                batch_of(DIFFUSION_FIELDS, all.len(), |i, j| {
+                    match (all.get(i), DIFFUSION_FIELDS.get(j)) {
+                        (Some(run), Some((name, _))) => run.field(name).unwrap_or(FieldValue::Null),
+                        _ => FieldValue::Null,
+                    }
+                })?
+            }
+        };
+        Ok(ArrowTable::new(batch))
+    }
+
+    /// Per-request output lengths (`results_path, task, model_id, num_gpus, max_num_seqs,
+    /// output_len, success`).
+    fn output_lengths(&self, py: Python<'_>, include_unsuccessful: bool) -> PyResult<ArrowTable> {
+        let r = self.llm_only("output_lengths")?;
+        let rows = py
+            .detach(|| r.output_lengths(include_unsuccessful))
+            .map_err(records_error)?;
+        let fields = [
+            ("results_path", FieldKind::Str),
+            ("task", FieldKind::Str),
+            ("model_id", FieldKind::Str),
+            ("num_gpus", FieldKind::Int),
+            ("max_num_seqs", FieldKind::Int),
+            ("output_len", FieldKind::Int),
+            ("success", FieldKind::Bool),
+        ];
+        let batch = batch_of(&fields, rows.len(), |i, j| {
+            let Some(x) = rows.get(i) else {
+                return FieldValue::Null;
+            };
+            match j {
+                0 => FieldValue::Str(&x.run.results_path),
+                1 => FieldValue::Str(&x.run.task),
+                2 => FieldValue::Str(&x.run.model_id),
+                3 => FieldValue::Int(x.run.num_gpus),
+                4 => FieldValue::Int(x.run.max_num_seqs),
+                5 => FieldValue::Int(x.output_len),
+                _ => FieldValue::Bool(x.success),
+            }
+        })?;
+        Ok(ArrowTable::new(batch))
+    }
+
+    /// Inter-token latency samples, seconds (`results_path, task, model_id, num_gpus,
+    /// max_num_seqs, itl_s`).
+    fn inter_token_latencies(&self, py: Python<'_>) -> PyResult<ArrowTable> {
+        let r = self.llm_only("inter_token_latencies")?;
+        let rows = py
+            .detach(|| r.inter_token_latencies())
+            .map_err(records_error)?;
+        let fields = [
+            ("results_path", FieldKind::Str),
+            ("task", FieldKind::Str),
+            ("model_id", FieldKind::Str),
+            ("num_gpus", FieldKind::Int),
+            ("max_num_seqs", FieldKind::Int),
+            ("itl_s", FieldKind::Float),
+        ];
+        let batch = batch_of(&fields, rows.len(), |i, j| {
+            let Some(x) = rows.get(i) else {
+                return FieldValue::Null;
+            };
+            match j {
+                0 => FieldValue::Str(&x.run.results_path),
+                1 => FieldValue::Str(&x.run.task),
+                2 => FieldValue::Str(&x.run.model_id),
+                3 => FieldValue::Int(x.run.num_gpus),
+                4 => FieldValue::Int(x.run.max_num_seqs),
+                _ => FieldValue::Float(x.itl_s),
+            }
+        })?;
+        Ok(ArrowTable::new(batch))
+    }
+
+    /// Power or temperature timelines (`results_path, domain, task, model_id, num_gpus,
+    /// max_num_seqs, batch_size, timestamp, relative_time_s, value, metric`).
+    fn timelines(&self, py: Python<'_>, metric: &str) -> PyResult<ArrowTable> {
+        let r = self.llm_only("timelines")?;
+        let rows = py.detach(|| r.timelines(metric)).map_err(records_error)?;
+        let fields = [
+            ("results_path", FieldKind::Str),
+            ("domain", FieldKind::Str),
+            ("task", FieldKind::Str),
+            ("model_id", FieldKind::Str),
+            ("num_gpus", FieldKind::Int),
+            ("max_num_seqs", FieldKind::Int),
+            ("batch_size", FieldKind::Int),
+            ("timestamp", FieldKind::Float),
+            ("relative_time_s", FieldKind::Float),
+            ("value", FieldKind::Float),
+            ("metric", FieldKind::Str),
+        ];
+        let batch = batch_of(&fields, rows.len(), |i, j| {
+            let Some(x) = rows.get(i) else {
+                return FieldValue::Null;
+            };
+            match j {
+                0 => FieldValue::Str(&x.run.results_path),
+                1 => FieldValue::Str("llm"),
+                2 => FieldValue::Str(&x.run.task),
+                3 => FieldValue::Str(&x.run.model_id),
+                4 | 6 => FieldValue::Int(if j == 4 {
+                    x.run.num_gpus
+                } else {
+                    x.run.max_num_seqs
+                }),
+                5 => FieldValue::Int(x.run.max_num_seqs),
+                7 => FieldValue::Float(x.timestamp),
+                8 => FieldValue::Float(x.relative_time_s),
+                9 => FieldValue::Float(x.value),
+                _ => FieldValue::Str(&x.metric),
+            }
+        })?;
+        Ok(ArrowTable::new(batch))
+    }
+}
+
+impl NativeRuns {
+    fn llm_only(&self, what: &str) -> PyResult<&Runs> {
+        match &self.kind {
+            Kind::Llm(r) => Ok(r),
+            Kind::Diffusion(_) => Err(LlemError::new_err(format!(
+                "{what} reads LLM runs' per-request files; diffusion runs have none"
+            ))),
+        }
+    }
+}
+
+/// Adds this module's classes to `m`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeRuns>()?;
+    m.add_class::<ArrowTable>()?;
+    Ok(())
+}

@@ -1,0 +1,176 @@
+"""Measuring from Python: the real SmolLM2 on the embedded llama.cpp engine, in this process
+(`run_experiment`) and in child processes (`run_study`), the dry run, and the errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import llem
+from conftest import TINY
+
+
+def test_run_experiment_from_a_dict_gives_every_field_and_the_sidecars(sandbox):
+    events = []
+    r = llem.run_experiment(dict(TINY, name="pydict", output_dir=str(sandbox / "results")), progress=events.append)
+    on_disk = json.loads((r.cell_dir / "result.json").read_text())
+    # Every field of result.json is an attribute, with the same value.
+    for k, v in on_disk.items():
+        got = getattr(r, k)
+        assert (got.to_dict() if isinstance(got, llem.Section) else
+                [x.to_dict() if isinstance(x, llem.Section) else x for x in got] if isinstance(got, list) else got) == v, k
+    assert r.to_dict() == on_disk
+    assert r.engine == "llamacpp" and r.total_output_tokens == 4 * 8
+    assert r.total_energy_j > 0 and r.mj_per_tok_total > 0
+    assert isinstance(r.process_results, list)
+    # Nested objects are attributes too, and a typo names the field meant.
+    assert r.latency_stats.ttft_median_ms > 0
+    with pytest.raises(AttributeError, match="total_energy_j"):
+        r.total_enrgy_j
+    ts, req = r.timeseries(), r.requests()
+    assert len(req) == 4 and (req["output_tokens"] == 8).all()
+    assert len(ts) > 0 and "timestamp_s" in ts.columns or len(ts.columns) > 2
+    # Progress arrived as it happened: the phases in order, with advances.
+    phases = [e["phase"] for e in events if e.get("type") == "phase"]
+    assert "measure" in phases and any(e.get("type") == "advance" for e in events)
+
+
+def test_keyword_arguments_mirror_the_yaml_and_a_path_works_too(sandbox):
+    r = llem.run_experiment(progress=False, name="kw", output_dir="results", **{k: v for k, v in TINY.items()})
+    assert r.model_name.endswith("SmolLM2-135M-Instruct.Q4_1.gguf") or "SmolLM2" in r.model_name
+    yaml = sandbox / "e.yaml"
+    yaml.write_text(
+        "name: fromfile\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput_dir: results\n"
+        "dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 4}}\n"
+        "warmup: {enabled: false}\nbaseline: {enabled: false}\n"
+    )
+    r2 = llem.run_experiment(yaml, progress=False)
+    assert r2.total_output_tokens == 2 * 4
+    assert r2.cell_dir.parent.name.startswith("fromfile_")
+
+
+def test_a_config_error_keeps_file_line_column_and_the_nearest_key(sandbox):
+    yaml = sandbox / "bad.yaml"
+    yaml.write_text("name: bad\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nmax_output_tokns: 4\n")
+    with pytest.raises(llem.ConfigError) as e:
+        llem.run_experiment(yaml, progress=False)
+    msg = str(e.value)
+    assert "bad.yaml:3:1" in msg and "max_output_tokens" in msg, msg
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(llem.ConfigError, match="max_output_tokens"):
+        llem.plan(dict(TINY, max_output_tokns=4))
+    with pytest.raises(TypeError):
+        llem.run_experiment(yaml, model="x")
+    # Nothing was created for a configuration that never ran.
+    assert not (sandbox / "results").exists()
+
+
+def test_plan_is_the_dry_run_and_runs_nothing(sandbox):
+    study = dict(TINY, name="sw", sweep={"llamacpp.batch_size": [1, 2]})
+    p = llem.plan(study, cycles=2)
+    assert p["kind"] == "study"
+    assert len(p["runs"]) == 4 and len(p["configurations"]) == 2
+    assert not (sandbox / "results").exists()
+
+
+def test_run_study_runs_cells_in_child_processes_and_returns_the_study(sandbox):
+    yaml = sandbox / "study.yaml"
+    yaml.write_text(
+        "name: pystudy\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput_dir: results\n"
+        "dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 4}}\n"
+        "warmup: {enabled: false}\nbaseline: {enabled: false}\n"
+        "sweep: {llamacpp.batch_size: [1, 2]}\n"
+        "study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n"
+    )
+    events = []
+    s = llem.run_study(yaml, progress=events.append)
+    assert s.status == "completed", s
+    assert s.summary.completed == 4 and len(s.experiments) == 4
+    assert all(e.total_output_tokens == 8 for e in s.experiments)
+    assert s.experiments[0].requests().shape[0] == 2
+    assert len(s.statistics) == 2
+    assert {c.status for c in s.cells} == {"completed"}
+    assert s.manifest.summary.total_experiments == 4
+    # The cells ran as separate processes, each reporting its phases back.
+    assert [e["event"] for e in events].count("cell_started") == 4
+    for c in s.cells:
+        cell = s.study_dir / c.cell_dir
+        assert (cell / "cell.log").is_file() and (cell / "result.json").is_file(), c
+
+
+CTRL_C = textwrap.dedent(
+    """
+    import sys, llem
+    def on_event(e):
+        if e.get("type") == "phase" and e.get("phase") == "measure":
+            print("MEASURING", flush=True)
+    try:
+        llem.run_experiment(
+            name="long", model="SmolLM2-135M-Instruct.Q4_1.gguf", output_dir=sys.argv[1],
+            dataset={"source": "synthetic", "n_prompts": 50,
+                     "synthetic": {"input_tokens": 32, "output_tokens": 200}},
+            warmup={"enabled": False}, baseline={"enabled": False}, progress=on_event)
+    except KeyboardInterrupt:
+        print("KEYBOARDINTERRUPT", flush=True)
+        sys.exit(130)
+    print("FINISHED", flush=True)
+    """
+)
+
+
+def test_ctrl_c_raises_keyboard_interrupt_and_leaves_nothing_half_written(sandbox):
+    out = sandbox / "results"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    lines = []
+    for line in child.stdout:
+        lines.append(line.strip())
+        if line.startswith("MEASURING"):
+            break
+    assert lines[-1:] == ["MEASURING"], lines
+    time.sleep(0.5)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    rest = child.stdout.read().split()
+    code = child.wait(timeout=60)
+    took = time.monotonic() - sent
+    assert rest == ["KEYBOARDINTERRUPT"] and code == 130, (rest, code)
+    # The engine stopped at its next step (200-token replies would take far longer).
+    assert took < 10, took
+    left = list(out.rglob("*")) if out.exists() else []
+    assert left == [], left
+
+
+def test_the_gil_is_released_while_measuring(sandbox):
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    try:
+        llem.run_experiment(dict(TINY, name="gil", output_dir="results"), progress=False)
+    finally:
+        stop.set()
+        t.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    # A thread held off by the GIL would see one gap as long as the whole run.
+    assert len(ticks) > 20 and max(gaps) < 0.5, max(gaps)
+
+
+def test_the_llem_script_is_the_cli(sandbox):
+    exe = Path(sys.executable).parent / "llem"
+    out = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and llem.__version__ in out.stdout, out

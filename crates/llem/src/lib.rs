@@ -1,0 +1,70 @@
+//! `llem`: measure what LLM inference costs. The CLI, as a library: the `llem` binary is
+//! [`cli_main`], and the Python package (`llem-py`) drives the same commands through
+//! [`embed`], so a notebook measures exactly as the terminal does.
+
+// std's print macros panic when the write fails (a full disk under a cell's log, a closed
+// terminal); the panic then fails to print too and the process aborts, hiding the cause.
+// llem's own output is best-effort: these shadow them crate-wide, dropping write errors.
+macro_rules! println {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+macro_rules! eprintln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! eprint {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! print {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+mod cli;
+mod commands;
+mod doctor;
+pub mod embed;
+mod engine_log;
+mod exit;
+#[cfg(test)]
+#[path = "../../../fuzz/mutate.rs"]
+#[allow(dead_code)]
+mod fuzz_mutate;
+mod memory;
+mod paths;
+mod progress;
+mod render;
+mod study_view;
+
+use clap::Parser;
+
+/// Runs the CLI on `args` (the program name first) and returns the exit code.
+pub fn cli_main<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args = cli::Cli::parse_from(args);
+    match args.command {
+        cli::Command::Run(a) => commands::run::run(&a),
+        cli::Command::Measure(a) => commands::measure::run(&a),
+        cli::Command::Config(a) => commands::config::run(&a),
+        cli::Command::Doctor(a) => doctor::run(&a),
+        cli::Command::Results(a) => commands::results::run(&a),
+        cli::Command::Report(a) => commands::report::run(&a),
+        cli::Command::Completions(a) => commands::docs::completions(&a),
+        cli::Command::Man(a) => commands::docs::man(&a),
+        cli::Command::Schedule(a) => commands::schedule::run(&a),
+        cli::Command::Cell(a) => commands::cell::run(&a),
+    }
+}
