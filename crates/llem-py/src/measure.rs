@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use llem::embed::{self, EmbedError, Planned};
+use pyo3::exceptions::{PyKeyboardInterrupt, PySystemExit};
 use pyo3::prelude::*;
 
 use crate::{ConfigError, LlemError};
@@ -30,9 +31,9 @@ fn planned(py: Python<'_>, args: Vec<String>) -> PyResult<Planned> {
 }
 
 /// Runs `work` on a thread of its own and, until it ends, hands each event it emits to
-/// `on_event` and polls for signals. The first signal (a `KeyboardInterrupt`) calls `stop`
-/// and is kept, to be raised once `work` has cleaned up; an exception from `on_event` (a
-/// broken progress bar) is reported once and does not stop the measurement.
+/// `on_event` and polls for signals. The first `KeyboardInterrupt` (or `SystemExit`), from
+/// the signal check or raised inside `on_event`, calls `stop` and is kept, to be raised once `work` has cleaned up; any other exception from `on_event` (a
+/// broken progress bar) is printed once and does not stop the measurement.
 fn drive<T: Send>(
     py: Python<'_>,
     on_event: &Bound<'_, PyAny>,
@@ -59,8 +60,19 @@ fn drive<T: Send>(
             match got {
                 Ok(event) => {
                     if !callback_failed && let Err(e) = on_event.call1((event,)) {
-                        callback_failed = true;
-                        e.print(py);
+                        // Python runs its signal handlers inside the callback too: Ctrl-C
+                        // may surface there rather than from check_signals below.
+                        if e.is_instance_of::<PyKeyboardInterrupt>(py)
+                            || e.is_instance_of::<PySystemExit>(py)
+                        {
+                            if interrupt.is_none() {
+                                stop();
+                                interrupt = Some(e);
+                            }
+                        } else {
+                            callback_failed = true;
+                            e.print(py);
+                        }
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}

@@ -52,6 +52,20 @@ fn value_to_py<'py>(py: Python<'py>, v: FieldValue<'_>) -> PyResult<Bound<'py, P
     })
 }
 
+/// The diffusion fields as Python sees them: `use_torch_compile` a boolean (or None).
+fn diffusion_fields() -> Vec<(&'static str, FieldKind)> {
+    DIFFUSION_FIELDS
+        .iter()
+        .map(|&(n, k)| {
+            if n == "use_torch_compile" {
+                (n, FieldKind::Bool)
+            } else {
+                (n, k)
+            }
+        })
+        .collect()
+}
+
 fn kind_name(k: FieldKind) -> &'static str {
     match k {
         FieldKind::Str => "str",
@@ -102,9 +116,9 @@ impl NativeRuns {
                 v.extend(r.swept_paths().into_iter().map(|p| (p, FieldKind::OptStr)));
                 v
             }
-            Kind::Diffusion(_) => DIFFUSION_FIELDS
-                .iter()
-                .map(|(n, k)| ((*n).to_string(), *k))
+            Kind::Diffusion(_) => diffusion_fields()
+                .into_iter()
+                .map(|(n, k)| (n.to_string(), k))
                 .collect(),
         }
     }
@@ -112,7 +126,12 @@ impl NativeRuns {
     fn value(&self, i: usize, field: &str) -> FieldValue<'_> {
         let v = match &self.kind {
             Kind::Llm(r) => r.get(i).and_then(|x| x.field(field)),
-            Kind::Diffusion(r) => r.get(i).and_then(|x| x.field(field)),
+            Kind::Diffusion(r) => r.get(i).and_then(|x| x.field(field)).map(|v| match v {
+                // Text in llem's Parquet (as pandas writes it, "true"/"false"), a bool in
+                // Python as in the reference's record.
+                FieldValue::Str(s) if field == "use_torch_compile" => FieldValue::Bool(s == "true"),
+                v => v,
+            }),
         };
         v.unwrap_or(FieldValue::Null)
     }
@@ -244,7 +263,10 @@ impl NativeRuns {
             (Kind::Llm(a), Kind::Llm(b)) => {
                 let mut issues = a.issues().to_vec();
                 issues.extend_from_slice(b.issues());
-                Ok(llm(Runs::new(a.iter().chain(b.iter()).cloned().collect(), issues)))
+                Ok(llm(Runs::new(
+                    a.iter().chain(b.iter()).cloned().collect(),
+                    issues,
+                )))
             }
             (Kind::Diffusion(a), Kind::Diffusion(b)) => Ok(diffusion(DiffusionRuns::new(
                 a.iter().chain(b.iter()).cloned().collect(),
@@ -382,13 +404,12 @@ impl NativeRuns {
     fn table(&self, py: Python<'_>) -> PyResult<ArrowTable> {
         let batch = match &self.kind {
             Kind::Llm(r) => py.detach(|| r.to_record_batch()).map_err(records_error)?,
-            Kind::Diffusion(r) => {
-                let all: Vec<&DiffusionRun> = r.iter().collect();
-                batch_of(DIFFUSION_FIELDS, all.len(), |i, j| {
-                    match (all.get(i), DIFFUSION_FIELDS.get(j)) {
-                        (Some(run), Some((name, _))) => run.field(name).unwrap_or(FieldValue::Null),
-                        _ => FieldValue::Null,
-                    }
+            Kind::Diffusion(_) => {
+                let fields = diffusion_fields();
+                batch_of(&fields, self.count(), |i, j| {
+                    fields
+                        .get(j)
+                        .map_or(FieldValue::Null, |(name, _)| self.value(i, name))
                 })?
             }
         };

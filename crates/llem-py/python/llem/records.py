@@ -212,6 +212,9 @@ class DiffusionRun:
 _LLM_FIELDS = [f.name for f in dataclasses.fields(LLMRun)]
 _LLM_PUBLIC = [n for n in _LLM_FIELDS[: _LLM_FIELDS.index("_results_path")]]
 _LLM_EXTRAS = _LLM_FIELDS[_LLM_FIELDS.index("_prometheus_path") + 1 :]
+# llem's fields it also fills for runs other tools measured (where from, and per-token
+# figures derived from theirs).
+_DERIVED = {"source", "engine", "mj_per_tok_total", "system_mj_per_tok"}
 _DIFFUSION_FIELDS = [f.name for f in dataclasses.fields(DiffusionRun)]
 _DIFFUSION_PUBLIC = [n for n in _DIFFUSION_FIELDS if not n.startswith("_")]
 
@@ -251,7 +254,7 @@ class _Columns:
                 arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
             elif kind == "int" or (kind == "int?" and None not in values):
                 arr = np.array(values, dtype=np.int64)
-            elif kind == "bool":
+            elif kind == "bool" and None not in values:
                 arr = np.array(values, dtype=bool)
             else:
                 arr = np.empty(len(values), dtype=object)
@@ -404,10 +407,17 @@ class _Runs:
         return _arrow(self._native.table())
 
     def _columns(self, t: Any) -> List[str]:
-        # The reference's public fields; then llem's that any run has (a collection of
-        # ML.ENERGY runs gets exactly the reference's frame); then the swept configuration.
-        known = set(_LLM_FIELDS) | {"results_path", "prometheus_path"}
+        # The reference's public fields; then, when any run was measured by llem, llem's
+        # fields that some run has and the configuration paths a sweep varied. A collection
+        # of ML.ENERGY runs alone gets exactly the reference's frame (its few fields llem
+        # derives for them, such as `mj_per_tok_total`, stay on the records and in to_arrow).
         cols = [c for c in self._public if c in t.column_names]
+        if not set(t.column_names) & set(_LLM_EXTRAS):
+            return cols
+        measured = [c for c in _LLM_EXTRAS if c not in _DERIVED and c in t.column_names]
+        if all(t.column(c).null_count == t.num_rows for c in measured):
+            return cols
+        known = set(_LLM_FIELDS) | {"results_path", "prometheus_path"}
         for c in t.column_names:
             extra = c in _LLM_EXTRAS or c not in known
             if extra and c not in self._public and t.column(c).null_count < t.num_rows:
@@ -421,7 +431,14 @@ class _Runs:
         if not len(self):
             return pd.DataFrame()
         t = self.to_arrow()
-        return t.select(self._columns(t)).to_pandas()
+        t = t.select(self._columns(t))
+        df = t.to_pandas()
+        # A column no run has a value in holds None (object), as a frame built from the
+        # records does; Arrow would make a numeric one NaN.
+        for name in t.column_names:
+            if t.column(name).null_count == t.num_rows:
+                df[name] = pd.Series([None] * t.num_rows, dtype=object)
+        return df
 
     def to_polars(self) -> Any:
         """One row per run as a polars DataFrame, sharing the Arrow buffers."""
