@@ -172,38 +172,43 @@ fn in_range(v: Option<FieldValue<'_>>, exact: &[i64], min: Option<i64>, max: Opt
 
 #[pymethods]
 impl NativeRuns {
-    /// Loads ML.ENERGY raw result trees: `(llm, diffusion, issues)`.
+    /// Loads the LLM (or, with `diffusion`, the diffusion) runs of ML.ENERGY raw result
+    /// trees: `(runs, issues)`.
     #[staticmethod]
-    #[pyo3(signature = (roots, tasks = None, config_dir = None, n_workers = None))]
+    #[pyo3(signature = (roots, tasks = None, config_dir = None, n_workers = None, diffusion = false))]
     fn from_raw_results(
         py: Python<'_>,
         roots: Vec<PathBuf>,
         tasks: Option<Vec<String>>,
         config_dir: Option<PathBuf>,
         n_workers: Option<usize>,
-    ) -> PyResult<Loaded> {
-        let opts = RawOptions {
-            tasks: tasks.map(|t| t.into_iter().collect::<BTreeSet<String>>()),
-            config_dir: config_dir.clone(),
-            workers: n_workers,
-        };
+        diffusion: bool,
+    ) -> PyResult<(Self, Vec<(String, String)>)> {
+        let tasks = tasks.map(|t| t.into_iter().collect::<BTreeSet<String>>());
         let loaded = py.detach(|| -> Result<_, RecordsError> {
             for r in &roots {
                 if !r.exists() {
                     return Err(RecordsError::NotFound(r.clone()));
                 }
             }
-            let runs = Runs::from_raw_results(&roots, &opts)?;
-            let (mut d, di) = diffusion::load_raw(&roots, config_dir.as_deref())?;
-            if let Some(t) = &opts.tasks {
-                d.retain(|r| t.contains(&r.task));
+            if diffusion {
+                let (mut d, issues) = diffusion::load_raw(&roots, config_dir.as_deref())?;
+                if let Some(t) = &tasks {
+                    d.retain(|r| t.contains(&r.task));
+                }
+                Ok((self::diffusion(DiffusionRuns::new(d)), issues_of(&issues)))
+            } else {
+                let opts = RawOptions {
+                    tasks,
+                    config_dir,
+                    workers: n_workers,
+                };
+                let runs = Runs::from_raw_results(&roots, &opts)?;
+                let issues = issues_of(runs.issues());
+                Ok((llm(runs), issues))
             }
-            Ok((runs, d, di))
         });
-        let (runs, d, di) = loaded.map_err(records_error)?;
-        let mut issues = issues_of(runs.issues());
-        issues.extend(issues_of(&di));
-        Ok((llm(runs), diffusion(DiffusionRuns::new(d)), issues))
+        loaded.map_err(records_error)
     }
 
     /// Loads whatever `root` holds (compiled data, a raw tree, llem studies, llem 0.7

@@ -174,3 +174,51 @@ def test_the_llem_script_is_the_cli(sandbox):
     exe = Path(sys.executable).parent / "llem"
     out = subprocess.run([str(exe), "--version"], capture_output=True, text=True)
     assert out.returncode == 0 and llem.__version__ in out.stdout, out
+
+
+CTRL_C_STUDY = textwrap.dedent(
+    """
+    import sys, llem
+    def on_event(e):
+        if e.get("event") == "cell" and e["message"].get("phase") == "measure":
+            print("MEASURING", flush=True)
+    try:
+        llem.run_study(sys.argv[1], progress=on_event)
+    except KeyboardInterrupt:
+        print("KEYBOARDINTERRUPT", flush=True)
+        sys.exit(130)
+    print("FINISHED", flush=True)
+    """
+)
+
+
+def test_ctrl_c_stops_a_study_resumably(sandbox):
+    yaml = sandbox / "long.yaml"
+    yaml.write_text(
+        "name: longstudy\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput_dir: results\n"
+        "dataset: {source: synthetic, n_prompts: 50, synthetic: {input_tokens: 32, output_tokens: 200}}\n"
+        "warmup: {enabled: false}\nbaseline: {enabled: false}\n"
+        "sweep: {llamacpp.batch_size: [1, 2]}\n"
+        "study_execution: {n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_STUDY, str(yaml)],
+                             stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in child.stdout:
+        lines.append(line.strip())
+        if line.startswith("MEASURING"):
+            break
+    assert lines[-1:] == ["MEASURING"], lines
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    rest = child.stdout.read().split()
+    code = child.wait(timeout=120)
+    assert rest == ["KEYBOARDINTERRUPT"] and code == 130, (rest, code)
+    (study,) = (sandbox / "results").iterdir()
+    manifest = json.loads((study / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted", manifest["status"]
+    assert [e["status"] for e in manifest["experiments"]][:1] == ["interrupted"]
+    # No cell left a result behind, and no cell process outlived the study.
+    assert not list(study.rglob("result.json"))
+    ps = subprocess.run(["pgrep", "-af", "llem __cell"], capture_output=True, text=True)
+    assert str(study) not in ps.stdout

@@ -301,3 +301,28 @@ fn diffusion_runs_from_a_raw_tree() {
     let back = diffusion::read_parquet(&pq, Some(&root)).unwrap();
     assert_eq!(back, runs);
 }
+
+/// The walk resolves symbolic links once, where it follows them: a run reached twice (a
+/// linked alias directory, or two overlapping roots) is loaded once, and a link back up the
+/// tree is not walked forever.
+#[test]
+fn linked_directories_and_overlapping_roots_load_each_run_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    tree::write_parity_tree(&root);
+    let plain = load(&root);
+    let results = root.join("llm/h100/current/run/llm/gpqa/results");
+    let org = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .min()
+        .unwrap();
+    std::os::unix::fs::symlink(results.join(&org), results.join("zz-alias")).unwrap();
+    std::os::unix::fs::symlink(&root, root.join("llm/h100/current/run/llm/loop")).unwrap();
+    let linked = load(&root);
+    let paths = |r: &Runs| r.iter().map(|x| x.results_path.clone()).collect::<Vec<_>>();
+    assert_eq!(paths(&linked), paths(&plain));
+    let sub = root.join("llm/h100/current/run");
+    let both = load_raw(&[root.clone(), sub], &RawOptions::default()).unwrap();
+    assert_eq!(both.runs.len(), plain.len());
+}

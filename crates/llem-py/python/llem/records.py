@@ -509,11 +509,12 @@ class LLMRuns(_Runs):
         computing stability jointly across them (see the reference for the rules)."""
         if not roots:
             raise TypeError("from_raw_results() requires at least one root")
-        llm, _diffusion, issues = _native.NativeRuns.from_raw_results(
+        llm, issues = _native.NativeRuns.from_raw_results(
             [os.fspath(r) for r in roots],
             sorted(tasks) if tasks is not None else None,
             os.fspath(config_dir) if config_dir is not None else None,
             n_workers,
+            False,
         )
         return cls._loaded(llm, issues, stable_only)
 
@@ -606,11 +607,12 @@ class DiffusionRuns(_Runs):
         """Loads the diffusion runs of ML.ENERGY raw benchmark trees."""
         if not roots:
             raise TypeError("from_raw_results() requires at least one root")
-        _llm, diffusion, issues = _native.NativeRuns.from_raw_results(
+        diffusion, issues = _native.NativeRuns.from_raw_results(
             [os.fspath(r) for r in roots],
             sorted(tasks) if tasks is not None else None,
             os.fspath(config_dir) if config_dir is not None else None,
             n_workers,
+            True,
         )
         out = cls(diffusion)
         out._issues = issues

@@ -137,6 +137,73 @@ struct Candidate {
     results: PathBuf,
     root: PathBuf,
     path: RunPath,
+    /// The file's canonical path, which identifies it across roots.
+    key: PathBuf,
+    /// Whether `prometheus.json` is beside it.
+    prometheus: bool,
+}
+
+/// A `results.json` the walk found.
+struct Found {
+    path: PathBuf,
+    key: PathBuf,
+    prometheus: bool,
+}
+
+/// Every `results.json` below `dir`, whose canonical path is `canon`, in name order. One
+/// directory read per directory and no call per file: canonical paths are built while
+/// walking (a symbolic link to a directory is resolved once, where it is followed), and
+/// whether `prometheus.json` is beside a results file comes from the same listing. Loading
+/// 10 000 runs canonicalised every path (a readlink per component) and probed every
+/// directory for `prometheus.json` before.
+fn walk_results(dir: &Path, canon: &Path, out: &mut Vec<Found>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    let kind = |e: &std::fs::DirEntry| {
+        let t = e.file_type().ok()?;
+        if t.is_symlink() {
+            let m = std::fs::metadata(e.path()).ok()?;
+            Some((m.is_dir(), m.is_file(), true))
+        } else {
+            Some((t.is_dir(), t.is_file(), false))
+        }
+    };
+    let prometheus = entries
+        .iter()
+        .any(|e| e.file_name() == "prometheus.json" && kind(e).is_some_and(|(_, f, _)| f));
+    for e in &entries {
+        let Some((is_dir, is_file, link)) = kind(e) else {
+            continue;
+        };
+        let p = e.path();
+        if is_dir {
+            let c = if link {
+                match std::fs::canonicalize(&p) {
+                    // A link back up the tree would be walked forever.
+                    Ok(c) if canon.starts_with(&c) => continue,
+                    Ok(c) => c,
+                    Err(_) => continue,
+                }
+            } else {
+                canon.join(e.file_name())
+            };
+            walk_results(&p, &c, out);
+        } else if is_file && e.file_name() == "results.json" {
+            let key = if link {
+                std::fs::canonicalize(&p).unwrap_or_else(|_| canon.join(e.file_name()))
+            } else {
+                canon.join(e.file_name())
+            };
+            out.push(Found {
+                path: p,
+                key,
+                prometheus,
+            });
+        }
+    }
 }
 
 /// The benchmark root a directory inside a tree belongs to (§2.1 sub-roots).
@@ -151,44 +218,40 @@ fn infer_root(dir: &Path) -> Option<PathBuf> {
 
 fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
     let keep = |p: &RunPath| tasks.is_none_or(|t| t.contains(&p.task));
-    let mut files = Vec::new();
-    if let Ok(families) = std::fs::read_dir(root.join("llm")) {
-        let mut families: Vec<_> = families.flatten().map(|e| e.path()).collect();
-        families.sort();
-        for fam in families {
-            find_files(&fam.join("current").join("run"), "results.json", &mut files);
-        }
-    }
-    let mut out: Vec<Candidate> = files
-        .iter()
-        .filter_map(|f| {
-            let rel = f.strip_prefix(root).ok()?;
-            let path = parse_run_path(rel)?;
-            keep(&path).then(|| Candidate {
-                results: f.clone(),
-                root: root.to_path_buf(),
-                path,
-            })
-        })
-        .collect();
-    if files.is_empty() {
-        let Some(base) = infer_root(root) else {
-            return out;
-        };
-        find_files(root, "results.json", &mut files);
-        out = files
-            .iter()
+    let canon_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    let candidates = |files: Vec<Found>, base: &Path| -> Vec<Candidate> {
+        files
+            .into_iter()
             .filter_map(|f| {
-                let path = parse_run_path(f.strip_prefix(&base).ok()?)?;
+                let path = parse_run_path(f.path.strip_prefix(base).ok()?)?;
                 keep(&path).then(|| Candidate {
-                    results: f.clone(),
-                    root: base.clone(),
+                    results: f.path,
+                    root: base.to_path_buf(),
                     path,
+                    key: f.key,
+                    prometheus: f.prometheus,
                 })
             })
-            .collect();
+            .collect()
+    };
+    let mut files = Vec::new();
+    if let Ok(families) = std::fs::read_dir(root.join("llm")) {
+        let mut families: Vec<_> = families.flatten().map(|e| e.file_name()).collect();
+        families.sort();
+        for fam in families {
+            let rel = Path::new("llm").join(fam).join("current").join("run");
+            walk_results(&root.join(&rel), &canon_root.join(&rel), &mut files);
+        }
     }
-    out
+    if !files.is_empty() {
+        return candidates(files, root);
+    }
+    // A directory inside a tree (§2.1 sub-roots): its runs, named from the tree's root.
+    let Some(base) = infer_root(root) else {
+        return Vec::new();
+    };
+    walk_results(root, &canon_root, &mut files);
+    candidates(files, &base)
 }
 
 /// What the parallel pass reads from one run's files.
@@ -221,9 +284,8 @@ fn itl_stats(r: &RawResults) -> Option<ItlStats> {
 
 fn parse_one(c: &Candidate) -> Parsed {
     let results = read_json::<RawResults>(&c.results);
-    let prom_path = c.results.with_file_name("prometheus.json");
-    let prometheus = if prom_path.exists() {
-        read_json::<RawPrometheus>(&prom_path).map(Some)
+    let prometheus = if c.prometheus {
+        read_json::<RawPrometheus>(&c.results.with_file_name("prometheus.json")).map(Some)
     } else {
         Ok(None)
     };
@@ -322,8 +384,7 @@ pub fn load_raw(roots: &[PathBuf], opts: &RawOptions) -> Result<RawLoad, Records
             return Err(RecordsError::NotFound(root.clone()));
         }
         for c in discover(root, opts.tasks.as_ref()) {
-            let key = std::fs::canonicalize(&c.results).unwrap_or_else(|_| c.results.clone());
-            if seen.insert(key) {
+            if seen.insert(c.key.clone()) {
                 cands.push(c);
             }
         }

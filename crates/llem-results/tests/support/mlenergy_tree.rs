@@ -266,6 +266,27 @@ pub fn write_configs(root: &Path, specs: &[RunSpec]) {
     }
 }
 
+/// `n` runs in a sparse tree, the other shape a published benchmark takes: two GPU
+/// families, most models with a single run, so nearly every run has directories of its own
+/// (task, organisation, model, SKU, run); and llem's bench shape (many runs per model) is
+/// [`bench_specs`].
+pub fn sparse_specs(n: usize) -> Vec<RunSpec> {
+    let tasks = ["gpqa", "lm-arena-chat", "sourcegraph-fim"];
+    (0..n)
+        .map(|i| {
+            let sku = if i % 3 == 0 { "B200" } else { "H100" };
+            let model = format!("org{}/Sparse-{}B", i % 211, i / 2);
+            let task = tasks.get(i % tasks.len()).copied().unwrap_or("gpqa");
+            let mut s = RunSpec::new(task, &model, sku, 1 << (i % 3), 8 << (i % 4));
+            s.seed = i as u64;
+            s.requests = 16;
+            s.tokens = 12;
+            s.timeline_samples = 4;
+            s
+        })
+        .collect()
+}
+
 /// The parity tree: what the stability rules, the cascade and every derivation see.
 pub fn parity_specs() -> Vec<RunSpec> {
     let mut v = Vec::new();

@@ -1,0 +1,75 @@
+"""Type stubs of `llem._native`, the Rust core (crates/llem-py/src). The public API is the
+pure-Python layer (`llem`, `llem.records`); these are what it calls."""
+
+from typing import Any, Callable, List, Optional, Tuple
+
+class LlemError(RuntimeError):
+    """A measurement, study or load failed; the message is llem's."""
+
+class ConfigError(ValueError):
+    """An invalid configuration or option: the message names file:line:col and the nearest
+    valid key."""
+
+def cli(argv: List[str]) -> int:
+    """Runs the `llem` command line (program name first); returns its exit code."""
+
+def version() -> str:
+    """The llem version this module was built from."""
+
+def plan(args: List[str], per_run_config: bool = False) -> Tuple[str, List[str]]:
+    """`(plan as JSON, warnings)` for `llem run` arguments."""
+
+def is_single(args: List[str]) -> bool:
+    """Whether the arguments plan one experiment rather than a study."""
+
+def measure(args: List[str], on_event: Callable[[str], Any]) -> Tuple[str, str, List[str]]:
+    """Measures one experiment in this process: `(result.json text, cell dir, warnings)`."""
+
+def study(
+    args: List[str], program: str, launcher_args: List[str], on_event: Callable[[str], Any]
+) -> Tuple[str, str, List[str]]:
+    """Runs a study, cells as `program launcher_args... SPEC`: `(dir, status, warnings)`."""
+
+class ArrowTable:
+    """A record batch, readable through the Arrow PyCapsule stream interface."""
+
+    def __arrow_c_stream__(self, requested_schema: Optional[object] = None) -> object: ...
+    def __len__(self) -> int: ...
+
+Issues = List[Tuple[str, str]]
+
+class NativeRuns:
+    """An immutable collection of LLM or diffusion runs, held in Rust."""
+
+    @staticmethod
+    def from_raw_results(
+        roots: List[str],
+        tasks: Optional[List[str]] = None,
+        config_dir: Optional[str] = None,
+        n_workers: Optional[int] = None,
+        diffusion: bool = False,
+    ) -> Tuple["NativeRuns", Issues]: ...
+    @staticmethod
+    def from_directory(root: str) -> Tuple["NativeRuns", "NativeRuns", Issues]: ...
+    @staticmethod
+    def from_parquet(path: str, base_dir: Optional[str] = None, diffusion: bool = False) -> "NativeRuns": ...
+    @staticmethod
+    def empty(diffusion: bool) -> "NativeRuns": ...
+    @property
+    def is_diffusion(self) -> bool: ...
+    def __len__(self) -> int: ...
+    def concat(self, other: "NativeRuns") -> "NativeRuns": ...
+    def select(self, indices: List[int]) -> "NativeRuns": ...
+    def one_of(self, field: str, values: List[str]) -> "NativeRuns": ...
+    def int_range(
+        self, field: str, exact: List[int], min: Optional[int] = None, max: Optional[int] = None
+    ) -> "NativeRuns": ...
+    def stability(self, stable: bool) -> "NativeRuns": ...
+    def group_by(self, fields: List[str]) -> List[Tuple[tuple, "NativeRuns"]]: ...
+    def schema(self) -> List[Tuple[str, str]]: ...
+    def rows(self) -> List[dict]: ...
+    def column(self, name: str) -> List[Any]: ...
+    def table(self) -> ArrowTable: ...
+    def output_lengths(self, include_unsuccessful: bool) -> ArrowTable: ...
+    def inter_token_latencies(self) -> ArrowTable: ...
+    def timelines(self, metric: str) -> ArrowTable: ...
