@@ -109,12 +109,6 @@ fn plan(
     Ok((json, p.warnings()))
 }
 
-/// Whether `args` plan a single experiment (measured in this process) rather than a study.
-#[pyfunction]
-fn is_single(py: Python<'_>, args: Vec<String>) -> PyResult<bool> {
-    Ok(planned(py, args)?.is_single())
-}
-
 /// Measures the one experiment `args` plan, in this process. Returns `result.json` as text,
 /// the cell directory and the configuration warnings. Ctrl-C stops the engine at its next
 /// step, removes what the run had started to write, then raises `KeyboardInterrupt`.
@@ -176,7 +170,6 @@ fn study(
 /// Adds this module's functions to `m`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
-    m.add_function(wrap_pyfunction!(is_single, m)?)?;
     m.add_function(wrap_pyfunction!(measure, m)?)?;
     m.add_function(wrap_pyfunction!(study, m)?)?;
     Ok(())

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use llem_results::records::diffusion::{self, DIFFUSION_FIELDS};
 use llem_results::records::diffusion_runs::resolve_diffusion_field;
+use llem_results::records::extract::RunKey;
 use llem_results::records::raw_tree::RawOptions;
 use llem_results::records::runs::resolve_field;
 use llem_results::records::{
@@ -428,30 +429,16 @@ impl NativeRuns {
         let rows = py
             .detach(|| r.output_lengths(include_unsuccessful))
             .map_err(records_error)?;
-        let fields = [
-            ("results_path", FieldKind::Str),
-            ("task", FieldKind::Str),
-            ("model_id", FieldKind::Str),
-            ("num_gpus", FieldKind::Int),
-            ("max_num_seqs", FieldKind::Int),
-            ("output_len", FieldKind::Int),
-            ("success", FieldKind::Bool),
-        ];
-        let batch = batch_of(&fields, rows.len(), |i, j| {
-            let Some(x) = rows.get(i) else {
-                return FieldValue::Null;
-            };
-            match j {
-                0 => FieldValue::Str(&x.run.results_path),
-                1 => FieldValue::Str(&x.run.task),
-                2 => FieldValue::Str(&x.run.model_id),
-                3 => FieldValue::Int(x.run.num_gpus),
-                4 => FieldValue::Int(x.run.max_num_seqs),
-                5 => FieldValue::Int(x.output_len),
+        let fields = [("output_len", FieldKind::Int), ("success", FieldKind::Bool)];
+        per_run_table(
+            &rows,
+            |x| &x.run,
+            &fields,
+            |x, j| match j {
+                0 => FieldValue::Int(x.output_len),
                 _ => FieldValue::Bool(x.success),
-            }
-        })?;
-        Ok(ArrowTable::new(batch))
+            },
+        )
     }
 
     /// Inter-token latency samples, seconds (`results_path, task, model_id, num_gpus,
@@ -461,71 +448,77 @@ impl NativeRuns {
         let rows = py
             .detach(|| r.inter_token_latencies())
             .map_err(records_error)?;
-        let fields = [
-            ("results_path", FieldKind::Str),
-            ("task", FieldKind::Str),
-            ("model_id", FieldKind::Str),
-            ("num_gpus", FieldKind::Int),
-            ("max_num_seqs", FieldKind::Int),
-            ("itl_s", FieldKind::Float),
-        ];
-        let batch = batch_of(&fields, rows.len(), |i, j| {
-            let Some(x) = rows.get(i) else {
-                return FieldValue::Null;
-            };
-            match j {
-                0 => FieldValue::Str(&x.run.results_path),
-                1 => FieldValue::Str(&x.run.task),
-                2 => FieldValue::Str(&x.run.model_id),
-                3 => FieldValue::Int(x.run.num_gpus),
-                4 => FieldValue::Int(x.run.max_num_seqs),
-                _ => FieldValue::Float(x.itl_s),
-            }
-        })?;
-        Ok(ArrowTable::new(batch))
+        let fields = [("itl_s", FieldKind::Float)];
+        per_run_table(
+            &rows,
+            |x| &x.run,
+            &fields,
+            |x, _| FieldValue::Float(x.itl_s),
+        )
     }
 
-    /// Power or temperature timelines (`results_path, domain, task, model_id, num_gpus,
-    /// max_num_seqs, batch_size, timestamp, relative_time_s, value, metric`).
+    /// Power or temperature timelines (`results_path, task, model_id, num_gpus,
+    /// max_num_seqs, domain, batch_size, timestamp, relative_time_s, value, metric`).
     fn timelines(&self, py: Python<'_>, metric: &str) -> PyResult<ArrowTable> {
         let r = self.llm_only("timelines")?;
         let rows = py.detach(|| r.timelines(metric)).map_err(records_error)?;
         let fields = [
-            ("results_path", FieldKind::Str),
             ("domain", FieldKind::Str),
-            ("task", FieldKind::Str),
-            ("model_id", FieldKind::Str),
-            ("num_gpus", FieldKind::Int),
-            ("max_num_seqs", FieldKind::Int),
             ("batch_size", FieldKind::Int),
             ("timestamp", FieldKind::Float),
             ("relative_time_s", FieldKind::Float),
             ("value", FieldKind::Float),
             ("metric", FieldKind::Str),
         ];
-        let batch = batch_of(&fields, rows.len(), |i, j| {
-            let Some(x) = rows.get(i) else {
-                return FieldValue::Null;
-            };
-            match j {
-                0 => FieldValue::Str(&x.run.results_path),
-                1 => FieldValue::Str("llm"),
-                2 => FieldValue::Str(&x.run.task),
-                3 => FieldValue::Str(&x.run.model_id),
-                4 | 6 => FieldValue::Int(if j == 4 {
-                    x.run.num_gpus
-                } else {
-                    x.run.max_num_seqs
-                }),
-                5 => FieldValue::Int(x.run.max_num_seqs),
-                7 => FieldValue::Float(x.timestamp),
-                8 => FieldValue::Float(x.relative_time_s),
-                9 => FieldValue::Float(x.value),
+        per_run_table(
+            &rows,
+            |x| &x.run,
+            &fields,
+            |x, j| match j {
+                0 => FieldValue::Str("llm"),
+                1 => FieldValue::Int(x.run.max_num_seqs),
+                2 => FieldValue::Float(x.timestamp),
+                3 => FieldValue::Float(x.relative_time_s),
+                4 => FieldValue::Float(x.value),
                 _ => FieldValue::Str(&x.metric),
-            }
-        })?;
-        Ok(ArrowTable::new(batch))
+            },
+        )
     }
+}
+
+/// Rows extracted from runs' raw files as a table: the run's key columns (`results_path,
+/// task, model_id, num_gpus, max_num_seqs`), then `fields`, the `j`-th of row `x` being
+/// `value(x, j)`.
+fn per_run_table<'a, T>(
+    rows: &'a [T],
+    key: impl Fn(&'a T) -> &'a RunKey,
+    fields: &[(&str, FieldKind)],
+    value: impl Fn(&'a T, usize) -> FieldValue<'a>,
+) -> PyResult<ArrowTable> {
+    let mut all = vec![
+        ("results_path", FieldKind::Str),
+        ("task", FieldKind::Str),
+        ("model_id", FieldKind::Str),
+        ("num_gpus", FieldKind::Int),
+        ("max_num_seqs", FieldKind::Int),
+    ];
+    let n_key = all.len();
+    all.extend_from_slice(fields);
+    let batch = batch_of(&all, rows.len(), |i, j| {
+        let Some(x) = rows.get(i) else {
+            return FieldValue::Null;
+        };
+        let k = key(x);
+        match j {
+            0 => FieldValue::Str(&k.results_path),
+            1 => FieldValue::Str(&k.task),
+            2 => FieldValue::Str(&k.model_id),
+            3 => FieldValue::Int(k.num_gpus),
+            4 => FieldValue::Int(k.max_num_seqs),
+            j => value(x, j - n_key),
+        }
+    })?;
+    Ok(ArrowTable::new(batch))
 }
 
 impl NativeRuns {

@@ -105,6 +105,25 @@ def test_run_study_runs_cells_in_child_processes_and_returns_the_study(sandbox):
         assert (cell / "cell.log").is_file() and (cell / "result.json").is_file(), c
 
 
+def interrupt_when_measuring(command):
+    """Starts `command`, sends SIGINT half a second after it prints MEASURING, and checks it
+    then printed only KEYBOARDINTERRUPT and exited 130; returns how long it took to stop."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    lines = []
+    for line in child.stdout:
+        lines.append(line.strip())
+        if line.startswith("MEASURING"):
+            break
+    assert lines[-1:] == ["MEASURING"], lines
+    time.sleep(0.5)
+    sent = time.monotonic()
+    child.send_signal(signal.SIGINT)
+    rest = child.stdout.read().split()
+    code = child.wait(timeout=120)
+    assert rest == ["KEYBOARDINTERRUPT"] and code == 130, (rest, code)
+    return time.monotonic() - sent
+
+
 CTRL_C = textwrap.dedent(
     """
     import sys, llem
@@ -127,22 +146,7 @@ CTRL_C = textwrap.dedent(
 
 def test_ctrl_c_raises_keyboard_interrupt_and_leaves_nothing_half_written(sandbox):
     out = sandbox / "results"
-    child = subprocess.Popen(
-        [sys.executable, "-c", CTRL_C, str(out)], stdout=subprocess.PIPE, text=True
-    )
-    lines = []
-    for line in child.stdout:
-        lines.append(line.strip())
-        if line.startswith("MEASURING"):
-            break
-    assert lines[-1:] == ["MEASURING"], lines
-    time.sleep(0.5)
-    sent = time.monotonic()
-    child.send_signal(signal.SIGINT)
-    rest = child.stdout.read().split()
-    code = child.wait(timeout=60)
-    took = time.monotonic() - sent
-    assert rest == ["KEYBOARDINTERRUPT"] and code == 130, (rest, code)
+    took = interrupt_when_measuring([sys.executable, "-c", CTRL_C, str(out)])
     # The engine stopped at its next step (200-token replies would take far longer).
     assert took < 10, took
     left = list(out.rglob("*")) if out.exists() else []
@@ -192,7 +196,7 @@ CTRL_C_STUDY = textwrap.dedent(
 )
 
 
-def test_ctrl_c_stops_a_study_resumably(sandbox):
+def test_ctrl_c_stops_a_study_and_checkpoints_its_manifest(sandbox):
     yaml = sandbox / "long.yaml"
     yaml.write_text(
         "name: longstudy\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput_dir: results\n"
@@ -201,19 +205,7 @@ def test_ctrl_c_stops_a_study_resumably(sandbox):
         "sweep: {llamacpp.batch_size: [1, 2]}\n"
         "study_execution: {n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", CTRL_C_STUDY, str(yaml)],
-                             stdout=subprocess.PIPE, text=True)
-    lines = []
-    for line in child.stdout:
-        lines.append(line.strip())
-        if line.startswith("MEASURING"):
-            break
-    assert lines[-1:] == ["MEASURING"], lines
-    time.sleep(0.5)
-    child.send_signal(signal.SIGINT)
-    rest = child.stdout.read().split()
-    code = child.wait(timeout=120)
-    assert rest == ["KEYBOARDINTERRUPT"] and code == 130, (rest, code)
+    interrupt_when_measuring([sys.executable, "-c", CTRL_C_STUDY, str(yaml)])
     (study,) = (sandbox / "results").iterdir()
     manifest = json.loads((study / "manifest.json").read_text())
     assert manifest["status"] == "interrupted", manifest["status"]

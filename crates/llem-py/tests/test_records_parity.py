@@ -145,7 +145,18 @@ def test_data_columns_are_numpy_arrays_of_the_runs_values(tree):
         runs.data.energy_per_tokn_joules
 
 
-def test_llem_runs_and_mlenergy_runs_load_into_one_collection(tree, tmp_path):
-    runs = llem.records.LLMRuns.from_directory(tree, stable_only=False)
+def test_mlenergy_runs_and_llem07_bundles_load_into_one_collection(tree, tmp_path):
+    import shutil
+
+    from conftest import REPO
+
+    shutil.copytree(tree, tmp_path / "mlenergy")
+    shutil.copytree(REPO / "crates/llem-results/tests/fixtures/llem07-study", tmp_path / "llem07")
+    runs = llem.records.LLMRuns.from_directory(tmp_path, stable_only=False)
     ref = reference.LLMRuns.from_raw_results(tree, stable_only=False, n_workers=1)
-    assert len(runs) == len(ref)
+    by_source = {k: len(v) for k, v in runs.group_by("source").items()}
+    assert by_source == {"mlenergy-raw": len(ref), "llem07": 4}, by_source
+    # The llem 0.7 cells carry llem's own fields; the frame has them beside the reference's.
+    df = runs.to_dataframe()
+    assert {"engine", "energy_source", "config_hash"} <= set(df.columns)
+    assert set(df[df["source"] == "llem07"]["engine"]) == {"transformers"}

@@ -19,9 +19,6 @@ def version() -> str:
 def plan(args: List[str], per_run_config: bool = False) -> Tuple[str, List[str]]:
     """`(plan as JSON, warnings)` for `llem run` arguments."""
 
-def is_single(args: List[str]) -> bool:
-    """Whether the arguments plan one experiment rather than a study."""
-
 def measure(args: List[str], on_event: Callable[[str], Any]) -> Tuple[str, str, List[str]]:
     """Measures one experiment in this process: `(result.json text, cell dir, warnings)`."""
 

@@ -473,6 +473,20 @@ def _from_records(records: List[Any], kind: Any) -> Any:
     return out
 
 
+def _load_raw(roots: Sequence[PathLike], tasks: Optional[set], config_dir: Optional[PathLike],
+              n_workers: Optional[int], diffusion: bool) -> Tuple[Any, List[Tuple[str, str]]]:
+    """One kind of run from raw trees, with the issues of those not loaded."""
+    if not roots:
+        raise TypeError("from_raw_results() requires at least one root")
+    return _native.NativeRuns.from_raw_results(
+        [os.fspath(r) for r in roots],
+        sorted(tasks) if tasks is not None else None,
+        os.fspath(config_dir) if config_dir is not None else None,
+        n_workers,
+        diffusion,
+    )
+
+
 class LLMRuns(_Runs):
     """Immutable collection of LLM benchmark runs with fluent filtering (seed 002).
 
@@ -507,15 +521,7 @@ class LLMRuns(_Runs):
     ) -> "LLMRuns":
         """Loads ML.ENERGY raw benchmark trees (one or more roots, or results sub-directories),
         computing stability jointly across them (see the reference for the rules)."""
-        if not roots:
-            raise TypeError("from_raw_results() requires at least one root")
-        llm, issues = _native.NativeRuns.from_raw_results(
-            [os.fspath(r) for r in roots],
-            sorted(tasks) if tasks is not None else None,
-            os.fspath(config_dir) if config_dir is not None else None,
-            n_workers,
-            False,
-        )
+        llm, issues = _load_raw(roots, tasks, config_dir, n_workers, diffusion=False)
         return cls._loaded(llm, issues, stable_only)
 
     @classmethod
@@ -605,15 +611,7 @@ class DiffusionRuns(_Runs):
         n_workers: Optional[int] = None,
     ) -> "DiffusionRuns":
         """Loads the diffusion runs of ML.ENERGY raw benchmark trees."""
-        if not roots:
-            raise TypeError("from_raw_results() requires at least one root")
-        diffusion, issues = _native.NativeRuns.from_raw_results(
-            [os.fspath(r) for r in roots],
-            sorted(tasks) if tasks is not None else None,
-            os.fspath(config_dir) if config_dir is not None else None,
-            n_workers,
-            True,
-        )
+        diffusion, issues = _load_raw(roots, tasks, config_dir, n_workers, diffusion=True)
         out = cls(diffusion)
         out._issues = issues
         return out

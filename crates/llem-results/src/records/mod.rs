@@ -9,7 +9,7 @@ pub(crate) mod compiled;
 pub mod diffusion;
 pub mod diffusion_runs;
 pub mod export;
-pub(crate) mod extract;
+pub mod extract;
 pub(crate) mod itl;
 pub mod labels;
 pub(crate) mod lenient;
