@@ -18,15 +18,22 @@ pub const RECORD_MAX_BYTES: u64 = 512 << 20;
 /// Opens `path` for reading if it is a regular file (after symlinks); never blocks on a
 /// FIFO.
 pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_regular_sized(path).map(|(f, _)| f)
+}
+
+/// [`open_regular`] with the file's length, from the same `fstat` (a records load opens
+/// tens of thousands of files).
+fn open_regular_sized(path: &Path) -> io::Result<(File, u64)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         // Opening a FIFO for reading blocks until a writer appears; non-blocking open
         // returns at once, and the type check below refuses it. Regular files ignore it.
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)?;
-    let ft = file.metadata()?.file_type();
+    let meta = file.metadata()?;
+    let ft = meta.file_type();
     if ft.is_file() {
-        return Ok(file);
+        return Ok((file, meta.len()));
     }
     let what = if ft.is_dir() {
         "a directory"
@@ -49,8 +56,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 
 /// The bytes of the regular file at `path`, refused past `max_bytes`.
 pub fn read_regular(path: &Path, max_bytes: u64) -> io::Result<Vec<u8>> {
-    let file = open_regular(path)?;
-    let len = file.metadata()?.len();
+    let (file, len) = open_regular_sized(path)?;
     if len > max_bytes {
         return Err(too_large(max_bytes));
     }

@@ -54,6 +54,8 @@ def test_keyword_arguments_mirror_the_yaml_and_a_path_works_too(sandbox):
     r2 = llem.run_experiment(yaml, progress=False)
     assert r2.total_output_tokens == 2 * 4
     assert r2.cell_dir.parent.name.startswith("fromfile_")
+    # The directory stays valid wherever the notebook goes next.
+    assert r2.cell_dir.is_absolute() and (r2.cell_dir / "result.json").is_file()
 
 
 def test_a_config_error_keeps_file_line_column_and_the_nearest_key(sandbox):

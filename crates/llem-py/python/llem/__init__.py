@@ -125,7 +125,7 @@ def run_experiment(
     finally:
         getattr(bar, "close", lambda: None)()
     _warn(plan_warnings)
-    return ExperimentResult(json.loads(text), cell_dir)
+    return ExperimentResult(json.loads(text), Path(cell_dir).absolute())
 
 
 def run_study(
@@ -174,7 +174,7 @@ def run_study(
     finally:
         getattr(bar, "close", lambda: None)()
     _warn(plan_warnings)
-    return StudyResult(study_dir)
+    return StudyResult(Path(study_dir).absolute())
 
 
 def plan(
