@@ -459,9 +459,13 @@ impl NativeRuns {
 
     /// Power or temperature timelines (`results_path, task, model_id, num_gpus,
     /// max_num_seqs, domain, batch_size, timestamp, relative_time_s, value, metric`).
+    /// For diffusion runs the series is whole and `max_num_seqs` is the batch size.
     fn timelines(&self, py: Python<'_>, metric: &str) -> PyResult<ArrowTable> {
-        let r = self.llm_only("timelines")?;
-        let rows = py.detach(|| r.timelines(metric)).map_err(records_error)?;
+        let (domain, rows) = match &self.kind {
+            Kind::Llm(r) => ("llm", py.detach(|| r.timelines(metric))),
+            Kind::Diffusion(r) => ("diffusion", py.detach(|| r.timelines(metric))),
+        };
+        let rows = rows.map_err(records_error)?;
         let fields = [
             ("domain", FieldKind::Str),
             ("batch_size", FieldKind::Int),
@@ -475,7 +479,7 @@ impl NativeRuns {
             |x| &x.run,
             &fields,
             |x, j| match j {
-                0 => FieldValue::Str("llm"),
+                0 => FieldValue::Str(domain),
                 1 => FieldValue::Int(x.run.max_num_seqs),
                 2 => FieldValue::Float(x.timestamp),
                 3 => FieldValue::Float(x.relative_time_s),

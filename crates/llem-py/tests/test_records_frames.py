@@ -104,6 +104,17 @@ def write_diffusion_tree(root: Path) -> None:
             {"gpu_energy": {"0": 110.0, "1": 130.0}, "time": 2.5},
         ],
         "num_frames": None,
+        # Base GPU 0 out of order; GPU 1 misses a timestamp (forward-filled) and has one
+        # the base lacks (never used).
+        "timeline": {
+            "power": {
+                "device_instant": {"0": [[100.0, 300.0], [99.5, 290.0], [100.5, 310.0]],
+                                   "1": [[99.5, 200.0], [100.25, 205.0], [100.5, 210.0]]},
+                "device_average": {"0": [[99.5, 295.0], [100.0, 305.0]],
+                                   "1": [[99.5, 195.0], [100.0, 207.0]]},
+            },
+            "temperature": {"0": [[99.5, 55.0], [100.0, 56.0]], "1": [[100.0, 50.0]]},
+        },
     }))
     cfg = root / "configs/xdit/text-to-image/black-forest-labs/FLUX.1-dev"
     cfg.mkdir(parents=True)
@@ -122,3 +133,8 @@ def test_diffusion_runs_both_ways(tmp_path):
     assert a.is_text_to_image and not a.is_text_to_video
     assert list(ours.batch(4).task("text-to-image").data.num_gpus) == [2]
     pd.testing.assert_frame_equal(ours.to_dataframe(), theirs.to_dataframe(), check_dtype=False)
+    for m in ("power.device_instant", "power.device_average", "temperature"):
+        mine, ref = ours.timelines(metric=m), theirs.timelines(metric=m)
+        assert len(mine) > 0 and list(mine.columns) == list(ref.columns), m
+        pd.testing.assert_frame_equal(mine, ref, check_dtype=False, obj=m)
+    pd.testing.assert_frame_equal(a.timelines(), b.timelines(), check_dtype=False)

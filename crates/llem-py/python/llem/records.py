@@ -201,6 +201,16 @@ class DiffusionRun:
         """Whether this is a text-to-video run."""
         return self.task == "text-to-video"
 
+    def timelines(self, *, metric: str = "power.device_instant") -> Any:
+        """This run's whole power or temperature timeline (columns timestamp,
+        relative_time_s, value, metric)."""
+        origin = self.__dict__.get("_origin")
+        if origin is None:
+            raise ValueError("this run was not loaded by llem.records; its raw files are unknown")
+        native, i = origin
+        t = _arrow(native.select([i]).timelines(metric))
+        return _pandas(t, ["timestamp", "relative_time_s", "value", "metric"])
+
     def read_results_json(self) -> Dict[str, Any]:
         """The parsed raw results file."""
         p = Path(self._results_path)
@@ -638,3 +648,13 @@ class DiffusionRuns(_Runs):
         return self._ints("batch_size", sizes, min, max)
 
     batch_size = batch
+
+    def timelines(self, *, metric: str = "power.device_instant") -> Any:
+        """Power or temperature over each run's whole series (diffusion runs have no
+        steady-state window), summed over GPUs; `relative_time_s` from the first sample."""
+        t = _arrow(self._native.timelines(metric))
+        return _pandas(
+            t,
+            ["timestamp", "relative_time_s", "value", "metric", "task", "model_id", "num_gpus",
+             "batch_size"],
+        )

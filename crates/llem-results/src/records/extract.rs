@@ -207,12 +207,7 @@ impl Runs {
     /// Power or temperature over each run's steady state, summed over devices on the base
     /// device's timestamps (§11.3); sorted by task, model, relative time.
     pub fn timelines(&self, metric: &str) -> Result<Vec<TimelinePoint>, RecordsError> {
-        if !TIMELINE_METRICS.contains(&metric) {
-            return Err(RecordsError::Usage(format!(
-                "unknown timeline metric {metric:?}; expected one of {}",
-                TIMELINE_METRICS.join(", ")
-            )));
-        }
+        check_metric(metric)?;
         let mut out = Vec::new();
         for r in self.iter() {
             let (series, window) = series_of(r, metric)?;
@@ -231,11 +226,7 @@ impl Runs {
                 metric: metric.to_string(),
             }));
         }
-        out.sort_by(|a, b| {
-            (&a.run.task, &a.run.model_id)
-                .cmp(&(&b.run.task, &b.run.model_id))
-                .then(a.relative_time_s.total_cmp(&b.relative_time_s))
-        });
+        sort_timeline(&mut out);
         Ok(out)
     }
 }
@@ -338,15 +329,24 @@ fn device_order(m: BTreeMap<String, Vec<(f64, f64)>>) -> DeviceSeries {
 }
 
 fn raw_series(path: &str, metric: &str) -> Result<(DeviceSeries, (f64, f64)), RecordsError> {
+    let (series, bounds) = raw_timeline(path, metric)?;
+    let window = bounds.ok_or_else(|| err(path, "timeline has no steady-state bounds"))?;
+    Ok((series, window))
+}
+
+/// A raw `results.json`'s per-device series of `metric`, with its steady-state bounds when
+/// it has both.
+fn raw_timeline(
+    path: &str,
+    metric: &str,
+) -> Result<(DeviceSeries, Option<(f64, f64)>), RecordsError> {
     let bytes = llem_config::files::read_record(path).map_err(|e| err(path, e.to_string()))?;
     let f: RawTimelineFile =
         serde_json::from_slice(&bytes).map_err(|e| err(path, e.to_string()))?;
     let tl = f
         .timeline
         .ok_or_else(|| err(path, "results.json has no timeline"))?;
-    let (Some(s), Some(e)) = (tl.steady_state_start_time.0, tl.steady_state_end_time.0) else {
-        return Err(err(path, "timeline has no steady-state bounds"));
-    };
+    let bounds = tl.steady_state_start_time.0.zip(tl.steady_state_end_time.0);
     let series = match metric {
         "temperature" => tl.temperature,
         m => {
@@ -355,7 +355,63 @@ fn raw_series(path: &str, metric: &str) -> Result<(DeviceSeries, (f64, f64)), Re
         }
     }
     .ok_or_else(|| err(path, format!("timeline has no {metric} series")))?;
-    Ok((device_order(series), (s, e)))
+    Ok((device_order(series), bounds))
+}
+
+fn check_metric(metric: &str) -> Result<(), RecordsError> {
+    if TIMELINE_METRICS.contains(&metric) {
+        Ok(())
+    } else {
+        Err(RecordsError::Usage(format!(
+            "unknown timeline metric {metric:?}; expected one of {}",
+            TIMELINE_METRICS.join(", ")
+        )))
+    }
+}
+
+fn sort_timeline(out: &mut [TimelinePoint]) {
+    out.sort_by(|a, b| {
+        (&a.run.task, &a.run.model_id)
+            .cmp(&(&b.run.task, &b.run.model_id))
+            .then(a.relative_time_s.total_cmp(&b.relative_time_s))
+    });
+}
+
+impl super::DiffusionRuns {
+    /// Power or temperature over each diffusion run's whole series (§13: no window;
+    /// `relative_time_s` from the base device's first sample in file order), summed over
+    /// devices as for LLM runs; sorted by task, model, relative time. The key's
+    /// `max_num_seqs` holds the run's batch size.
+    pub fn timelines(&self, metric: &str) -> Result<Vec<TimelinePoint>, RecordsError> {
+        check_metric(metric)?;
+        let mut out = Vec::new();
+        for r in self.iter() {
+            let (series, _) = raw_timeline(&r.results_path, metric)?;
+            let t0 = series
+                .first()
+                .and_then(|b| b.first())
+                .map(|(t, _)| *t)
+                .ok_or_else(|| err(&r.results_path, "no sample of the base device"))?;
+            let rows = align(&series, (f64::NEG_INFINITY, f64::INFINITY))
+                .ok_or_else(|| err(&r.results_path, "no sample of the base device"))?;
+            let key = RunKey {
+                results_path: r.results_path.clone(),
+                task: r.task.clone(),
+                model_id: r.model_id.clone(),
+                num_gpus: r.num_gpus,
+                max_num_seqs: r.batch_size,
+            };
+            out.extend(rows.into_iter().map(|(t, v)| TimelinePoint {
+                run: key.clone(),
+                timestamp: t,
+                relative_time_s: t - t0,
+                value: v,
+                metric: metric.to_string(),
+            }));
+        }
+        sort_timeline(&mut out);
+        Ok(out)
+    }
 }
 
 /// A llem cell's series: GPU domains when there are any, else every domain (CPU package,
