@@ -325,4 +325,6 @@ fn linked_directories_and_overlapping_roots_load_each_run_once() {
     let sub = root.join("llm/h100/current/run");
     let both = load_raw(&[root.clone(), sub], &RawOptions::default()).unwrap();
     assert_eq!(both.runs.len(), plain.len());
+    // The other walks (llem cells, diffusion) share the walker and its guard.
+    assert_eq!(load_any(std::slice::from_ref(&root)).unwrap().runs.len(), plain.len());
 }

@@ -112,23 +112,13 @@ pub fn parse_run_path(rel: &Path) -> Option<RunPath> {
     })
 }
 
-/// Every file named `name` below `dir` (symbolic links to directories followed once).
+/// Every file named `name` below `dir`, in name order (symbolic links to directories
+/// followed, except back up the tree).
 pub(crate) fn find_files(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let p = e.path();
-        let is_dir = e.file_type().is_ok_and(|t| t.is_dir())
-            || (e.file_type().is_ok_and(|t| t.is_symlink()) && p.is_dir());
-        if is_dir {
-            find_files(&p, name, out);
-        } else if e.file_name() == name {
-            out.push(p);
-        }
-    }
+    let canon = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut found = Vec::new();
+    walk_named(dir, &canon, name, None, &mut found);
+    out.extend(found.into_iter().map(|f| f.path));
 }
 
 /// One discovered results file.
@@ -143,20 +133,22 @@ struct Candidate {
     prometheus: bool,
 }
 
-/// A `results.json` the walk found.
+/// A file the walk found.
 struct Found {
     path: PathBuf,
+    /// Its canonical path.
     key: PathBuf,
-    prometheus: bool,
+    /// Whether the sibling asked for is beside it.
+    sibling: bool,
 }
 
-/// Every `results.json` below `dir`, whose canonical path is `canon`, in name order. One
+/// Every file named `name` below `dir`, whose canonical path is `canon`, in name order. One
 /// directory read per directory and no call per file: canonical paths are built while
-/// walking (a symbolic link to a directory is resolved once, where it is followed), and
-/// whether `prometheus.json` is beside a results file comes from the same listing. Loading
-/// 10 000 runs canonicalised every path (a readlink per component) and probed every
-/// directory for `prometheus.json` before.
-fn walk_results(dir: &Path, canon: &Path, out: &mut Vec<Found>) {
+/// walking (a symbolic link to a directory is resolved once, where it is followed; one back
+/// up the tree is skipped), and whether `sibling` is beside a found file comes from the same
+/// listing. Loading 10 000 raw runs canonicalised every path (a readlink per component) and
+/// probed every directory for `prometheus.json` before.
+fn walk_named(dir: &Path, canon: &Path, name: &str, sibling: Option<&str>, out: &mut Vec<Found>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -171,9 +163,11 @@ fn walk_results(dir: &Path, canon: &Path, out: &mut Vec<Found>) {
             Some((t.is_dir(), t.is_file(), false))
         }
     };
-    let prometheus = entries
-        .iter()
-        .any(|e| e.file_name() == "prometheus.json" && kind(e).is_some_and(|(_, f, _)| f));
+    let has_sibling = sibling.is_some_and(|sib| {
+        entries
+            .iter()
+            .any(|e| e.file_name() == sib && kind(e).is_some_and(|(_, f, _)| f))
+    });
     for e in &entries {
         let Some((is_dir, is_file, link)) = kind(e) else {
             continue;
@@ -190,8 +184,8 @@ fn walk_results(dir: &Path, canon: &Path, out: &mut Vec<Found>) {
             } else {
                 canon.join(e.file_name())
             };
-            walk_results(&p, &c, out);
-        } else if is_file && e.file_name() == "results.json" {
+            walk_named(&p, &c, name, sibling, out);
+        } else if is_file && e.file_name() == name {
             let key = if link {
                 std::fs::canonicalize(&p).unwrap_or_else(|_| canon.join(e.file_name()))
             } else {
@@ -200,7 +194,7 @@ fn walk_results(dir: &Path, canon: &Path, out: &mut Vec<Found>) {
             out.push(Found {
                 path: p,
                 key,
-                prometheus,
+                sibling: has_sibling,
             });
         }
     }
@@ -229,7 +223,7 @@ fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
                     root: base.to_path_buf(),
                     path,
                     key: f.key,
-                    prometheus: f.prometheus,
+                    prometheus: f.sibling,
                 })
             })
             .collect()
@@ -240,7 +234,13 @@ fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
         families.sort();
         for fam in families {
             let rel = Path::new("llm").join(fam).join("current").join("run");
-            walk_results(&root.join(&rel), &canon_root.join(&rel), &mut files);
+            walk_named(
+                &root.join(&rel),
+                &canon_root.join(&rel),
+                "results.json",
+                Some("prometheus.json"),
+                &mut files,
+            );
         }
     }
     if !files.is_empty() {
@@ -250,7 +250,13 @@ fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
     let Some(base) = infer_root(root) else {
         return Vec::new();
     };
-    walk_results(root, &canon_root, &mut files);
+    walk_named(
+        root,
+        &canon_root,
+        "results.json",
+        Some("prometheus.json"),
+        &mut files,
+    );
     candidates(files, &base)
 }
 
