@@ -30,9 +30,6 @@ class _Lines:
     def close(self) -> None:
         pass
 
-    def write(self, s: str) -> None:
-        print(s, file=sys.stderr, flush=True)
-
 
 def _bar(desc: str, total: Optional[int], position: int = 0) -> Any:
     if _tqdm is None:

@@ -30,8 +30,45 @@ _log = logging.getLogger(__name__)
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+class _RawFiles:
+    """What both kinds of run read from their raw files, through the collection that loaded
+    them."""
+
+    _results_path: str
+
+    @property
+    def results_path(self) -> str:
+        """Path to the run's raw results file (`results.json`, or llem's `result.json`)."""
+        return self._results_path
+
+    def _one(self) -> Any:
+        origin = self.__dict__.get("_origin")
+        if origin is None:
+            raise ValueError("this run was not loaded by llem.records; its raw files are unknown")
+        native, i = origin
+        return native.select([i])
+
+    def read_results_json(self) -> Dict[str, Any]:
+        """The parsed raw results file (cached per run)."""
+        cached = self.__dict__.get("_results_json_cache")
+        if cached is None:
+            p = Path(self._results_path)
+            if not p.exists():
+                raise FileNotFoundError(f"Raw results file not found: {p}")
+            cached = json.loads(p.read_text())
+            object.__setattr__(self, "_results_json_cache", cached)
+        return cached
+
+    def timelines(self, *, metric: str = "power.device_instant") -> Any:
+        """This run's power or temperature timeline (columns timestamp, relative_time_s,
+        value, metric): the steady-state window of an LLM run, a diffusion run's whole
+        series."""
+        t = _arrow(self._one().timelines(metric))
+        return _pandas(t, ["timestamp", "relative_time_s", "value", "metric"])
+
+
 @dataclass(frozen=True)
-class LLMRun:
+class LLMRun(_RawFiles):
     """A single LLM benchmark run (the reference's fields, in its order; then llem's own,
     None for runs other tools measured)."""
 
@@ -102,32 +139,9 @@ class LLMRun:
     warnings: Optional[str] = None
 
     @property
-    def results_path(self) -> str:
-        """Path to the run's raw results file (`results.json` or llem's `result.json`)."""
-        return self._results_path
-
-    @property
     def prometheus_path(self) -> str:
         """Path to the run's `prometheus.json` (empty when there is none)."""
         return self._prometheus_path
-
-    def _one(self) -> Any:
-        origin = self.__dict__.get("_origin")
-        if origin is None:
-            raise ValueError("this run was not loaded by llem.records; its raw files are unknown")
-        native, i = origin
-        return native.select([i])
-
-    def read_results_json(self) -> Dict[str, Any]:
-        """The parsed raw results file (cached per run)."""
-        cached = self.__dict__.get("_results_json_cache")
-        if cached is None:
-            p = Path(self._results_path)
-            if not p.exists():
-                raise FileNotFoundError(f"Raw results file not found: {p}")
-            cached = json.loads(p.read_text())
-            object.__setattr__(self, "_results_json_cache", cached)
-        return cached
 
     def read_prometheus_json(self) -> Dict[str, Any]:
         """The parsed `prometheus.json` (cached per run)."""
@@ -151,15 +165,9 @@ class LLMRun:
         """Inter-token latency samples, seconds (chunked-prefill zeros smoothed)."""
         return _arrow(self._one().inter_token_latencies()).column("itl_s").to_pylist()
 
-    def timelines(self, *, metric: str = "power.device_instant") -> Any:
-        """This run's power or temperature timeline (columns timestamp, relative_time_s,
-        value, metric)."""
-        t = _arrow(self._one().timelines(metric))
-        return _pandas(t, ["timestamp", "relative_time_s", "value", "metric"])
-
 
 @dataclass(frozen=True)
-class DiffusionRun:
+class DiffusionRun(_RawFiles):
     """A single diffusion model benchmark run."""
 
     domain: str
@@ -187,11 +195,6 @@ class DiffusionRun:
     _results_path: str
 
     @property
-    def results_path(self) -> str:
-        """Path to the run's raw results file."""
-        return self._results_path
-
-    @property
     def is_text_to_image(self) -> bool:
         """Whether this is a text-to-image run."""
         return self.task == "text-to-image"
@@ -200,23 +203,6 @@ class DiffusionRun:
     def is_text_to_video(self) -> bool:
         """Whether this is a text-to-video run."""
         return self.task == "text-to-video"
-
-    def timelines(self, *, metric: str = "power.device_instant") -> Any:
-        """This run's whole power or temperature timeline (columns timestamp,
-        relative_time_s, value, metric)."""
-        origin = self.__dict__.get("_origin")
-        if origin is None:
-            raise ValueError("this run was not loaded by llem.records; its raw files are unknown")
-        native, i = origin
-        t = _arrow(native.select([i]).timelines(metric))
-        return _pandas(t, ["timestamp", "relative_time_s", "value", "metric"])
-
-    def read_results_json(self) -> Dict[str, Any]:
-        """The parsed raw results file."""
-        p = Path(self._results_path)
-        if not p.exists():
-            raise FileNotFoundError(f"Raw results file not found: {p}")
-        return json.loads(p.read_text())
 
 
 _LLM_FIELDS = [f.name for f in dataclasses.fields(LLMRun)]
@@ -290,6 +276,7 @@ class _Runs:
         self._native = native
         self._stable_only = _stable_only
         self._rows: Optional[List[Any]] = None
+        self._columns_view: Optional[_Columns] = None
         self._issues: List[Tuple[str, str]] = []
 
     def _derive(self, native: Any) -> Any:
@@ -379,8 +366,10 @@ class _Runs:
     @property
     def data(self) -> _Columns:
         """Per-field access: `runs.data.energy_per_token_joules` is a NumPy array, one value
-        per run in iteration order."""
-        return _Columns(self)
+        per run in iteration order (each field converted once per collection)."""
+        if self._columns_view is None:
+            self._columns_view = _Columns(self)
+        return self._columns_view
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self._records())
