@@ -326,5 +326,8 @@ fn linked_directories_and_overlapping_roots_load_each_run_once() {
     let both = load_raw(&[root.clone(), sub], &RawOptions::default()).unwrap();
     assert_eq!(both.runs.len(), plain.len());
     // The other walks (llem cells, diffusion) share the walker and its guard.
-    assert_eq!(load_any(std::slice::from_ref(&root)).unwrap().runs.len(), plain.len());
+    assert_eq!(
+        load_any(std::slice::from_ref(&root)).unwrap().runs.len(),
+        plain.len()
+    );
 }
