@@ -154,22 +154,20 @@ fn walk_named(dir: &Path, canon: &Path, name: &str, sibling: Option<&str>, out: 
     };
     let mut entries: Vec<_> = entries.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
+    // (is a directory, is a symbolic link). Anything else named `name` is found, whatever it
+    // is: the reader refuses what is not a regular file (a FIFO, a dangling link) and the
+    // load reports it, rather than the walk skipping it unsaid.
     let kind = |e: &std::fs::DirEntry| {
         let t = e.file_type().ok()?;
         if t.is_symlink() {
-            let m = std::fs::metadata(e.path()).ok()?;
-            Some((m.is_dir(), m.is_file(), true))
+            Some((std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()), true))
         } else {
-            Some((t.is_dir(), t.is_file(), false))
+            Some((t.is_dir(), false))
         }
     };
-    let has_sibling = sibling.is_some_and(|sib| {
-        entries
-            .iter()
-            .any(|e| e.file_name() == sib && kind(e).is_some_and(|(_, f, _)| f))
-    });
+    let has_sibling = sibling.is_some_and(|sib| entries.iter().any(|e| e.file_name() == sib));
     for e in &entries {
-        let Some((is_dir, is_file, link)) = kind(e) else {
+        let Some((is_dir, link)) = kind(e) else {
             continue;
         };
         let p = e.path();
@@ -185,7 +183,7 @@ fn walk_named(dir: &Path, canon: &Path, name: &str, sibling: Option<&str>, out: 
                 canon.join(e.file_name())
             };
             walk_named(&p, &c, name, sibling, out);
-        } else if is_file && e.file_name() == name {
+        } else if e.file_name() == name {
             let key = if link {
                 std::fs::canonicalize(&p).unwrap_or_else(|_| canon.join(e.file_name()))
             } else {
