@@ -526,7 +526,14 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
             .iter()
             .any(|n| n.contains("RAPL documents no accuracy"))
     );
-    assert!(u.relative.unwrap() < 0.01);
+    // The bound is its parts: edges, uncovered time at the peak power, no accuracy term. On
+    // a busy machine the sampler may miss a beat (coverage just under 1), so the tight
+    // figure is asserted on the edges alone; the sum is checked exactly.
+    assert!((d.bound_j.unwrap() - (d.edge_bound_j + d.gap_bound_j)).abs() < 1e-12);
+    assert!((u.bound_j.unwrap() - d.bound_j.unwrap()).abs() < 1e-12);
+    assert!((u.relative.unwrap() - u.bound_j.unwrap() / r.total_energy_j).abs() < 1e-9);
+    assert!(d.edge_bound_j / r.total_energy_j < 0.01);
+    assert!(d.coverage < 1.0 || d.gap_bound_j == 0.0, "{d:?}");
     let per_tok = u.mj_per_tok.unwrap();
     assert!((per_tok - u.bound_j.unwrap() / (8.0 * 48.0) * 1000.0).abs() < 1e-9);
 }
