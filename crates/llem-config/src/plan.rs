@@ -493,6 +493,23 @@ fn execution_block(
                 .into(),
         );
     }
+    if let (Some(n), Some(crate::ExecutorConfig::Slurm(sl))) =
+        (root_map.get("study_execution"), &exec_yaml.executor)
+    {
+        let at = |key: &str, message: String| -> ConfigError {
+            Diagnostic::new(ErrorKind::Range, message)
+                .at(sources.location(n.locate(&["executor", "slurm", key])))
+                .into()
+        };
+        if let Some(t) = &sl.time
+            && let Err(m) = crate::slurm_time_seconds(t)
+        {
+            return Err(at(
+                "time",
+                format!("study_execution.executor.slurm.time: {m}"),
+            ));
+        }
+    }
     if let Some(n) = root_map.get("name")
         && n.as_str().is_none()
     {
@@ -771,6 +788,7 @@ fn resolve_execution(
         experiment_timeout_seconds: timeout,
         experiment_timeout_derivation: derivation,
         deduplicate_equivalent: dedup,
+        executor: exec_yaml.executor.clone().unwrap_or_default(),
     }
 }
 

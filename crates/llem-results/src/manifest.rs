@@ -105,6 +105,12 @@ pub struct ManifestEntry {
     /// Times this cell was started (resume re-runs count).
     #[serde(default)]
     pub attempts: u32,
+    /// The host the cell ran on, when the study ran under Slurm (its nodes differ).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The Slurm job of its last attempt, `ARRAYJOB_TASK` (array job id, task index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<String>,
     /// Wall-clock seconds of the cell process.
     pub elapsed_seconds: Option<f64>,
     /// `total_inference_time_sec` of the result.

@@ -5,24 +5,30 @@
 //! circuit breaker, per-cell and wall-clock timeouts, advisory device locks and a
 //! `manifest.json` checkpoint rewritten atomically on every state change. A study stopped by
 //! Ctrl-C, a crash or `kill -9` resumes where it stopped. At the end it computes statistics
-//! across cycles and writes `study_result.json`. It measures nothing itself.
+//! across cycles and writes `study_result.json`. It measures nothing itself. The same study
+//! runs on a Slurm cluster through the [`Executor`] seam ([`slurm`]).
 
 mod artefacts;
 mod breaker;
 pub mod child;
 mod cycle_stats;
+pub mod design;
+mod executor;
 mod locks;
 mod protocol;
 mod resume;
 pub mod runner;
 pub mod schedule;
+pub mod slurm;
 pub mod supervise;
 
 use std::path::PathBuf;
 
 pub use breaker::{CircuitBreaker, Verdict};
+pub use executor::{Execution, Executor, Local, Slurm};
 pub use locks::{DeviceLocks, LockError, lock_for_experiment, study_runner_alive};
 pub use protocol::{CellMessage, CellSpec, PARENT_PID_ENV};
+pub use resume::find_resumable;
 pub use runner::{Observer, ResumeFrom, StudyEvent, StudyOptions, StudyOutcome, run_study};
 pub use supervise::{Launcher, StopCause};
 
@@ -81,6 +87,17 @@ pub enum StudyError {
         /// What differs.
         details: Vec<String>,
     },
+    /// A Slurm command failed.
+    #[error("{command}: {message}")]
+    Slurm {
+        /// `sbatch`, `squeue`, `sacct`, `scancel`.
+        command: String,
+        /// What it said.
+        message: String,
+    },
+    /// The study is not one this operation applies to.
+    #[error("{0}")]
+    Refused(String),
     /// A manifest that cannot be read.
     #[error("cannot read {path}: {message}")]
     BadManifest {

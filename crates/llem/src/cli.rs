@@ -45,9 +45,17 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page, or write one per command into a directory.
     Man(ManArgs),
+    /// Follow a study: `llem study status DIR`.
+    Study(StudyArgs),
     /// One study cell, run by `llem run` in a child process (not for direct use).
     #[command(name = "__cell", hide = true)]
     Cell(CellArgs),
+    /// One Slurm array task: the cell its index names (not for direct use).
+    #[command(name = "__slurm-task", hide = true)]
+    SlurmTask(SlurmTaskArgs),
+    /// Compiles a Slurm study's manifest and result once its arrays ended (not for direct use).
+    #[command(name = "__slurm-compile", hide = true)]
+    SlurmCompile(SlurmCompileArgs),
 }
 
 /// `llem doctor`.
@@ -228,6 +236,110 @@ pub struct RunArgs {
     /// No pauses between cells and cycles (thermal recovery off).
     #[arg(long)]
     pub no_gaps: bool,
+    /// Where the cells run: local (child processes here, the default) or slurm (one job
+    /// array per cycle on this Slurm cluster; overrides study_execution.executor).
+    #[arg(long, value_enum)]
+    pub executor: Option<ExecutorArg>,
+    /// Slurm settings (with `--executor slurm`).
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+}
+
+/// `--executor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorArg {
+    /// Child processes on this host.
+    Local,
+    /// Job arrays on a Slurm cluster.
+    Slurm,
+}
+
+/// `sbatch` settings of `llem run --executor slurm`; each overrides the study file's
+/// `study_execution.executor.slurm` field of the same name.
+#[derive(Clone, Debug, Default, Args)]
+pub struct SlurmArgs {
+    /// Slurm partition.
+    #[arg(long, help_heading = "Slurm")]
+    pub partition: Option<String>,
+    /// Generic resources per cell, e.g. gpu:1.
+    #[arg(long, help_heading = "Slurm")]
+    pub gres: Option<String>,
+    /// Time limit per cell: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS.
+    #[arg(long, help_heading = "Slurm", value_parser = parse_slurm_time)]
+    pub time: Option<String>,
+    /// Account to charge.
+    #[arg(long, help_heading = "Slurm")]
+    pub account: Option<String>,
+    /// Cells running at once (the %M of --array=0-N%M).
+    #[arg(long, help_heading = "Slurm", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_parallel: Option<u32>,
+    /// A further sbatch argument, repeatable: --slurm-arg=--qos=high.
+    #[arg(long = "slurm-arg", help_heading = "Slurm", allow_hyphen_values = true)]
+    pub extra: Vec<String>,
+}
+
+impl SlurmArgs {
+    /// The flags given, by name, for the refusal when the executor is local.
+    pub fn given(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (set, name) in [
+            (self.partition.is_some(), "--partition"),
+            (self.gres.is_some(), "--gres"),
+            (self.time.is_some(), "--time"),
+            (self.account.is_some(), "--account"),
+            (self.max_parallel.is_some(), "--max-parallel"),
+            (!self.extra.is_empty(), "--slurm-arg"),
+        ] {
+            if set {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+fn parse_slurm_time(s: &str) -> Result<String, String> {
+    llem_config::slurm_time_seconds(s).map(|_| s.trim().to_string())
+}
+
+/// `llem study`.
+#[derive(Debug, Args)]
+pub struct StudyArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: StudyCommand,
+}
+
+/// `llem study ...`.
+#[derive(Debug, Subcommand)]
+pub enum StudyCommand {
+    /// Where a study stands: cells done, running, pending and failed (with why), per node,
+    /// and an ETA. For a Slurm study, compiled from its tasks' files, squeue and sacct.
+    Status {
+        /// The study directory.
+        dir: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `llem __slurm-task`.
+#[derive(Debug, Args)]
+pub struct SlurmTaskArgs {
+    /// The study directory.
+    pub dir: PathBuf,
+    /// The submission number.
+    pub submission: u32,
+    /// The cycle of this array.
+    pub cycle: u32,
+}
+
+/// `llem __slurm-compile`.
+#[derive(Debug, Args)]
+pub struct SlurmCompileArgs {
+    /// The study directory.
+    pub dir: PathBuf,
 }
 
 fn positive_hours(s: &str) -> Result<f64, String> {

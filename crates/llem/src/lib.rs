@@ -66,5 +66,8 @@ where
         cli::Command::Man(a) => commands::docs::man(&a),
         cli::Command::Schedule(a) => commands::schedule::run(&a),
         cli::Command::Cell(a) => commands::cell::run(&a),
+        cli::Command::Study(a) => commands::study_status::run(&a),
+        cli::Command::SlurmTask(a) => commands::slurm::task(&a),
+        cli::Command::SlurmCompile(a) => commands::slurm::compile(&a),
     }
 }

@@ -40,6 +40,124 @@ pub struct StudyExecutionConfig {
     pub experiment_timeout_seconds: Option<f64>,
     /// Run configurations with equal measurement_config_hash once (default true).
     pub deduplicate_equivalent: Option<bool>,
+    /// Where the cells run: `local` (child processes on this host, the default), or
+    /// `{slurm: {partition, gres, time, account, max_parallel, extra}}` (a job array on a
+    /// Slurm cluster; docs/cluster.md).
+    pub executor: Option<ExecutorConfig>,
+}
+
+/// `study_execution.executor`: `local`, `slurm`, or `{slurm: {...}}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorConfig {
+    /// Child processes on this host, one cell at a time.
+    #[default]
+    Local,
+    /// One Slurm job array per cycle on an existing cluster.
+    Slurm(SlurmConfig),
+}
+
+/// `study_execution.executor.slurm`: what `sbatch` is given (the command line's `--partition`,
+/// `--gres`, ... override each field).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlurmConfig {
+    /// `sbatch --partition` (null = the cluster's default partition).
+    pub partition: Option<String>,
+    /// `sbatch --gres` per cell, e.g. `gpu:1` (null = none).
+    pub gres: Option<String>,
+    /// `sbatch --time` per cell: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (null =
+    /// the partition's limit).
+    pub time: Option<String>,
+    /// `sbatch --account` (null = the user's default account).
+    pub account: Option<String>,
+    /// Cells running at once, the `%M` of `--array=0-N%M` (null = as many as Slurm allows).
+    #[schemars(range(min = 1))]
+    pub max_parallel: Option<u32>,
+    /// Further `sbatch` arguments, passed as written (e.g. `--constraint=h100`, `--qos=high`).
+    pub extra: Vec<String>,
+}
+
+impl<'de> Deserialize<'de> for ExecutorConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ExecutorConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("`local`, `slurm`, or a mapping `{slurm: {partition: ..., gres: ...}}`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ExecutorConfig, E> {
+                match v {
+                    "local" => Ok(ExecutorConfig::Local),
+                    "slurm" => Ok(ExecutorConfig::Slurm(SlurmConfig::default())),
+                    _ => Err(E::unknown_variant(v, &["local", "slurm"])),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<ExecutorConfig, A::Error> {
+                let Some(key) = m.next_key::<String>()? else {
+                    return Err(serde::de::Error::invalid_length(0, &self));
+                };
+                let out = match key.as_str() {
+                    "slurm" => ExecutorConfig::Slurm(
+                        m.next_value::<Option<SlurmConfig>>()?.unwrap_or_default(),
+                    ),
+                    "local" => {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                        ExecutorConfig::Local
+                    }
+                    other => return Err(serde::de::Error::unknown_field(other, &["slurm"])),
+                };
+                if let Some(k) = m.next_key::<String>()? {
+                    return Err(serde::de::Error::custom(format!(
+                        "one executor only; `{k}` is a second one"
+                    )));
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Seconds in a Slurm `--time` value (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS);
+/// `UNLIMITED`/`INFINITE` is `None`.
+pub fn slurm_time_seconds(s: &str) -> Result<Option<u64>, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("unlimited") || t.eq_ignore_ascii_case("infinite") {
+        return Ok(None);
+    }
+    let bad = || {
+        format!("`{s}` is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
+    };
+    let num = |p: &str| -> Result<u64, String> {
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 6 {
+            return Err(bad());
+        }
+        p.parse::<u64>().map_err(|_| bad())
+    };
+    let (days, rest) = match t.split_once('-') {
+        Some((d, r)) => (Some(num(d)?), r),
+        None => (None, t),
+    };
+    let parts: Vec<u64> = rest.split(':').map(num).collect::<Result<_, _>>()?;
+    let secs = match (days, parts.as_slice()) {
+        (None, [m]) => m * 60,
+        (None, [m, s]) => m * 60 + s,
+        (None, [h, m, s]) => h * 3600 + m * 60 + s,
+        (Some(d), [h]) => d * 86400 + h * 3600,
+        (Some(d), [h, m]) => d * 86400 + h * 3600 + m * 60,
+        (Some(d), [h, m, s]) => d * 86400 + h * 3600 + m * 60 + s,
+        _ => return Err(bad()),
+    };
+    if secs == 0 {
+        return Err(format!(
+            "`{s}` is no time at all; give the limit of one cell"
+        ));
+    }
+    Ok(Some(secs))
 }
 
 /// Resolved execution settings: every value concrete.
@@ -69,6 +187,8 @@ pub struct StudyExecution {
     pub experiment_timeout_derivation: Option<String>,
     /// Deduplicate equivalent configurations.
     pub deduplicate_equivalent: bool,
+    /// Where the cells run.
+    pub executor: ExecutorConfig,
 }
 
 /// How long llem waits for a server it launched to become healthy, s: a cold vLLM start
@@ -81,3 +201,34 @@ pub const DEFAULT_EXPERIMENT_TIMEOUT_S: f64 = 600.0;
 pub const DEFAULT_EXPERIMENT_GAP_SECONDS: f64 = 60.0;
 /// Built-in pause between cycles when neither YAML nor user config sets one.
 pub const DEFAULT_CYCLE_GAP_SECONDS: f64 = 300.0;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_times_in_every_form_sbatch_takes() {
+        let t = |s| slurm_time_seconds(s);
+        assert_eq!(t("90"), Ok(Some(5400)));
+        assert_eq!(t("1:30"), Ok(Some(90)));
+        assert_eq!(t("02:00:00"), Ok(Some(7200)));
+        assert_eq!(t("1-2"), Ok(Some(93600)));
+        assert_eq!(t("1-02:30"), Ok(Some(95400)));
+        assert_eq!(t("1-00:00:10"), Ok(Some(86410)));
+        assert_eq!(t("UNLIMITED"), Ok(None));
+        for bad in [
+            "",
+            "2h",
+            "1:2:3:4",
+            "-1",
+            "1-",
+            "0",
+            "00:00",
+            "1-2:3:4:5",
+            " : ",
+        ] {
+            assert!(t(bad).is_err(), "{bad}");
+        }
+    }
+}

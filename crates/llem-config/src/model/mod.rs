@@ -8,7 +8,8 @@ pub(crate) mod runner;
 pub(crate) mod sections;
 
 pub use execution::{
-    DEFAULT_EXPERIMENT_TIMEOUT_S, SERVER_READY_TIMEOUT_S, StudyExecution, StudyExecutionConfig,
+    DEFAULT_EXPERIMENT_TIMEOUT_S, ExecutorConfig, SERVER_READY_TIMEOUT_S, SlurmConfig,
+    StudyExecution, StudyExecutionConfig, slurm_time_seconds,
 };
 pub use experiment::ExperimentConfig;
 pub use names::{

@@ -24,7 +24,7 @@ pub(super) enum CellOutcome {
 }
 
 /// Moves an earlier attempt's directory aside so the rerun starts clean and its log survives.
-fn set_aside(cell: &Path, attempts: u32) -> Result<(), StudyError> {
+pub(crate) fn set_aside(cell: &Path, attempts: u32) -> Result<(), StudyError> {
     if !cell.exists() {
         return Ok(());
     }

@@ -1,7 +1,7 @@
 //! The study loop: cells in the plan's order, each in its own process, with gaps, the circuit
 //! breaker, the wall-clock limit, Ctrl-C, and a manifest checkpoint on every state change.
 
-mod cell;
+pub(crate) mod cell;
 mod prepare;
 
 use std::collections::HashMap;
@@ -19,13 +19,15 @@ use llem_results::{
 };
 
 use crate::breaker::{CircuitBreaker, Verdict};
+use crate::design::StudyDesign;
 use crate::protocol::CellMessage;
 use crate::supervise::{CellLimits, Launcher};
-use crate::{StudyError, artefacts, cycle_stats};
+use crate::{StudyError, cycle_stats};
 use cell::{CellOutcome, run_one};
-use prepare::{label_of, read_result};
 
-pub use prepare::fresh_manifest;
+pub(crate) use cell::set_aside;
+pub(crate) use prepare::{fill_completed, prepare, read_result};
+pub use prepare::{fresh_manifest, label_of};
 
 /// Which study directory to use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -474,6 +476,13 @@ pub fn run_study(
 ) -> Result<StudyOutcome, StudyError> {
     let prepared = prepare::prepare(plan, opts)?;
     let dir = prepared.dir.clone();
+    if prepared.resumed && crate::slurm::record::slurm_dir(&dir).exists() {
+        // Its tasks may still be queued; running its cells here too would measure them twice.
+        return Err(StudyError::Refused(format!(
+            "{} was submitted to Slurm; resume it with --executor slurm",
+            dir.display()
+        )));
+    }
     let mut cp = Checkpoint {
         path: dir.join(layout::MANIFEST),
         wall_before_s: prepared.manifest.summary.total_wall_time_s,
@@ -501,7 +510,7 @@ pub fn run_study(
     cp.manifest.status = final_status(halt, &cp.manifest);
     cp.manifest.end_time = Some(iso8601_utc(unix_now_s()));
     cp.manifest.runner_pid = None;
-    let result = assemble(plan, &dir, &mut cp.manifest);
+    let result = assemble(&StudyDesign::of(plan), &dir, &mut cp.manifest);
     // The result first: a manifest that says the study ended while its result is missing
     // would make --resume refuse the one thing that can write it.
     if let Err(e) = llem_results::write_json_atomic(&dir.join(layout::STUDY_RESULT), &result) {
@@ -523,7 +532,7 @@ pub fn run_study(
 
 /// The study result: completed cells' results in execution order and statistics per
 /// configuration; CV warnings go into the manifest's summary too.
-fn assemble(plan: &StudyPlan, dir: &Path, manifest: &mut Manifest) -> StudyResult {
+pub(crate) fn assemble(design: &StudyDesign, dir: &Path, manifest: &mut Manifest) -> StudyResult {
     let mut experiments = Vec::new();
     let mut result_files = Vec::new();
     let mut by_hash: HashMap<String, Vec<usize>> = HashMap::new();
@@ -547,10 +556,9 @@ fn assemble(plan: &StudyPlan, dir: &Path, manifest: &mut Manifest) -> StudyResul
         }
     }
     let mut statistics = Vec::new();
-    for pc in &plan.configs {
-        let hash = pc.digest.short();
+    for c in &design.configs {
         let results: Vec<&ExperimentResult> = by_hash
-            .get(&hash)
+            .get(&c.config_hash)
             .into_iter()
             .flatten()
             .filter_map(|&k| experiments.get(k))
@@ -559,9 +567,9 @@ fn assemble(plan: &StudyPlan, dir: &Path, manifest: &mut Manifest) -> StudyResul
             continue;
         }
         let (s, warnings) = cycle_stats::configuration_statistics(
-            &hash,
-            &label_of(pc),
-            plan.execution.n_cycles,
+            &c.config_hash,
+            &c.label,
+            design.n_cycles,
             &results,
         );
         for w in warnings {
@@ -580,7 +588,7 @@ fn assemble(plan: &StudyPlan, dir: &Path, manifest: &mut Manifest) -> StudyResul
         experiments,
         result_files,
         summary: manifest.summary.clone(),
-        skipped_experiments: artefacts::skipped_experiments(plan),
+        skipped_experiments: design.skipped_experiments.clone(),
         statistics,
     }
 }

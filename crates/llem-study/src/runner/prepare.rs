@@ -26,7 +26,8 @@ fn protocol_json(plan: &StudyPlan) -> serde_json::Value {
     v
 }
 
-pub(super) fn label_of(pc: &PlannedConfig) -> String {
+/// A configuration's label in tables: its sweep label, else model / engine.
+pub fn label_of(pc: &PlannedConfig) -> String {
     if pc.label.is_empty() {
         format!("{} / {}", pc.config.model, pc.config.engine.as_str())
     } else {
@@ -63,6 +64,8 @@ pub fn fresh_manifest(plan: &StudyPlan, llem_version: &str, host: &str) -> Manif
                 completed_at: None,
                 pid: None,
                 attempts: 0,
+                node: None,
+                slurm_job: None,
                 elapsed_seconds: None,
                 inference_seconds: None,
                 energy_joules: None,
@@ -147,15 +150,15 @@ fn take_device_locks(
 }
 
 /// Where the study lives and what it already did.
-pub(super) struct Prepared {
-    pub(super) dir: PathBuf,
-    pub(super) manifest: Manifest,
-    pub(super) resumed: bool,
+pub(crate) struct Prepared {
+    pub(crate) dir: PathBuf,
+    pub(crate) manifest: Manifest,
+    pub(crate) resumed: bool,
     _study_lock: std::fs::File,
     _device_locks: Option<DeviceLocks>,
 }
 
-pub(super) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared, StudyError> {
+pub(crate) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared, StudyError> {
     let fresh = fresh_manifest(plan, &opts.llem_version, &opts.host);
     let stamp = dir_stamp_utc(unix_now_s());
     let resume_dir = match &opts.resume {
@@ -236,12 +239,12 @@ fn recover_finished_cells(dir: &Path, old: &Manifest, manifest: &mut Manifest) {
     manifest.recount();
 }
 
-pub(super) fn read_result(path: &Path) -> Option<ExperimentResult> {
+pub(crate) fn read_result(path: &Path) -> Option<ExperimentResult> {
     let text = llem_config::files::read_record_string(path).ok()?;
     serde_json::from_str(&text).ok()
 }
 
-pub(super) fn fill_completed(
+pub(crate) fn fill_completed(
     e: &mut ManifestEntry,
     r: &ExperimentResult,
     rel: String,

@@ -366,7 +366,12 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     };
     // A study (or any resume) runs each cell in its own process with a manifest; one
     // experiment runs here, in this process.
-    if plan.runs.len() != 1 || resume.is_some() {
+    let on_slurm = args.executor == Some(crate::cli::ExecutorArg::Slurm)
+        || matches!(
+            plan.execution.executor,
+            llem_config::ExecutorConfig::Slurm(_)
+        );
+    if plan.runs.len() != 1 || resume.is_some() || on_slurm {
         let mut plan = plan.clone();
         super::study::apply_overrides(&mut plan, args);
         return super::study::run_study(&plan, args, resume.unwrap_or(llem_study::ResumeFrom::New));

@@ -10,4 +10,6 @@ pub mod results;
 pub mod results_diffusion;
 pub mod run;
 pub mod schedule;
+pub mod slurm;
 pub mod study;
+pub mod study_status;

@@ -36,12 +36,39 @@ pub fn run(args: &RunArgs) -> i32 {
         // The file asks to run again and again (the Python llem's daemon mode).
         return super::schedule::run_loop(spec, args, None);
     }
+    let slurm = match super::slurm::resolve(&plan, args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("llem: {e}");
+            return exit::CONFIG;
+        }
+    };
     if !args.dry_run {
         return super::execute::execute(&plan, args);
     }
     let mut plan = plan;
     crate::memory::fill(&mut plan, model_cache_dir(&env).as_deref());
-    print_plan(&plan, args)
+    match slurm {
+        None => print_plan(&plan, args),
+        Some(o) if args.json => {
+            let view = llem_config::plan::PlanJson {
+                plan: &plan,
+                per_run_config: args.per_run_config,
+            };
+            let v = serde_json::json!({
+                "plan": view,
+                "slurm": super::slurm::dry_run_json(&plan, &o),
+            });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            exit::OK
+        }
+        Some(o) => {
+            let code = print_plan(&plan, args);
+            let mut out = std::io::stdout().lock();
+            super::slurm::print_dry_run(&plan, &o, &mut out);
+            code
+        }
+    }
 }
 
 /// The user config's Hugging Face cache (`output.model_cache_dir`), where model metadata is

@@ -142,8 +142,22 @@ pub fn study_options(
     })
 }
 
-/// Runs a study (or resumes one); returns the exit code.
+/// Runs a study (or resumes one), here or on Slurm; returns the exit code.
 pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
+    let slurm = match super::slurm::resolve(plan, args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("llem: {e}");
+            return exit::CONFIG;
+        }
+    };
+    let slurm = match (slurm, args.executor) {
+        (None, None) => super::slurm::recorded_options(plan, &resume),
+        (s, _) => s,
+    };
+    if let Some(options) = slurm {
+        return super::slurm::submit(plan, args, resume, options);
+    }
     let program = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {

@@ -1,0 +1,385 @@
+//! One array task on a compute node: the cell its index names, run as `llem run` runs a cell
+//! (child process in its own group, timeout, log), between the node's device locks, with the
+//! circuit breaker and the wall-clock limit checked across the whole array first. Its only
+//! write outside the cell directory is the breaker's trip record, created once.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use llem_results::layout;
+use llem_results::time::{iso8601_utc, unix_now_s};
+
+use super::commands;
+use super::compile::jobs_of;
+use super::record::{
+    self, BREAKER, BreakerTrip, NodeIdentity, SubmissionRecord, TASK_STATUS, TaskState, TaskStatus,
+};
+use crate::StudyError;
+use crate::locks::{self, Holder, LockError};
+use crate::protocol::CellMessage;
+use crate::resume::load_manifest;
+use crate::runner::read_result;
+use crate::supervise::{self, CellEnd, CellLimits, Launcher, StopCause, StopRequest};
+
+/// Which task this is.
+#[derive(Clone, Debug)]
+pub struct TaskArgs {
+    /// The study directory (shared storage).
+    pub dir: PathBuf,
+    /// The submission.
+    pub submission: u32,
+    /// The cycle of its array.
+    pub cycle: u32,
+    /// `SLURM_ARRAY_TASK_ID`.
+    pub task_index: usize,
+    /// `SLURM_JOB_ID`.
+    pub job_id_raw: String,
+    /// This node.
+    pub node: NodeIdentity,
+    /// The devices to lock on this node when Slurm names them (`gpu2` for `SLURM_JOB_GPUS=2`);
+    /// `None` keeps the submission's.
+    pub lock_resources: Option<Vec<String>>,
+    /// SIGTERM/SIGINT count (Slurm sends SIGTERM on scancel and at the time limit).
+    pub interrupts: Arc<AtomicUsize>,
+}
+
+/// How the task ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// The cell's result is written.
+    Completed,
+    /// The cell failed.
+    Failed,
+    /// A signal stopped it.
+    Interrupted,
+    /// Not run (breaker, wall-clock limit).
+    Skipped,
+}
+
+struct StatusFile {
+    path: PathBuf,
+    status: TaskStatus,
+}
+
+impl StatusFile {
+    fn save(&self) -> Result<(), StudyError> {
+        llem_results::write_json_atomic(&self.path, &self.status).map_err(Into::into)
+    }
+
+    fn end(
+        &mut self,
+        state: TaskState,
+        error: Option<(&str, String)>,
+        elapsed_s: Option<f64>,
+    ) -> Result<(), StudyError> {
+        self.status.state = state;
+        self.status.finished_at = Some(iso8601_utc(unix_now_s()));
+        self.status.elapsed_s = elapsed_s;
+        if let Some((t, m)) = error {
+            self.status.error_type = Some(t.to_string());
+            self.status.error_message = Some(m);
+        }
+        self.save()
+    }
+}
+
+/// Failures in a row at the end of the array's finished cells, by the time they ended.
+fn trailing_failures(dir: &Path, sub: u32, cells: &[String]) -> u32 {
+    let mut ends: Vec<(String, bool)> = cells
+        .iter()
+        .filter_map(|c| {
+            let s: TaskStatus = record::read(&dir.join(c).join(TASK_STATUS)).ok()??;
+            if s.submission != sub {
+                return None;
+            }
+            let failed = match s.state {
+                TaskState::Completed => false,
+                TaskState::Failed => true,
+                // A signal is Slurm's doing (scancel, time limit), not the cell failing.
+                TaskState::Running | TaskState::Interrupted | TaskState::Skipped => return None,
+            };
+            Some((s.finished_at?, failed))
+        })
+        .collect();
+    ends.sort();
+    ends.iter().rev().take_while(|(_, f)| *f).count() as u32
+}
+
+/// Writes the breaker's record unless another task did first (a hard link either creates it
+/// whole or finds it there); then cancels the tasks not started yet.
+fn trip_breaker(dir: &Path, sub: &SubmissionRecord, message: &str) -> Result<(), StudyError> {
+    let path = record::slurm_dir(dir).join(BREAKER);
+    let tmp = record::slurm_dir(dir).join(format!("{BREAKER}.{}.tmp", std::process::id()));
+    let trip = BreakerTrip {
+        at: iso8601_utc(unix_now_s()),
+        message: message.to_string(),
+    };
+    llem_results::write_json_atomic(&tmp, &trip)?;
+    let first = std::fs::hard_link(&tmp, &path).is_ok();
+    let _ = std::fs::remove_file(&tmp);
+    if first {
+        let ids: Vec<String> = sub.arrays.iter().map(|a| a.job_id.clone()).collect();
+        commands::cancel_pending(&ids)?;
+    }
+    Ok(())
+}
+
+/// Sleeps `seconds` unless a signal comes first; `false` if one did.
+fn rest(seconds: f64, interrupts: &AtomicUsize) -> bool {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return true;
+    }
+    let end = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < end {
+        if interrupts.load(Ordering::SeqCst) > 0 {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100).min(end - Instant::now()));
+    }
+    true
+}
+
+/// Runs the task's cell; `on_message` sees the cell's progress lines.
+pub fn run_task(
+    a: &TaskArgs,
+    on_message: &mut dyn FnMut(&CellMessage),
+) -> Result<TaskEnd, StudyError> {
+    let jobs = jobs_of(&a.dir)?;
+    let sub = jobs
+        .submissions
+        .iter()
+        .find(|s| s.number == a.submission)
+        .cloned()
+        .ok_or_else(|| StudyError::Refused(format!("no submission {} recorded", a.submission)))?;
+    let array = sub
+        .arrays
+        .iter()
+        .find(|x| x.cycle == a.cycle)
+        .ok_or_else(|| StudyError::Refused(format!("no array for cycle {}", a.cycle)))?;
+    let manifest = load_manifest(&a.dir)?;
+    let position = array.cells.get(a.task_index).copied().ok_or_else(|| {
+        StudyError::Refused(format!(
+            "array task {} is beyond the {} cells of cycle {}",
+            a.task_index,
+            array.cells.len(),
+            a.cycle
+        ))
+    })?;
+    let entry = manifest
+        .experiments
+        .get(position)
+        .cloned()
+        .ok_or_else(|| StudyError::Refused(format!("no cell {position} in the manifest")))?;
+    let cell = a.dir.join(&entry.cell_dir);
+    let mut status = StatusFile {
+        path: cell.join(TASK_STATUS),
+        status: TaskStatus {
+            state: TaskState::Running,
+            submission: sub.number,
+            slurm_job: format!("{}_{}", array.job_id, a.task_index),
+            job_id_raw: a.job_id_raw.clone(),
+            node: a.node.clone(),
+            pid: std::process::id(),
+            started_at: iso8601_utc(unix_now_s()),
+            finished_at: None,
+            elapsed_s: None,
+            error_type: None,
+            error_message: None,
+        },
+    };
+    status.save()?;
+
+    let cells: Vec<String> = manifest
+        .experiments
+        .iter()
+        .map(|e| e.cell_dir.clone())
+        .collect();
+    let max = sub.max_consecutive_failures;
+    if record::read::<BreakerTrip>(&record::slurm_dir(&a.dir).join(BREAKER))?.is_some() {
+        status.end(
+            TaskState::Skipped,
+            Some(("Skipped", "the circuit breaker stopped the study".into())),
+            None,
+        )?;
+        return Ok(TaskEnd::Skipped);
+    }
+    let failures = trailing_failures(&a.dir, sub.number, &cells);
+    if max > 0 && failures >= max {
+        let message = format!(
+            "{failures} cells failed in a row across the array (max_consecutive_failures \
+             {max}); the tasks not started are cancelled"
+        );
+        trip_breaker(&a.dir, &sub, &message)?;
+        status.end(
+            TaskState::Skipped,
+            Some((
+                "Skipped",
+                format!("the circuit breaker stopped the study: {message}"),
+            )),
+            None,
+        )?;
+        return Ok(TaskEnd::Skipped);
+    }
+    let past_deadline = || sub.deadline_unix_s.is_some_and(|d| unix_now_s() >= d);
+    if past_deadline() {
+        status.end(
+            TaskState::Skipped,
+            Some((
+                "WallClockTimeout",
+                "the study's wall-clock limit passed first".into(),
+            )),
+            None,
+        )?;
+        return Ok(TaskEnd::Skipped);
+    }
+    if !sub.no_gaps {
+        let first_of_study =
+            a.task_index == 0 && sub.arrays.first().is_some_and(|f| f.cycle == a.cycle);
+        let gap = match (first_of_study, a.task_index) {
+            (true, _) => 0.0,
+            (false, 0) => sub.gaps_s.1,
+            _ => sub.gaps_s.0,
+        };
+        if !rest(gap, &a.interrupts) {
+            status.end(
+                TaskState::Interrupted,
+                Some((
+                    "Interrupted",
+                    "a signal came before the cell started".into(),
+                )),
+                None,
+            )?;
+            return Ok(TaskEnd::Interrupted);
+        }
+    }
+    // Two cells on one node at once would share its power draw: a task waits for the
+    // node's device locks (the GPUs Slurm gave it, or the CPU) rather than failing.
+    let resources: Vec<String> = match &a.lock_resources {
+        Some(gpus) => sub
+            .locks
+            .resources
+            .iter()
+            .filter(|r| !r.starts_with("gpu"))
+            .chain(gpus)
+            .cloned()
+            .collect(),
+        None => sub.locks.resources.clone(),
+    };
+    let _locks = match &sub.locks.dir {
+        Some(d) => {
+            let holder = Holder {
+                pid: std::process::id(),
+                host: a.node.node.clone(),
+                started_at: iso8601_utc(unix_now_s()),
+                purpose: format!(
+                    "Slurm task {} of study {}",
+                    status.status.slurm_job,
+                    a.dir.display()
+                ),
+            };
+            let mut told = false;
+            loop {
+                match locks::acquire(d, &resources, &holder) {
+                    Ok(l) => break Some(l),
+                    Err(LockError::Held { .. }) if a.interrupts.load(Ordering::SeqCst) == 0 => {
+                        if !told {
+                            on_message(&CellMessage::Note {
+                                message: format!(
+                                    "waiting for {} on this node (another cell holds it)",
+                                    resources.join(", ")
+                                ),
+                            });
+                            told = true;
+                        }
+                        std::thread::sleep(Duration::from_millis(250));
+                    }
+                    Err(e) => {
+                        status.end(TaskState::Failed, Some(("LockHeld", e.to_string())), None)?;
+                        return Ok(TaskEnd::Failed);
+                    }
+                }
+            }
+        }
+        None => None,
+    };
+    let mut command = jobs.command.iter();
+    let launcher = Launcher {
+        program: command.next().map(PathBuf::from).unwrap_or_default(),
+        args: command.map(Into::into).chain(["__cell".into()]).collect(),
+    };
+    let limits = CellLimits {
+        timeout: Duration::from_secs_f64(sub.experiment_timeout_s.max(0.001)),
+        kill_grace: Duration::from_secs_f64(sub.kill_grace_s.max(0.0)),
+    };
+    let interrupts = a.interrupts.clone();
+    let mut stop = || match interrupts.load(Ordering::SeqCst) {
+        0 if past_deadline() => StopRequest::Terminate(StopCause::WallClock),
+        0 => StopRequest::None,
+        1 => StopRequest::Terminate(StopCause::User),
+        _ => StopRequest::Kill(StopCause::User),
+    };
+    let run = supervise::run_cell(
+        &launcher,
+        &cell.join(layout::CELL_SPEC),
+        &cell.join(layout::CELL_LOG),
+        limits,
+        &mut |_| {},
+        on_message,
+        &mut stop,
+    );
+    let r = match run {
+        Ok(r) => r,
+        Err(e) => {
+            status.end(TaskState::Failed, Some(("SpawnError", e.to_string())), None)?;
+            return Ok(TaskEnd::Failed);
+        }
+    };
+    let elapsed = Some(r.elapsed_s);
+    // A signal from Slurm reaches the cell too, which may report it as its own failure:
+    // a task that was signalled says so, and `sacct` later names the reason.
+    let signalled = a.interrupts.load(Ordering::SeqCst) > 0;
+    match r.end {
+        CellEnd::Completed { result_file } if read_result(&result_file).is_some() => {
+            status.end(TaskState::Completed, None, elapsed)?;
+            Ok(TaskEnd::Completed)
+        }
+        CellEnd::Completed { result_file } => {
+            let m = format!("{} does not parse as a result", result_file.display());
+            status.end(TaskState::Failed, Some(("BadResult", m)), elapsed)?;
+            Ok(TaskEnd::Failed)
+        }
+        CellEnd::Stopped {
+            cause: StopCause::WallClock,
+            message,
+        } => {
+            status.end(
+                TaskState::Failed,
+                Some(("WallClockTimeout", message)),
+                elapsed,
+            )?;
+            Ok(TaskEnd::Failed)
+        }
+        CellEnd::Stopped { message, .. } => {
+            status.end(
+                TaskState::Interrupted,
+                Some(("Interrupted", message)),
+                elapsed,
+            )?;
+            Ok(TaskEnd::Interrupted)
+        }
+        CellEnd::Failed { .. } if signalled => {
+            let m = "a signal (scancel, the time limit, preemption) stopped the cell".to_string();
+            status.end(TaskState::Interrupted, Some(("Interrupted", m)), elapsed)?;
+            Ok(TaskEnd::Interrupted)
+        }
+        CellEnd::Failed {
+            error_type,
+            message,
+        } => {
+            status.end(TaskState::Failed, Some((&error_type, message)), elapsed)?;
+            Ok(TaskEnd::Failed)
+        }
+    }
+}

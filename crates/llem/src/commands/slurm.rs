@@ -1,0 +1,392 @@
+//! `llem run --executor slurm` (submit, `--dry-run`, resume) and the two hidden commands a
+//! Slurm study runs on its compute nodes: `__slurm-task` (one cell) and `__slurm-compile`
+//! (the manifest and result once the arrays ended).
+
+use std::io::Write;
+use std::path::Path;
+
+use llem_config::{ExecutorConfig, StudyPlan};
+use llem_study::slurm::submit::{PlannedArray, dry_run, gpu_hours_reserved, gpus_per_cell};
+use llem_study::slurm::{NodeIdentity, SlurmExecution, SlurmOptions, TaskArgs, TaskEnd};
+use llem_study::{Execution, Executor, ResumeFrom, StudyError};
+
+use crate::cli::{ExecutorArg, RunArgs, SlurmCompileArgs, SlurmTaskArgs};
+use crate::exit;
+
+/// The Slurm settings the study runs with, or `None` for a local run: `--executor` over the
+/// file's `study_execution.executor`, each `--partition`/`--gres`/... over the file's field.
+/// Slurm flags with a local executor are refused, not ignored.
+pub fn resolve(plan: &StudyPlan, args: &RunArgs) -> Result<Option<SlurmOptions>, String> {
+    let from_file = match &plan.execution.executor {
+        ExecutorConfig::Local => None,
+        ExecutorConfig::Slurm(c) => Some(c.clone()),
+    };
+    let slurm = match (args.executor, from_file) {
+        (Some(ExecutorArg::Local), _) | (None, None) => None,
+        (Some(ExecutorArg::Slurm), f) | (None, f @ Some(_)) => Some(f.unwrap_or_default()),
+    };
+    let Some(c) = slurm else {
+        let given = args.slurm.given();
+        if !given.is_empty() {
+            return Err(format!(
+                "{} only apply to a Slurm study; add --executor slurm (or \
+                 study_execution.executor: slurm in the file)",
+                given.join(", ")
+            ));
+        }
+        return Ok(None);
+    };
+    let a = &args.slurm;
+    let mut extra = c.extra;
+    extra.extend(a.extra.iter().cloned());
+    Ok(Some(SlurmOptions {
+        partition: a.partition.clone().or(c.partition),
+        gres: a.gres.clone().or(c.gres),
+        time: a.time.clone().or(c.time),
+        account: a.account.clone().or(c.account),
+        max_parallel: a.max_parallel.or(c.max_parallel),
+        extra,
+    }))
+}
+
+/// The Slurm settings of the study a resume continues, when it was submitted to Slurm and
+/// nothing on the command line or in the file names an executor: a study is resumed where it
+/// ran.
+pub fn recorded_options(plan: &StudyPlan, resume: &ResumeFrom) -> Option<SlurmOptions> {
+    let dir = match resume {
+        ResumeFrom::New => return None,
+        ResumeFrom::Dir(d) => d.clone(),
+        ResumeFrom::Latest => {
+            let source = plan
+                .source
+                .as_ref()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+            llem_study::find_resumable(
+                Path::new(&plan.output_dir),
+                &plan.study_name,
+                source.as_deref(),
+            )
+            .ok()?
+        }
+    };
+    let jobs = llem_study::slurm::compile::jobs_of(&dir).ok()?;
+    jobs.latest().map(|s| s.options.clone())
+}
+
+/// How a compute node starts llem: this very executable (shared storage puts it at the same
+/// path on every node), or `LLEM_SLURM_COMMAND` when the site installs it elsewhere.
+fn node_command() -> Result<Vec<String>, String> {
+    if let Ok(c) = std::env::var("LLEM_SLURM_COMMAND")
+        && !c.trim().is_empty()
+    {
+        return Ok(c.split_whitespace().map(String::from).collect());
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the llem executable for the compute nodes: {e}"))?;
+    Ok(vec![exe.display().to_string()])
+}
+
+/// Submits the study (or, on resume, what is left of it); returns the exit code.
+pub fn submit(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom, options: SlurmOptions) -> i32 {
+    let command = match node_command() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("llem: {e}");
+            return exit::FAILURE;
+        }
+    };
+    let launcher = llem_study::Launcher {
+        program: command.first().map(Into::into).unwrap_or_default(),
+        args: vec!["__cell".into()],
+    };
+    let opts = match super::study::study_options(
+        plan,
+        args,
+        resume,
+        launcher,
+        super::study::interrupt_counter(),
+    ) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("llem: {}", e.message);
+            return e.code;
+        }
+    };
+    if !args.quiet {
+        for line in super::study::plan_warnings(plan) {
+            eprintln!("llem: warning: {line}");
+        }
+    }
+    let executor = llem_study::Slurm(SlurmExecution { options, command });
+    let mut quiet = NoEvents;
+    match executor.execute(plan, &opts, &mut quiet) {
+        Ok(Execution::Submitted(s)) => {
+            let cells: usize = s.record.arrays.iter().map(|a| a.cells.len()).sum();
+            eprintln!(
+                "llem: {} study {}: {} cells in {} job arrays (one per cycle, each after the \
+                 one before), then job {} compiles the result",
+                if s.resumed {
+                    "resubmitted"
+                } else {
+                    "submitted"
+                },
+                s.dir.display(),
+                cells,
+                s.record.arrays.len(),
+                s.record.compile_job.as_deref().unwrap_or("-"),
+            );
+            for a in &s.record.arrays {
+                eprintln!(
+                    "  cycle {}: job {} ({} tasks)",
+                    a.cycle,
+                    a.job_id,
+                    a.cells.len()
+                );
+            }
+            eprintln!("  follow with: llem study status {}", s.dir.display());
+            if args.json {
+                let v = serde_json::json!({
+                    "study_dir": s.dir,
+                    "submission": s.record,
+                });
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            }
+            exit::OK
+        }
+        Ok(Execution::Finished(_)) => exit::FAILURE,
+        Err(e) => {
+            eprintln!("llem: {e}");
+            match e {
+                StudyError::Drift { .. } | StudyError::NothingToResume { .. } => exit::CONFIG,
+                _ => exit::FAILURE,
+            }
+        }
+    }
+}
+
+struct NoEvents;
+
+impl llem_study::Observer for NoEvents {
+    fn event(&mut self, _: llem_study::StudyEvent<'_>) {}
+}
+
+/// The Slurm part of `--dry-run`: the arrays, which task runs which cell, GPU-hours.
+pub fn dry_run_json(plan: &StudyPlan, options: &SlurmOptions) -> serde_json::Value {
+    let (m, arrays) = dry_run(plan);
+    let cells: usize = arrays.iter().map(|a| a.cells.len()).sum();
+    let arrays_json: Vec<serde_json::Value> = arrays
+        .iter()
+        .map(|a| {
+            let tasks: Vec<serde_json::Value> = a
+                .cells
+                .iter()
+                .enumerate()
+                .filter_map(|(t, &i)| {
+                    let e = m.experiments.get(i)?;
+                    Some(serde_json::json!({
+                        "task": t,
+                        "index": e.index,
+                        "cell_dir": e.cell_dir,
+                        "config_hash": e.config_hash,
+                        "label": e.config_summary,
+                    }))
+                })
+                .collect();
+            serde_json::json!({ "cycle": a.cycle, "tasks": tasks })
+        })
+        .collect();
+    serde_json::json!({
+        "options": options,
+        "arrays": arrays_json,
+        "cells": cells,
+        "gpus_per_cell": gpus_per_cell(options.gres.as_deref()),
+        "gpu_hours_reserved": gpu_hours_reserved(options, cells),
+    })
+}
+
+/// `--dry-run` text for a Slurm study, after the plan.
+pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Write) {
+    let (m, arrays) = dry_run(plan);
+    let cells: usize = arrays.iter().map(|a| a.cells.len()).sum();
+    let _ = writeln!(
+        out,
+        "\nSlurm: {} job arrays, one per cycle, each after the one before \
+         (--dependency=afterany); cells start in their planned order within a cycle",
+        arrays.len()
+    );
+    let args = llem_study::slurm::submit::array_args(
+        options,
+        "llem-…",
+        arrays.first().map_or(0, |a: &PlannedArray| a.cells.len()),
+        None,
+        Path::new("<study>/_slurm/sub-001/cycle-0_%a.out"),
+    );
+    let _ = writeln!(out, "  sbatch {}", args.join(" "));
+    for a in &arrays {
+        let _ = writeln!(
+            out,
+            "  cycle {} (array 0-{}):",
+            a.cycle,
+            a.cells.len().saturating_sub(1)
+        );
+        for (t, &i) in a.cells.iter().enumerate() {
+            if let Some(e) = m.experiments.get(i) {
+                let _ = writeln!(
+                    out,
+                    "    task {t:>3} -> #{:03} {}",
+                    e.index, e.config_summary
+                );
+            }
+        }
+    }
+    let gpus = gpus_per_cell(options.gres.as_deref());
+    match gpu_hours_reserved(options, cells) {
+        Some(h) => {
+            let _ = writeln!(
+                out,
+                "  GPU-hours reserved at most: {cells} cells x {gpus} GPU x {} = {h:.1}",
+                options.time.as_deref().unwrap_or("-")
+            );
+        }
+        None if gpus == 0 => {
+            let _ = writeln!(out, "  GPU-hours: none asked (no gpu in --gres)");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  GPU-hours: unbounded until --time sets a limit per cell ({cells} cells x {gpus} GPU)"
+            );
+        }
+    }
+    let timeout = plan.execution.experiment_timeout_seconds;
+    if let Some(t) = options.time.as_deref()
+        && let Ok(Some(secs)) = llem_config::slurm_time_seconds(t)
+        && (secs as f64) < timeout
+    {
+        let _ = writeln!(
+            out,
+            "  warning: --time {t} is shorter than the cell timeout ({timeout:.0} s); Slurm may \
+             end a cell that llem would let finish"
+        );
+    }
+}
+
+/// This node as the task sees it: host name, and the GPUs Slurm gave the job (NVML; those
+/// `SLURM_JOB_GPUS` names when it is set).
+fn node_identity() -> NodeIdentity {
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(llem_harness::environment::hostname);
+    let Ok(nvml) = llem_energy::sensors::nvml::init() else {
+        return NodeIdentity {
+            node,
+            ..NodeIdentity::default()
+        };
+    };
+    let allowed: Option<Vec<u32>> = std::env::var("SLURM_JOB_GPUS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let gpus = llem_energy::sensors::gpu_state::gpu_states(&nvml)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|g| allowed.as_ref().is_none_or(|a| a.contains(&g.nvml_index)))
+        .map(|g| llem_study::slurm::GpuIdentity {
+            index: g.nvml_index,
+            uuid: g.uuid,
+            name: g.name,
+        })
+        .collect();
+    NodeIdentity {
+        node,
+        gpus,
+        gpu_driver: nvml.sys_driver_version().ok(),
+    }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, String> {
+    std::env::var(name)
+        .map_err(|_| format!("{name} is not set: this command runs inside a Slurm array task"))?
+        .trim()
+        .parse()
+        .map_err(|_| format!("{name} is not a number"))
+}
+
+/// `llem __slurm-task DIR SUBMISSION CYCLE`: runs the cell of `SLURM_ARRAY_TASK_ID`.
+pub fn task(a: &SlurmTaskArgs) -> i32 {
+    super::execute::init_logging(0);
+    let ids = env_number::<usize>("SLURM_ARRAY_TASK_ID")
+        .and_then(|t| env_number::<u64>("SLURM_JOB_ID").map(|j| (t, j)));
+    let (task_index, job) = match ids {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("llem: {e}");
+            return exit::CONFIG;
+        }
+    };
+    let args = TaskArgs {
+        dir: a.dir.clone(),
+        submission: a.submission,
+        cycle: a.cycle,
+        task_index,
+        job_id_raw: job.to_string(),
+        node: node_identity(),
+        lock_resources: std::env::var("SLURM_JOB_GPUS")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.split(',').map(|g| format!("gpu{}", g.trim())).collect()),
+        interrupts: super::study::interrupt_counter(),
+    };
+    println!(
+        "llem: task {task_index} of cycle {} on {} (job {job})",
+        a.cycle, args.node.node
+    );
+    let mut print = |m: &llem_study::CellMessage| match m {
+        llem_study::CellMessage::Phase { phase, detail, .. } => println!("  {phase}: {detail}"),
+        llem_study::CellMessage::PhaseDone { phase, summary } => {
+            println!("  {phase} done: {summary}");
+        }
+        llem_study::CellMessage::Note { message } => println!("  note: {message}"),
+        llem_study::CellMessage::Failed {
+            error_type,
+            message,
+        } => println!("  failed ({error_type}): {message}"),
+        _ => {}
+    };
+    match llem_study::slurm::run_task(&args, &mut print) {
+        Ok(end) => {
+            println!("llem: task ended: {end:?}");
+            match end {
+                TaskEnd::Completed | TaskEnd::Skipped => exit::OK,
+                TaskEnd::Failed => exit::FAILURE,
+                TaskEnd::Interrupted => exit::INTERRUPTED,
+            }
+        }
+        Err(e) => {
+            eprintln!("llem: {e}");
+            exit::FAILURE
+        }
+    }
+}
+
+/// `llem __slurm-compile DIR`: the manifest and, once settled, `study_result.json`.
+pub fn compile(a: &SlurmCompileArgs) -> i32 {
+    match llem_study::slurm::compile_and_write(&a.dir) {
+        Ok(c) => {
+            let s = &c.manifest.summary;
+            println!(
+                "llem: study {}: {} completed, {} failed, {} skipped, {} left",
+                c.manifest.status.as_str(),
+                s.completed,
+                s.failed,
+                s.skipped,
+                s.pending
+            );
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("llem: {e}");
+            exit::FAILURE
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! `llem study status DIR`: where a study stands, read-only. A Slurm study is compiled from
+//! its tasks' files, `squeue` and `sacct` (nothing is written: the compile job and `--resume`
+//! are the manifest's writers); a local one is its manifest.
+
+use std::collections::BTreeMap;
+
+use llem_results::{CellStatus, Manifest};
+use serde::Serialize;
+
+use crate::cli::{StudyArgs, StudyCommand};
+use crate::exit;
+
+/// One node's share of the study.
+#[derive(Debug, Default, Serialize)]
+struct NodeRow {
+    completed: usize,
+    failed: usize,
+    running: usize,
+    /// Mean seconds of its completed cells.
+    mean_cell_s: Option<f64>,
+}
+
+/// A cell that did not complete, and why.
+#[derive(Debug, Serialize)]
+struct FailedCell {
+    index: usize,
+    cycle: u32,
+    cell_dir: String,
+    node: Option<String>,
+    slurm_job: Option<String>,
+    error_type: Option<String>,
+    error_message: Option<String>,
+}
+
+/// The status report.
+#[derive(Debug, Serialize)]
+struct Report {
+    study_dir: String,
+    study_name: String,
+    executor: &'static str,
+    status: String,
+    completed: usize,
+    running: usize,
+    pending: usize,
+    failed: usize,
+    skipped: usize,
+    total: usize,
+    nodes: BTreeMap<String, NodeRow>,
+    not_completed: Vec<FailedCell>,
+    /// Seconds until the last cell ends, at the pace of the cells done so far.
+    eta_s: Option<f64>,
+    /// Cells running at once, for the ETA.
+    parallel: usize,
+}
+
+fn report(
+    dir: &std::path::Path,
+    m: &Manifest,
+    executor: &'static str,
+    max_parallel: Option<u32>,
+) -> Report {
+    let mut nodes: BTreeMap<String, NodeRow> = BTreeMap::new();
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    let mut all_elapsed = Vec::new();
+    let mut not_completed = Vec::new();
+    for e in &m.experiments {
+        let node = e.node.clone().unwrap_or_else(|| m.host.clone());
+        match e.status {
+            CellStatus::Completed => {
+                let row = nodes.entry(node.clone()).or_default();
+                row.completed += 1;
+                if let Some(s) = e.elapsed_seconds {
+                    let x = sums.entry(node).or_default();
+                    x.0 += s;
+                    x.1 += 1;
+                    all_elapsed.push(s);
+                }
+            }
+            CellStatus::Running => nodes.entry(node).or_default().running += 1,
+            CellStatus::Failed | CellStatus::Interrupted => {
+                if e.node.is_some() || executor == "local" {
+                    nodes.entry(node).or_default().failed += 1;
+                }
+            }
+            CellStatus::Pending | CellStatus::Skipped => {}
+        }
+        if matches!(
+            e.status,
+            CellStatus::Failed | CellStatus::Interrupted | CellStatus::Skipped
+        ) {
+            not_completed.push(FailedCell {
+                index: e.index,
+                cycle: e.cycle,
+                cell_dir: e.cell_dir.clone(),
+                node: e.node.clone(),
+                slurm_job: e.slurm_job.clone(),
+                error_type: e.error_type.clone(),
+                error_message: e.error_message.clone(),
+            });
+        }
+    }
+    for (n, (sum, k)) in sums {
+        if let Some(row) = nodes.get_mut(&n) {
+            row.mean_cell_s = (k > 0).then(|| sum / k as f64);
+        }
+    }
+    let s = &m.summary;
+    let running = s.running;
+    let parallel = match max_parallel {
+        Some(p) => (p as usize).max(running).max(1),
+        None => running.max(1),
+    };
+    let left = s.pending + running;
+    let eta_s = (!all_elapsed.is_empty() && left > 0).then(|| {
+        let mean = all_elapsed.iter().sum::<f64>() / all_elapsed.len() as f64;
+        (left as f64 / parallel as f64).ceil() * mean
+    });
+    Report {
+        study_dir: dir.display().to_string(),
+        study_name: m.study_name.clone(),
+        executor,
+        status: m.status.as_str().to_string(),
+        completed: s.completed,
+        running,
+        pending: s.pending,
+        failed: s.failed + s.interrupted,
+        skipped: s.skipped,
+        total: s.total_experiments,
+        nodes,
+        not_completed,
+        eta_s: if left == 0 { Some(0.0) } else { eta_s },
+        parallel,
+    }
+}
+
+fn print_text(r: &Report, asked: Option<&str>) {
+    println!("{} ({}, {})", r.study_name, r.executor, r.study_dir);
+    println!(
+        "  {}: {} of {} cells completed, {} running, {} pending, {} failed, {} skipped",
+        r.status, r.completed, r.total, r.running, r.pending, r.failed, r.skipped
+    );
+    match r.eta_s {
+        Some(s) if s > 0.0 => println!(
+            "  ETA: about {} ({} at a time, at the pace of the cells done)",
+            human(s),
+            r.parallel
+        ),
+        Some(_) => {}
+        None => println!("  ETA: unknown until a cell completes"),
+    }
+    if !r.nodes.is_empty() {
+        println!(
+            "  {:<24} {:>9} {:>7} {:>7} {:>10}",
+            "node", "completed", "failed", "running", "mean cell"
+        );
+        for (n, row) in &r.nodes {
+            println!(
+                "  {:<24} {:>9} {:>7} {:>7} {:>10}",
+                n,
+                row.completed,
+                row.failed,
+                row.running,
+                row.mean_cell_s.map_or_else(|| "-".into(), human)
+            );
+        }
+    }
+    for f in &r.not_completed {
+        println!(
+            "  #{:03} cycle {}{}{}: {} {}",
+            f.index,
+            f.cycle,
+            f.slurm_job
+                .as_deref()
+                .map_or_else(String::new, |j| format!(" (job {j})")),
+            f.node
+                .as_deref()
+                .map_or_else(String::new, |n| format!(" on {n}")),
+            f.error_type.as_deref().unwrap_or("-"),
+            f.error_message.as_deref().unwrap_or("")
+        );
+    }
+    if let Some(a) = asked {
+        println!("  (how tasks that left no record ended: Slurm's {a})");
+    }
+}
+
+fn human(s: f64) -> String {
+    if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else if s >= 60.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// `llem study ...`; returns the exit code.
+pub fn run(a: &StudyArgs) -> i32 {
+    let StudyCommand::Status { dir, json } = &a.command;
+    let slurm = llem_study::slurm::record::slurm_dir(dir).exists();
+    let (manifest, executor, max_parallel, asked) = if slurm {
+        match llem_study::slurm::compile(dir) {
+            Ok(c) => {
+                let p = c.jobs.latest().and_then(|s| s.options.max_parallel);
+                (c.manifest, "slurm", p, c.asked_slurm)
+            }
+            Err(e) => {
+                eprintln!("llem: {e}");
+                return exit::FAILURE;
+            }
+        }
+    } else {
+        let path = dir.join(llem_results::layout::MANIFEST);
+        let m = llem_config::files::read_record_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            .and_then(|t| {
+                serde_json::from_str::<Manifest>(&t)
+                    .map_err(|e| format!("{} is not a study manifest: {e}", path.display()))
+            });
+        match m {
+            Ok(m) => (m, "local", Some(1), None),
+            Err(e) => {
+                eprintln!("llem: {e}");
+                return exit::FAILURE;
+            }
+        }
+    };
+    let r = report(dir, &manifest, executor, max_parallel);
+    if *json {
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    } else {
+        print_text(&r, asked);
+    }
+    exit::OK
+}
