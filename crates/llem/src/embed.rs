@@ -118,6 +118,7 @@ pub fn measure(
             planned.plan.runs.len()
         )));
     }
+    here_only(planned)?;
     crate::commands::execute::init_logging(planned.args.verbose);
     let args = &planned.args;
     crate::commands::execute::measure_one(
@@ -183,6 +184,20 @@ impl llem_study::Observer for StudyEvents<'_> {
     }
 }
 
+/// Refuses a plan whose cells are to run on Slurm: Python runs them on this host only, and
+/// running them here would ignore what the file asks.
+fn here_only(planned: &Planned) -> Result<(), EmbedError> {
+    match crate::commands::slurm::resolve(&planned.plan, &planned.args) {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err(EmbedError::Config(
+            "this study runs on Slurm (study_execution.executor or --executor slurm); submit it \
+             with the `llem run` command: from Python, studies run on this host only"
+                .into(),
+        )),
+        Err(e) => Err(EmbedError::Config(e)),
+    }
+}
+
 /// Runs (or resumes) a study: each cell as `launcher` started in a child process, progress
 /// to `events`. Each increment of `interrupts` is one Ctrl-C: the first stops after the
 /// current cell is terminated; the study ends `interrupted`, resumable.
@@ -192,6 +207,7 @@ pub fn study(
     interrupts: Arc<AtomicUsize>,
     events: &mut dyn FnMut(String),
 ) -> Result<StudyOutcome, EmbedError> {
+    here_only(planned)?;
     let args = &planned.args;
     let resume = if let Some(d) = &args.resume_dir {
         ResumeFrom::Dir(d.clone())

@@ -283,7 +283,18 @@ pub fn run_task(
             loop {
                 match locks::acquire(d, &resources, &holder) {
                     Ok(l) => break Some(l),
-                    Err(LockError::Held { .. }) if a.interrupts.load(Ordering::SeqCst) == 0 => {
+                    Err(LockError::Held { .. }) if a.interrupts.load(Ordering::SeqCst) > 0 => {
+                        status.end(
+                            TaskState::Interrupted,
+                            Some((
+                                "Interrupted",
+                                "a signal came while the task waited for the node's locks".into(),
+                            )),
+                            None,
+                        )?;
+                        return Ok(TaskEnd::Interrupted);
+                    }
+                    Err(LockError::Held { .. }) => {
                         if !told {
                             on_message(&CellMessage::Note {
                                 message: format!(

@@ -1,0 +1,541 @@
+//! Studies on a real Slurm cluster: Debian's slurm-wlm (munged, slurmctld, slurmd) started by
+//! `scripts/slurm-cluster.sh` as a one-node cluster with four CPU slots, one per test, torn
+//! down after it. The real `llem` submits through `sbatch`; its tasks run the real SmolLM2
+//! cells on the node; the tests scancel, kill -9 and time tasks out, and resume.
+//!
+//! Without Slurm installed the tests say so and pass, unless `LLEM_REQUIRE_SLURM=1` (set by
+//! `make test`, which installs it) makes that a failure.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant, SystemTime};
+
+use llem_results::{CellStatus, Manifest, StudyResult, StudyStatus};
+use llem_study::slurm::record::{JobsRecord, TaskState, TaskStatus};
+
+mod common;
+use common::assets;
+
+const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// A cluster of its own, in a temporary directory; stopped when dropped.
+struct Cluster {
+    dir: tempfile::TempDir,
+    conf: PathBuf,
+}
+
+impl Cluster {
+    /// Starts one, or `None` when Slurm is not installed and not required.
+    fn start() -> Option<Cluster> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-cluster.sh");
+        let dir = tempfile::tempdir().unwrap();
+        let o = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(dir.path().join("cluster"))
+            .output()
+            .unwrap();
+        if o.status.code() == Some(3) && std::env::var("LLEM_REQUIRE_SLURM").as_deref() != Ok("1") {
+            eprintln!(
+                "Slurm is not installed (apt-get install slurm-wlm munge); the Slurm tests did \
+                 not run. `make test` installs it and requires them."
+            );
+            return None;
+        }
+        assert!(
+            o.status.success(),
+            "the test cluster did not start: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let conf = PathBuf::from(String::from_utf8_lossy(&o.stdout).lines().last().unwrap());
+        Some(Cluster { dir, conf })
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn results(&self) -> PathBuf {
+        self.root().join("results")
+    }
+
+    fn yaml(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.root().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn env(&self, c: &mut Command) {
+        for d in ["powercap", "sys", "cache", "home"] {
+            std::fs::create_dir_all(self.root().join(d)).unwrap();
+        }
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.root().join("home"))
+            .env("XDG_CACHE_HOME", self.root().join("cache"))
+            .env("LLEM_CONFIG_PATH", self.root().join("no-user-config.yaml"))
+            .env("LLEM_ASSETS", assets())
+            .env("LLEM_POWERCAP_ROOT", self.root().join("powercap"))
+            .env("LLEM_SYSFS_ROOT", self.root().join("sys"))
+            .env("SLURM_CONF", &self.conf);
+    }
+
+    fn llem(&self, args: &[&str]) -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_llem"));
+        self.env(&mut c);
+        c.current_dir(self.root()).args(args).output().unwrap()
+    }
+
+    fn slurm(&self, program: &str, args: &[&str]) -> String {
+        let mut c = Command::new(program);
+        self.env(&mut c);
+        let o = c.args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{program} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// `llem run YAML -o results ARGS`, which must succeed.
+    fn submit(&self, yaml: &Path, args: &[&str]) -> String {
+        let out = self.results();
+        let mut all = vec!["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let o = self.llem(&all);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        err
+    }
+
+    /// Waits until the cluster has no job left (the compile job included).
+    fn wait_idle(&self, timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            if self.slurm("squeue", &["-h"]).trim().is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "jobs still queued after {timeout:?}:\n{}",
+                self.slurm("squeue", &[])
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn only_study(&self) -> PathBuf {
+        let d: Vec<PathBuf> = std::fs::read_dir(self.results())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(d.len(), 1, "{d:?}");
+        d[0].clone()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/slurm-cluster.sh");
+        let _ = Command::new("bash")
+            .arg(script)
+            .arg("stop")
+            .arg(self.root().join("cluster"))
+            .output();
+    }
+}
+
+fn read<T: serde::de::DeserializeOwned>(p: &Path) -> T {
+    serde_json::from_str(
+        &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+fn manifest(dir: &Path) -> Manifest {
+    read(&dir.join("manifest.json"))
+}
+
+fn study_yaml(name: &str, prompts: u32, out_tokens: u32, extra: &str) -> String {
+    format!(
+        "name: {name}\nmodel: {MODEL}\n\
+         dataset: {{source: synthetic, n_prompts: {prompts}, synthetic: {{input_tokens: 16, output_tokens: {out_tokens}}}}}\n\
+         warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n{extra}"
+    )
+}
+
+fn task_statuses(dir: &Path) -> Vec<TaskStatus> {
+    let m = manifest(dir);
+    m.experiments
+        .iter()
+        .filter_map(|e| {
+            let p = dir.join(&e.cell_dir).join("slurm_task.json");
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+        })
+        .collect()
+}
+
+#[test]
+fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_one() {
+    let Some(c) = Cluster::start() else { return };
+    let yaml = c.yaml(
+        "grid.yaml",
+        &study_yaml(
+            "grid",
+            2,
+            4,
+            "sweep:\n  llamacpp.batch_size: [1, 2]\n  max_output_tokens: [3, 4]\n\
+             study_execution: {n_cycles: 2, experiment_order: interleave, \
+             experiment_gap_seconds: 0, cycle_gap_seconds: 0, \
+             executor: {slurm: {max_parallel: 3, time: \"00:10:00\"}}}\n",
+        ),
+    );
+    // The dry run: two arrays, task -> cell in planned order, GPU-hours at most.
+    let o = c.llem(&[
+        "run",
+        yaml.to_str().unwrap(),
+        "--dry-run",
+        "--json",
+        "--gres",
+        "gpu:1",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let arrays = v["slurm"]["arrays"].as_array().unwrap();
+    assert_eq!(arrays.len(), 2);
+    let idx: Vec<Vec<u64>> = arrays
+        .iter()
+        .map(|a| {
+            a["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["index"].as_u64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(idx, [vec![1, 2, 3, 4], vec![5, 6, 7, 8]]);
+    // 8 cells x 1 GPU x 10 min.
+    let h = v["slurm"]["gpu_hours_reserved"].as_f64().unwrap();
+    assert!((h - 8.0 / 6.0).abs() < 1e-9, "{h}");
+    let o = c.llem(&["run", yaml.to_str().unwrap(), "--dry-run"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("task   3 -> #004"), "{text}");
+    assert!(text.contains("--array=0-3%3"), "{text}");
+
+    // The real thing (the test node has no GPU resource to ask for).
+    let err = c.submit(&yaml, &["--quiet"]);
+    assert!(err.contains("8 cells in 2 job arrays"), "{err}");
+    let dir = c.only_study();
+    let jobs: JobsRecord = read(&dir.join("_slurm/jobs.json"));
+    let sub = jobs.latest().unwrap();
+    assert_eq!(sub.arrays.len(), 2);
+    assert_eq!(sub.arrays[0].cells, [0, 1, 2, 3]);
+    c.wait_idle(Duration::from_secs(240));
+
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Completed, "{:#?}", m.experiments);
+    let host = llem_harness::environment::hostname();
+    for (i, e) in m.experiments.iter().enumerate() {
+        assert_eq!(e.status, CellStatus::Completed, "{e:?}");
+        assert_eq!(e.node.as_deref(), Some(host.as_str()));
+        let array = &sub.arrays[i / 4];
+        assert_eq!(
+            e.slurm_job.as_deref(),
+            Some(format!("{}_{}", array.job_id, i % 4).as_str())
+        );
+        assert_eq!(e.attempts, 1);
+        assert!(e.mj_per_tok.is_some());
+    }
+    // Cycle 1 began after cycle 0 ended (afterany): its earliest start is after cycle 0's
+    // last end.
+    let st = task_statuses(&dir);
+    let (c0, c1): (Vec<&TaskStatus>, Vec<&TaskStatus>) = st.iter().partition(|s| {
+        s.slurm_job
+            .starts_with(&format!("{}_", sub.arrays[0].job_id))
+    });
+    let last0 = c0
+        .iter()
+        .filter_map(|s| s.finished_at.clone())
+        .max()
+        .unwrap();
+    let first1 = c1.iter().map(|s| s.started_at.clone()).min().unwrap();
+    assert!(first1 >= last0, "{first1} < {last0}");
+    // The node's identity is recorded per cell.
+    assert!(
+        st.iter()
+            .all(|s| s.node.node == host && s.state == TaskState::Completed)
+    );
+
+    let r: StudyResult = read(&dir.join("study_result.json"));
+    assert_eq!(r.experiments.len(), 8);
+    assert_eq!(r.statistics.len(), 4);
+    assert_eq!(r.status, StudyStatus::Completed);
+
+    // `llem study status`, `llem results` and `llem report` read it like a local study.
+    let o = c.llem(&["study", "status", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["status"], "completed");
+    assert_eq!(s["nodes"][&host]["completed"], 8);
+    let o = c.llem(&["results", "show", dir.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report = c.root().join("report.html");
+    let o = c.llem(&[
+        "report",
+        dir.to_str().unwrap(),
+        "-o",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(std::fs::metadata(&report).unwrap().len() > 1000);
+}
+
+#[test]
+fn scancel_and_kill_9_of_tasks_carry_slurms_reason_and_resume_reruns_only_those() {
+    let Some(c) = Cluster::start() else { return };
+    // Cells of a few seconds, all three tasks started at once: one runs, two wait for the
+    // node's CPU lock.
+    let yaml = c.yaml(
+        "fault.yaml",
+        &study_yaml(
+            "fault",
+            4,
+            48,
+            "sweep:\n  llamacpp.batch_size: [1, 2, 4]\n\
+             study_execution: {n_cycles: 1, experiment_order: sequential, \
+             experiment_gap_seconds: 0, cycle_gap_seconds: 0, executor: slurm}\n",
+        ),
+    );
+    c.submit(&yaml, &["--max-parallel", "3", "--quiet"]);
+    let dir = c.only_study();
+    let jobs: JobsRecord = read(&dir.join("_slurm/jobs.json"));
+    let array = jobs.latest().unwrap().arrays[0].job_id.clone();
+    let start = Instant::now();
+    let running = loop {
+        let st = task_statuses(&dir);
+        if st.len() == 3 && st.iter().all(|s| s.state == TaskState::Running) {
+            break st;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{st:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Task 1 is scancelled; task 2's process is killed as a dying node would kill it.
+    c.slurm("scancel", &[&format!("{array}_1")]);
+    let t2 = running
+        .iter()
+        .find(|s| s.slurm_job == format!("{array}_2"))
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(t2.pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    c.wait_idle(Duration::from_secs(240));
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Failed);
+    let e = &m.experiments;
+    assert_eq!(e[0].status, CellStatus::Completed, "{:?}", e[0]);
+    assert_eq!(e[1].status, CellStatus::Failed);
+    assert_eq!(e[1].error_type.as_deref(), Some("CANCELLED"), "{:?}", e[1]);
+    assert_eq!(e[2].status, CellStatus::Failed);
+    assert!(
+        e[2].error_type.as_deref() != Some("Lost")
+            && e[2]
+                .error_message
+                .as_deref()
+                .unwrap()
+                .contains(&format!("Slurm task {array}_2")),
+        "{:?}",
+        e[2]
+    );
+    // Status names the failed cells with their reasons.
+    let o = c.llem(&["study", "status", dir.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("CANCELLED"), "{text}");
+    assert!(text.contains("1 of 3 cells completed"), "{text}");
+
+    // Resume: the file says slurm; only the two cells that did not complete are submitted.
+    let done = dir.join(&e[0].cell_dir).join("result.json");
+    let before: SystemTime = std::fs::metadata(&done).unwrap().modified().unwrap();
+    let err = c.submit(&yaml, &["--resume", "--quiet"]);
+    assert!(
+        err.contains("resubmitted") && err.contains("2 cells"),
+        "{err}"
+    );
+    let jobs: JobsRecord = read(&dir.join("_slurm/jobs.json"));
+    assert_eq!(jobs.submissions.len(), 2);
+    assert_eq!(jobs.latest().unwrap().arrays[0].cells, [1, 2]);
+    c.wait_idle(Duration::from_secs(240));
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Completed, "{:#?}", m.experiments);
+    let attempts: Vec<u32> = m.experiments.iter().map(|e| e.attempts).collect();
+    assert_eq!(attempts, [1, 2, 2]);
+    assert_eq!(
+        std::fs::metadata(&done).unwrap().modified().unwrap(),
+        before
+    );
+    // The failed attempts' directories are kept beside the reruns.
+    for e in &m.experiments[1..] {
+        assert!(dir.join(format!("{}.attempt1", e.cell_dir)).is_dir());
+    }
+    let r: StudyResult = read(&dir.join("study_result.json"));
+    assert_eq!(r.experiments.len(), 3);
+}
+
+#[test]
+fn a_task_past_its_time_limit_is_a_timeout_and_the_breaker_stops_the_array() {
+    let Some(c) = Cluster::start() else { return };
+    // A cell far longer than its one-minute limit.
+    let long = c.yaml(
+        "long.yaml",
+        &study_yaml(
+            "long",
+            64,
+            256,
+            "study_execution: {experiment_gap_seconds: 0, executor: {slurm: {time: \"1\"}}}\n",
+        ),
+    );
+    c.submit(&long, &["--quiet"]);
+    let long_dir = c.only_study();
+
+    // Meanwhile, in a second results directory, the circuit breaker: the first cell fails
+    // (a broken model), the next task finds one failure in a row with --fail-fast and stops
+    // the array; the cells never started are skipped, not failed.
+    let broken = c.root().join("broken.gguf");
+    std::fs::write(&broken, b"GGUF\x03\x00\x00\x00 this is not a model").unwrap();
+    let yaml = c.yaml(
+        "breaker.yaml",
+        &study_yaml(
+            "breaker",
+            2,
+            4,
+            &format!(
+                "sweep:\n  model: [{}, {MODEL}]\n\
+                 study_execution: {{n_cycles: 2, experiment_order: sequential, \
+                 experiment_gap_seconds: 0, cycle_gap_seconds: 0, executor: slurm}}\n",
+                broken.display()
+            ),
+        ),
+    );
+    let out2 = c.root().join("results2");
+    let o = c.llem(&[
+        "run",
+        yaml.to_str().unwrap(),
+        "-o",
+        out2.to_str().unwrap(),
+        "--fail-fast",
+        "--max-parallel",
+        "1",
+        "--no-lock",
+        "--quiet",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let bdir = std::fs::read_dir(&out2)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let start = Instant::now();
+    let m = loop {
+        let m = manifest(&bdir);
+        if m.status != StudyStatus::Running {
+            break m;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{m:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(
+        m.status,
+        StudyStatus::CircuitBreaker,
+        "{:#?}",
+        m.experiments
+    );
+    let st: Vec<CellStatus> = m.experiments.iter().map(|e| e.status).collect();
+    assert_eq!(
+        st,
+        [
+            CellStatus::Failed,
+            CellStatus::Skipped,
+            CellStatus::Skipped,
+            CellStatus::Skipped
+        ]
+    );
+    assert_eq!(m.experiments[0].error_type.as_deref(), Some("EngineError"));
+    assert!(bdir.join("_slurm/breaker.json").is_file());
+
+    // The long cell: Slurm ends it at its limit, and the manifest says TIMEOUT.
+    c.wait_idle(Duration::from_secs(300));
+    let m = manifest(&long_dir);
+    assert_eq!(m.status, StudyStatus::Failed);
+    let e = &m.experiments[0];
+    assert_eq!(e.error_type.as_deref(), Some("TIMEOUT"), "{e:?}");
+    assert!(
+        !long_dir.join(&e.cell_dir).join("result.json").exists(),
+        "a timed-out cell has no result"
+    );
+}
+
+#[test]
+fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
+    let Some(c) = Cluster::start() else { return };
+    let yaml = c.yaml(
+        "p.yaml",
+        &study_yaml(
+            "nopart",
+            2,
+            4,
+            "sweep:\n  llamacpp.batch_size: [1, 2]\nstudy_execution: {n_cycles: 2}\n",
+        ),
+    );
+    let out = c.results();
+    let o = c.llem(&[
+        "run",
+        yaml.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--executor",
+        "slurm",
+        "--partition",
+        "nosuchpartition",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("sbatch") && err.contains("partition"), "{err}");
+    assert!(c.slurm("squeue", &["-h"]).trim().is_empty());
+    // Slurm flags on a local study are refused, not ignored.
+    let o = c.llem(&[
+        "run",
+        yaml.to_str().unwrap(),
+        "--gres",
+        "gpu:1",
+        "--dry-run",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--gres only apply"));
+}
