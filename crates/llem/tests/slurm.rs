@@ -510,7 +510,8 @@ fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
             "nopart",
             2,
             4,
-            "sweep:\n  llamacpp.batch_size: [1, 2]\nstudy_execution: {n_cycles: 2}\n",
+            "sweep:\n  llamacpp.batch_size: [1, 2]\nstudy_execution: {n_cycles: 2, \
+             experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
         ),
     );
     let out = c.results();
@@ -528,6 +529,32 @@ fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("sbatch") && err.contains("partition"), "{err}");
     assert!(c.slurm("squeue", &["-h"]).trim().is_empty());
+    let dir = c.only_study();
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Failed);
+    assert!(
+        m.summary
+            .warnings
+            .iter()
+            .any(|w| w.contains("not submitted")),
+        "{m:?}"
+    );
+    // Resumed with a partition the cluster has, the whole study is submitted and runs.
+    let o = c.llem(&[
+        "run",
+        yaml.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--executor",
+        "slurm",
+        "--resume",
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("4 cells in 2 job arrays"), "{err}");
+    c.wait_idle(Duration::from_secs(240));
+    assert_eq!(manifest(&dir).status, StudyStatus::Completed);
     // Slurm flags on a local study are refused, not ignored.
     let o = c.llem(&[
         "run",

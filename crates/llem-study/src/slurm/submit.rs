@@ -268,6 +268,19 @@ fn settle_for_resume(opts: &StudyOptions, plan: &StudyPlan) -> Result<Option<Pat
     Ok(Some(dir))
 }
 
+/// `sbatch` refused: nothing of this submission is queued, and the manifest says so; `--resume`
+/// submits it again.
+fn refused(dir: &Path, manifest: &mut Manifest, e: &StudyError) {
+    manifest.status = StudyStatus::Failed;
+    manifest.end_time = Some(iso8601_utc(unix_now_s()));
+    manifest.summary.warnings.push(format!(
+        "not submitted: {e}; nothing of it is queued, --resume submits it"
+    ));
+    if let Err(w) = llem_results::write_json_atomic(&dir.join(layout::MANIFEST), manifest) {
+        tracing::warn!("cannot write the manifest: {w}");
+    }
+}
+
 /// Submits the study (or what is left of it, on resume).
 pub fn submit(
     plan: &StudyPlan,
@@ -364,6 +377,7 @@ pub fn submit(
                 // Half a study queued would run without its later cycles: take it back.
                 let ids: Vec<String> = record.arrays.iter().map(|x| x.job_id.clone()).collect();
                 let _ = commands::cancel(&ids);
+                refused(&dir, &mut manifest, &e);
                 return Err(e);
             }
         };
@@ -393,8 +407,9 @@ pub fn submit(
     ];
     common_args(&slurm.options, &mut args, false);
     args.push(compile_script.display().to_string());
-    record.compile_job = Some(commands::sbatch(&args).inspect_err(|_| {
+    record.compile_job = Some(commands::sbatch(&args).inspect_err(|e| {
         let _ = commands::cancel(&ids);
+        refused(&dir, &mut manifest, e);
     })?);
     if let Some(last) = jobs.submissions.last_mut() {
         *last = record.clone();
