@@ -117,6 +117,7 @@ class LLMRun(_RawFiles):
     label: Optional[str] = None
     config_hash: Optional[str] = None
     experiment_id: Optional[str] = None
+    host: Optional[str] = None
     measurement_methodology: Optional[str] = None
     energy_source: Optional[str] = None
     energy_scope: Optional[str] = None

@@ -469,6 +469,7 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             config: None,
             config_hash: t.s("config_hash", i),
             experiment_id: t.s("experiment_id", i),
+            host: t.s("host", i),
             measurement_methodology: t.s("measurement_methodology", i),
             energy_source: t.s("energy_source", i),
             energy_scope: t.s("energy_scope", i),

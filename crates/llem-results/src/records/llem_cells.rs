@@ -218,6 +218,7 @@ fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields 
         config: (!cell.config.is_null()).then(|| std::sync::Arc::new(cell.config.clone())),
         config_hash: Some(r.measurement_config_hash.clone()),
         experiment_id: Some(r.experiment_id.clone()),
+        host: Some(r.environment.hostname.clone()).filter(|h| !h.is_empty()),
         measurement_methodology: Some(r.measurement_methodology.clone()),
         energy_source: r.energy_source.clone(),
         energy_scope: r.energy_scope.clone(),

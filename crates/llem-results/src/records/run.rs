@@ -144,6 +144,9 @@ pub struct LlemFields {
     pub config_hash: Option<String>,
     /// Experiment id.
     pub experiment_id: Option<String>,
+    /// The host the run measured on (`result.json` `environment.hostname`); a Slurm study's
+    /// nodes differ.
+    pub host: Option<String>,
     /// `total`, `steady_state` or `windowed`.
     pub measurement_methodology: Option<String>,
     /// Energy source (`nvml`, `rapl`, `estimate`, ...).
@@ -306,6 +309,7 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("label", FieldKind::OptStr),
     ("config_hash", FieldKind::OptStr),
     ("experiment_id", FieldKind::OptStr),
+    ("host", FieldKind::OptStr),
     ("measurement_methodology", FieldKind::OptStr),
     ("energy_source", FieldKind::OptStr),
     ("energy_scope", FieldKind::OptStr),
@@ -418,6 +422,7 @@ impl LlmRun {
             "cycle" => opt_i(x.cycle),
             "config_hash" => opt_s(&x.config_hash),
             "experiment_id" => opt_s(&x.experiment_id),
+            "host" => opt_s(&x.host),
             "measurement_methodology" => opt_s(&x.measurement_methodology),
             "energy_source" => opt_s(&x.energy_source),
             "energy_scope" => opt_s(&x.energy_scope),

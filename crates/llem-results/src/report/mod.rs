@@ -6,6 +6,7 @@
 
 mod attribution;
 mod diffusion;
+mod nodes;
 pub(crate) mod svg;
 
 use std::fmt::Write as _;
@@ -650,6 +651,7 @@ pub fn render(runs: &Runs, diffusion: &crate::records::DiffusionRuns, title: &st
     timelines_section(&mut h, runs);
     latency_section(&mut h, &configs);
     attribution::section(&mut h, &configs);
+    nodes::section(&mut h, &configs);
     runs_section(&mut h, runs);
     diffusion::section(&mut h, diffusion);
     h.push_str("</body></html>\n");
