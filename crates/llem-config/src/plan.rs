@@ -789,6 +789,7 @@ fn resolve_execution(
         experiment_timeout_derivation: derivation,
         deduplicate_equivalent: dedup,
         executor: exec_yaml.executor.clone().unwrap_or_default(),
+        node_control: exec_yaml.node_control.unwrap_or(false),
     }
 }
 

@@ -96,6 +96,8 @@ pub const MANIFEST: &str = "manifest.json";
 pub const STUDY_RESULT: &str = "study_result.json";
 /// Study-level artefacts (YAML as given, plan, skipped points, environment, baseline cache).
 pub const STUDY_ARTEFACTS: &str = "_study-artefacts";
+/// A Slurm study's jobs, scripts, task outputs and per-node control cells.
+pub const SLURM_DIR: &str = "_slurm";
 /// Held (flock) by the process running the study; resume refuses a study whose lock is held.
 pub const STUDY_LOCK: &str = ".study.lock";
 

@@ -195,7 +195,7 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
             4,
             "sweep:\n  llamacpp.batch_size: [1, 2]\n  max_output_tokens: [3, 4]\n\
              study_execution: {n_cycles: 2, experiment_order: interleave, \
-             experiment_gap_seconds: 0, cycle_gap_seconds: 0, \
+             experiment_gap_seconds: 0, cycle_gap_seconds: 0, node_control: true, \
              executor: {slurm: {max_parallel: 3, time: \"00:10:00\"}}}\n",
         ),
     );
@@ -231,6 +231,10 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("task   3 -> #004"), "{text}");
     assert!(text.contains("--array=0-3%3"), "{text}");
+    assert!(
+        text.contains("node control: each node measures #1's"),
+        "{text}"
+    );
 
     // The real thing (the test node has no GPU resource to ask for).
     let err = c.submit(&yaml, &["--quiet"]);
@@ -276,6 +280,25 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
             .all(|s| s.node.node == host && s.state == TaskState::Completed)
     );
 
+    // The node measured the control configuration once, first, apart from the study's runs.
+    let controls: Vec<llem_study::slurm::record::NodeControl> =
+        read(&dir.join("_slurm/node_controls.json"));
+    assert_eq!(controls.len(), 1, "{controls:?}");
+    assert_eq!(controls[0].node, host);
+    assert_eq!(controls[0].state, TaskState::Completed, "{controls:?}");
+    assert!(controls[0].mj_per_tok.is_some_and(|x| x > 0.0));
+    let control_status: TaskStatus = read(
+        &dir.join("_slurm/sub-001/nodes")
+            .join(&host)
+            .join("control.json"),
+    );
+    let first_end = st
+        .iter()
+        .map(|s| s.finished_at.clone().unwrap())
+        .min()
+        .unwrap();
+    assert!(control_status.finished_at.unwrap() <= first_end);
+
     let r: StudyResult = read(&dir.join("study_result.json"));
     assert_eq!(r.experiments.len(), 8);
     assert_eq!(r.statistics.len(), 4);
@@ -287,6 +310,7 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(s["status"], "completed");
     assert_eq!(s["nodes"][&host]["completed"], 8);
+    assert_eq!(s["node_controls"].as_array().unwrap().len(), 1);
     let o = c.llem(&["results", "show", dir.to_str().unwrap()]);
     assert_eq!(
         o.status.code(),
@@ -346,6 +370,16 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
     );
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("node-b") && text.contains(&host), "{text}");
+    // The control cell is not one of the study's runs.
+    let o = c.llem(&[
+        "results",
+        "export",
+        dir.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let runs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(runs.len(), 8);
 }
 
 #[test]
@@ -603,4 +637,11 @@ fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--gres only apply"));
+    let local = c.yaml(
+        "l.yaml",
+        &study_yaml("local", 2, 4, "study_execution: {node_control: true}\n"),
+    );
+    let o = c.llem(&["run", local.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("node_control"));
 }

@@ -44,6 +44,9 @@ pub struct StudyExecutionConfig {
     /// `{slurm: {partition, gres, time, account, max_parallel, extra}}` (a job array on a
     /// Slurm cluster; docs/cluster.md).
     pub executor: Option<ExecutorConfig>,
+    /// Slurm studies: measure the study's first configuration once on each node, before that
+    /// node's first cell, so node-to-node differences are measurable (default false).
+    pub node_control: Option<bool>,
 }
 
 /// `study_execution.executor`: `local`, `slurm`, or `{slurm: {...}}`.
@@ -189,6 +192,8 @@ pub struct StudyExecution {
     pub deduplicate_equivalent: bool,
     /// Where the cells run.
     pub executor: ExecutorConfig,
+    /// A control cell per node (Slurm).
+    pub node_control: bool,
 }
 
 /// How long llem waits for a server it launched to become healthy, s: a cold vLLM start

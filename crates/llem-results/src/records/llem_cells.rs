@@ -17,11 +17,12 @@ use super::{LoadIssue, RecordsError};
 use crate::layout;
 use crate::result::ExperimentResult;
 
-/// Inside an earlier attempt (`<cell>.attemptN`) or the study's artefacts directory.
+/// Inside an earlier attempt (`<cell>.attemptN`), the study's artefacts directory, or a Slurm
+/// study's own directory (its per-node control cells are not runs of the study).
 fn is_earlier_attempt(p: &Path) -> bool {
     p.components().any(|c| {
         let s = c.as_os_str().to_string_lossy();
-        s.contains(".attempt") || s == layout::STUDY_ARTEFACTS
+        s.contains(".attempt") || s == layout::STUDY_ARTEFACTS || s == layout::SLURM_DIR
     })
 }
 

@@ -12,8 +12,8 @@ use llem_results::{CellStatus, Manifest, ManifestEntry, StudyResult, StudyStatus
 
 use super::commands::{self, Ended, QueuedTask};
 use super::record::{
-    self, BREAKER, BreakerTrip, DESIGN, JOBS, JobsRecord, SubmissionRecord, TASK_STATUS, TaskState,
-    TaskStatus,
+    self, BREAKER, BreakerTrip, CONTROL_CELL, CONTROL_STATUS, DESIGN, JOBS, JobsRecord,
+    NODE_CONTROLS, NodeControl, SubmissionRecord, TASK_STATUS, TaskState, TaskStatus,
 };
 use crate::StudyError;
 use crate::design::StudyDesign;
@@ -32,6 +32,58 @@ pub struct Compiled {
     pub asked_slurm: Option<&'static str>,
     /// The submission record.
     pub jobs: JobsRecord,
+    /// Each node's control cell (`node_control`), every submission's.
+    pub controls: Vec<NodeControl>,
+}
+
+/// The control cells the nodes measured; one whose task ended before it did (nothing of the
+/// study queued any more) is `interrupted`.
+fn node_controls(dir: &Path, jobs: &JobsRecord, settled: bool) -> Vec<NodeControl> {
+    let mut out = Vec::new();
+    for sub in &jobs.submissions {
+        let nodes = record::submission_dir(dir, sub.number).join("nodes");
+        let Ok(entries) = std::fs::read_dir(&nodes) else {
+            continue;
+        };
+        let mut dirs: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        dirs.sort();
+        for d in dirs {
+            let Ok(Some(s)) = record::read::<TaskStatus>(&d.join(CONTROL_STATUS)) else {
+                continue;
+            };
+            let rel = |p: &Path| p.strip_prefix(dir).unwrap_or(p).display().to_string();
+            let result_path = d.join(CONTROL_CELL).join(layout::RESULT);
+            let result = (s.state == TaskState::Completed)
+                .then(|| read_result(&result_path))
+                .flatten();
+            let stale = s.state == TaskState::Running
+                && (settled || sub.number < jobs.submissions.len() as u32);
+            out.push(NodeControl {
+                submission: sub.number,
+                node: s.node.node.clone(),
+                state: if stale {
+                    TaskState::Interrupted
+                } else {
+                    s.state
+                },
+                error_type: if stale {
+                    Some("Lost".into())
+                } else {
+                    s.error_type.clone()
+                },
+                error_message: if stale {
+                    Some("its task ended before the control cell did".into())
+                } else {
+                    s.error_message.clone()
+                },
+                result_file: result.as_ref().map(|_| rel(&result_path)),
+                mj_per_tok: result.as_ref().and_then(|r| r.mj_per_tok_total),
+                tokens_per_s: result.as_ref().map(|r| r.avg_tokens_per_second),
+                gpus: s.node.gpus.clone(),
+            });
+        }
+    }
+    out
 }
 
 /// The jobs record of a Slurm study; an error naming the directory when it is not one.
@@ -271,11 +323,13 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
         );
         Some(assemble(&design, dir, &mut manifest))
     };
+    let controls = node_controls(dir, &jobs, !open);
     Ok(Compiled {
         manifest,
         result,
         asked_slurm: ended.map(|(_, s)| s),
         jobs,
+        controls,
     })
 }
 
@@ -283,6 +337,9 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
 /// manifest that says "ended" always has its result beside it).
 pub fn compile_and_write(dir: &Path) -> Result<Compiled, StudyError> {
     let c = compile(dir)?;
+    if !c.controls.is_empty() {
+        llem_results::write_json_atomic(&record::slurm_dir(dir).join(NODE_CONTROLS), &c.controls)?;
+    }
     if let Some(r) = &c.result {
         llem_results::write_json_atomic(&dir.join(layout::STUDY_RESULT), r)?;
     }

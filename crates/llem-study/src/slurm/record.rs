@@ -9,8 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::StudyError;
 
-/// The study's Slurm directory, beside `manifest.json`.
-pub const SLURM_DIR: &str = "_slurm";
+pub use llem_results::layout::SLURM_DIR;
 /// Submissions and their jobs.
 pub const JOBS: &str = "jobs.json";
 /// The parts of the plan the result is assembled from ([`crate::design::StudyDesign`]).
@@ -86,6 +85,55 @@ pub struct SubmissionRecord {
     pub arrays: Vec<ArrayRecord>,
     /// The job that compiles the manifest and the result once the arrays are done.
     pub compile_job: Option<String>,
+    /// The control cell each node measures first (`study_execution.node_control`).
+    #[serde(default)]
+    pub control: Option<ControlRecord>,
+}
+
+/// `node_control`: which configuration each node measures before its first cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ControlRecord {
+    /// Its label.
+    pub label: String,
+    /// Its `measurement_config_hash`.
+    pub config_hash: String,
+    /// Its spec (the cell directory is filled in per node), relative to the study directory.
+    pub spec: String,
+}
+
+/// One node's control cell, as compiled into `_slurm/node_controls.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeControl {
+    /// The submission.
+    pub submission: u32,
+    /// The node.
+    pub node: String,
+    /// How it ended.
+    pub state: TaskState,
+    /// Why it failed.
+    pub error_type: Option<String>,
+    /// What went wrong.
+    pub error_message: Option<String>,
+    /// Its `result.json`, relative to the study directory.
+    pub result_file: Option<String>,
+    /// Energy per output token, mJ.
+    pub mj_per_tok: Option<f64>,
+    /// Output tokens per second.
+    pub tokens_per_s: Option<f64>,
+    /// The GPUs it ran on.
+    pub gpus: Vec<GpuIdentity>,
+}
+
+/// Compiled node controls.
+pub const NODE_CONTROLS: &str = "node_controls.json";
+/// A node's control cell, in `_slurm/sub-NNN/nodes/<node>/`.
+pub const CONTROL_CELL: &str = "control";
+/// Its status, beside it.
+pub const CONTROL_STATUS: &str = "control.json";
+
+/// `_slurm/sub-NNN`.
+pub fn submission_dir(study: &Path, number: u32) -> PathBuf {
+    slurm_dir(study).join(format!("sub-{number:03}"))
 }
 
 /// `_slurm/jobs.json`.

@@ -14,7 +14,8 @@ use llem_results::{CellStatus, Manifest, StudyStatus};
 use super::commands;
 use super::compile::{compile_and_write, jobs_of};
 use super::record::{
-    self, ArrayRecord, DESIGN, JOBS, JobsRecord, SlurmOptions, SubmissionRecord, TaskLocks,
+    self, ArrayRecord, ControlRecord, DESIGN, JOBS, JobsRecord, SlurmOptions, SubmissionRecord,
+    TaskLocks,
 };
 use crate::design::StudyDesign;
 use crate::protocol::CellSpec;
@@ -175,6 +176,14 @@ fn job_name(study: &str) -> String {
     format!("llem-{s}")
 }
 
+/// The study directory's name, the stem of experiment ids.
+fn dir_name(dir: &Path) -> String {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("study")
+        .to_string()
+}
+
 /// Writes each cell's spec, its directory fresh (an earlier attempt set aside), and marks it
 /// pending for this submission.
 fn stage_cells(
@@ -183,11 +192,7 @@ fn stage_cells(
     dir: &Path,
     manifest: &mut Manifest,
 ) -> Result<(), StudyError> {
-    let stamp = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("study")
-        .to_string();
+    let stamp = dir_name(dir);
     let by_hash: std::collections::HashMap<String, &PlannedConfig> =
         plan.configs.iter().map(|c| (c.digest.short(), c)).collect();
     for e in &mut manifest.experiments {
@@ -320,7 +325,7 @@ pub fn submit(
 
     let exec = &plan.execution;
     let number = jobs.submissions.len() as u32 + 1;
-    let sub_dir = slurm_dir.join(format!("sub-{number:03}"));
+    let sub_dir = record::submission_dir(&dir, number);
     std::fs::create_dir_all(&sub_dir).map_err(|source| StudyError::Io {
         what: "cannot create",
         path: sub_dir.clone(),
@@ -347,7 +352,30 @@ pub fn submit(
         max_consecutive_failures: exec.max_consecutive_failures,
         arrays: Vec::new(),
         compile_job: None,
+        control: None,
     };
+    if exec.node_control
+        && let Some(pc) = plan.configs.first()
+    {
+        let spec = CellSpec {
+            config: pc.config.clone(),
+            config_hash: pc.digest.short(),
+            experiment_id: format!("{}_control", dir_name(&dir)),
+            // Each node's task points it at its own control cell.
+            cell_dir: sub_dir.join("nodes"),
+            baseline_cache_dir: dir.join(layout::STUDY_ARTEFACTS),
+            sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
+            index: 0,
+            cycle: 0,
+        };
+        let rel = format!("{}/sub-{number:03}/control_spec.json", record::SLURM_DIR);
+        llem_results::write_json_atomic(&dir.join(&rel), &spec)?;
+        record.control = Some(ControlRecord {
+            label: crate::runner::label_of(pc),
+            config_hash: pc.digest.short(),
+            spec: rel,
+        });
+    }
     jobs.submissions.push(record.clone());
     let name = job_name(&plan.study_name);
     let mut after: Option<String> = None;

@@ -14,11 +14,12 @@ use llem_results::time::{iso8601_utc, unix_now_s};
 use super::commands;
 use super::compile::jobs_of;
 use super::record::{
-    self, BREAKER, BreakerTrip, NodeIdentity, SubmissionRecord, TASK_STATUS, TaskState, TaskStatus,
+    self, BREAKER, BreakerTrip, CONTROL_CELL, CONTROL_STATUS, ControlRecord, NodeIdentity,
+    SubmissionRecord, TASK_STATUS, TaskState, TaskStatus,
 };
 use crate::StudyError;
 use crate::locks::{self, Holder, LockError};
-use crate::protocol::CellMessage;
+use crate::protocol::{CellMessage, CellSpec};
 use crate::resume::load_manifest;
 use crate::runner::read_result;
 use crate::supervise::{self, CellEnd, CellLimits, Launcher, StopCause, StopRequest};
@@ -139,6 +140,120 @@ fn rest(seconds: f64, interrupts: &AtomicUsize) -> bool {
         std::thread::sleep(Duration::from_millis(100).min(end - Instant::now()));
     }
     true
+}
+
+/// A node name as a directory name.
+fn dir_safe(node: &str) -> String {
+    let s: String = node
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.chars().all(|c| c == '.') {
+        "node".into()
+    } else {
+        s
+    }
+}
+
+/// `node_control`: the first task on a node (the one whose `create_dir` of the node's
+/// directory succeeds, under the node's device locks) measures the control configuration
+/// there before its own cell. Its end goes into `control.json` beside it; a failed control is
+/// recorded, and the task's own cell runs all the same.
+fn run_control(
+    a: &TaskArgs,
+    sub: &SubmissionRecord,
+    ctl: &ControlRecord,
+    launcher: &Launcher,
+    limits: CellLimits,
+    stop: &mut dyn FnMut() -> StopRequest,
+    on_message: &mut dyn FnMut(&CellMessage),
+) -> Result<(), StudyError> {
+    let nodes = record::submission_dir(&a.dir, sub.number).join("nodes");
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StudyError::Io { what, path, source }
+    };
+    std::fs::create_dir_all(&nodes).map_err(io("cannot create", &nodes))?;
+    let node_dir = nodes.join(dir_safe(&a.node.node));
+    match std::fs::create_dir(&node_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(io("cannot create", &node_dir)(e)),
+    }
+    let cell = node_dir.join(CONTROL_CELL);
+    std::fs::create_dir_all(&cell).map_err(io("cannot create", &cell))?;
+    let mut spec: CellSpec = record::read(&a.dir.join(&ctl.spec))?
+        .ok_or_else(|| StudyError::Refused(format!("{} is missing", ctl.spec)))?;
+    spec.cell_dir = cell.clone();
+    spec.experiment_id = format!("{}_{}", spec.experiment_id, dir_safe(&a.node.node));
+    let spec_path = cell.join(layout::CELL_SPEC);
+    llem_results::write_json_atomic(&spec_path, &spec)?;
+    let mut status = StatusFile {
+        path: node_dir.join(CONTROL_STATUS),
+        status: TaskStatus {
+            state: TaskState::Running,
+            submission: sub.number,
+            slurm_job: format!("control on {}", a.node.node),
+            job_id_raw: a.job_id_raw.clone(),
+            node: a.node.clone(),
+            pid: std::process::id(),
+            started_at: iso8601_utc(unix_now_s()),
+            finished_at: None,
+            elapsed_s: None,
+            error_type: None,
+            error_message: None,
+        },
+    };
+    status.save()?;
+    on_message(&CellMessage::Note {
+        message: format!(
+            "node control: {} ({}) measured on {} first",
+            ctl.label, ctl.config_hash, a.node.node
+        ),
+    });
+    let r = supervise::run_cell(
+        launcher,
+        &spec_path,
+        &cell.join(layout::CELL_LOG),
+        limits,
+        &mut |_| {},
+        on_message,
+        stop,
+    );
+    match r {
+        Ok(r) => {
+            let elapsed = Some(r.elapsed_s);
+            match r.end {
+                CellEnd::Completed { result_file } if read_result(&result_file).is_some() => {
+                    status.end(TaskState::Completed, None, elapsed)
+                }
+                CellEnd::Completed { result_file } => status.end(
+                    TaskState::Failed,
+                    Some((
+                        "BadResult",
+                        format!("{} does not parse as a result", result_file.display()),
+                    )),
+                    elapsed,
+                ),
+                CellEnd::Failed {
+                    error_type,
+                    message,
+                } => status.end(TaskState::Failed, Some((&error_type, message)), elapsed),
+                CellEnd::Stopped { message, .. } => status.end(
+                    TaskState::Interrupted,
+                    Some(("Interrupted", message)),
+                    elapsed,
+                ),
+            }
+        }
+        Err(e) => status.end(TaskState::Failed, Some(("SpawnError", e.to_string())), None),
+    }
 }
 
 /// Runs the task's cell; `on_message` sees the cell's progress lines.
@@ -331,6 +446,9 @@ pub fn run_task(
         1 => StopRequest::Terminate(StopCause::User),
         _ => StopRequest::Kill(StopCause::User),
     };
+    if let Some(ctl) = &sub.control {
+        run_control(a, &sub, ctl, &launcher, limits, &mut stop, on_message)?;
+    }
     let run = supervise::run_cell(
         &launcher,
         &cell.join(layout::CELL_SPEC),

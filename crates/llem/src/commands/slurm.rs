@@ -26,6 +26,13 @@ pub fn resolve(plan: &StudyPlan, args: &RunArgs) -> Result<Option<SlurmOptions>,
         (Some(ExecutorArg::Slurm), f) | (None, f @ Some(_)) => Some(f.unwrap_or_default()),
     };
     let Some(c) = slurm else {
+        if plan.execution.node_control {
+            return Err(
+                "study_execution.node_control measures a control cell on each node of a \
+                 Slurm study; add --executor slurm, or remove it"
+                    .into(),
+            );
+        }
         let given = args.slurm.given();
         if !given.is_empty() {
             return Err(format!(
@@ -238,6 +245,16 @@ pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Wri
                 );
             }
         }
+    }
+    if plan.execution.node_control
+        && let Some(pc) = plan.configs.first()
+    {
+        let _ = writeln!(
+            out,
+            "  node control: each node measures #1's configuration ({}) once, before its first \
+             cell (not counted in the GPU-hours below)",
+            llem_study::runner::label_of(pc)
+        );
     }
     let gpus = gpus_per_cell(options.gres.as_deref());
     match gpu_hours_reserved(options, cells) {

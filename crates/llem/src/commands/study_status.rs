@@ -51,6 +51,8 @@ struct Report {
     eta_s: Option<f64>,
     /// Cells running at once, for the ETA.
     parallel: usize,
+    /// Each node's control cell (`node_control`).
+    node_controls: Vec<llem_study::slurm::record::NodeControl>,
 }
 
 fn report(
@@ -130,6 +132,7 @@ fn report(
         not_completed,
         eta_s: if left == 0 { Some(0.0) } else { eta_s },
         parallel,
+        node_controls: Vec::new(),
     }
 }
 
@@ -179,6 +182,24 @@ fn print_text(r: &Report, asked: Option<&str>) {
             f.error_message.as_deref().unwrap_or("")
         );
     }
+    if !r.node_controls.is_empty() {
+        println!("  node controls (the same configuration, measured once on each node):");
+        for c in &r.node_controls {
+            let fig = |v: Option<f64>, unit: &str| {
+                v.map_or_else(|| "-".to_string(), |x| format!("{x:.3} {unit}"))
+            };
+            println!(
+                "    {:<24} {:>14} {:>14}  {}{}",
+                c.node,
+                fig(c.mj_per_tok, "mJ/tok"),
+                fig(c.tokens_per_s, "tok/s"),
+                format!("{:?}", c.state).to_lowercase(),
+                c.error_message
+                    .as_deref()
+                    .map_or_else(String::new, |m| format!(": {m}"))
+            );
+        }
+    }
     if let Some(a) = asked {
         println!("  (how tasks that left no record ended: Slurm's {a})");
     }
@@ -198,10 +219,12 @@ fn human(s: f64) -> String {
 pub fn run(a: &StudyArgs) -> i32 {
     let StudyCommand::Status { dir, json } = &a.command;
     let slurm = llem_study::slurm::record::slurm_dir(dir).exists();
+    let mut controls = Vec::new();
     let (manifest, executor, max_parallel, asked) = if slurm {
         match llem_study::slurm::compile(dir) {
             Ok(c) => {
                 let p = c.jobs.latest().and_then(|s| s.options.max_parallel);
+                controls = c.controls;
                 (c.manifest, "slurm", p, c.asked_slurm)
             }
             Err(e) => {
@@ -225,7 +248,8 @@ pub fn run(a: &StudyArgs) -> i32 {
             }
         }
     };
-    let r = report(dir, &manifest, executor, max_parallel);
+    let mut r = report(dir, &manifest, executor, max_parallel);
+    r.node_controls = controls;
     if *json {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {
