@@ -13,6 +13,14 @@ cmd="${1:-}" dir="${2:-}"
 [ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: $0 start|stop DIR" >&2; exit 2; }
 
 stop() {
+  # Jobs first, so no slurmstepd outlives its slurmd.
+  if [ -f "$dir/slurm.conf" ] && [ -f "$dir/slurmctld.pid" ]; then
+    SLURM_CONF="$dir/slurm.conf" scancel --me 2>/dev/null || true
+    for _ in $(seq 1 30); do
+      [ -z "$(SLURM_CONF="$dir/slurm.conf" squeue -h --me 2>/dev/null)" ] && break
+      sleep 0.2
+    done
+  fi
   for f in slurmd slurmctld munged; do
     [ -f "$dir/$f.pid" ] && kill "$(cat "$dir/$f.pid")" 2>/dev/null || true
   done

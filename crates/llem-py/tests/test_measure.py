@@ -74,6 +74,14 @@ def test_a_config_error_keeps_file_line_column_and_the_nearest_key(sandbox):
     assert not (sandbox / "results").exists()
 
 
+def test_a_slurm_study_is_refused_not_run_here(sandbox):
+    study = dict(TINY, name="cluster", sweep={"llamacpp.batch_size": [1, 2]},
+                 study_execution={"executor": {"slurm": {"partition": "gpu"}}})
+    with pytest.raises(llem.ConfigError, match="llem run"):
+        llem.run_study(study, progress=False)
+    assert not (sandbox / "results").exists()
+
+
 def test_plan_is_the_dry_run_and_runs_nothing(sandbox):
     study = dict(TINY, name="sw", sweep={"llamacpp.batch_size": [1, 2]})
     p = llem.plan(study, cycles=2)
