@@ -29,6 +29,26 @@ pub fn load_manifest(dir: &Path) -> Result<Manifest, StudyError> {
     })
 }
 
+/// The study directory `resume` names for `plan` under `results`: `None` for a new study, the
+/// given directory, or the latest unfinished study of the plan's name and file.
+pub fn resume_target(
+    plan: &llem_config::StudyPlan,
+    results: &Path,
+    resume: &crate::ResumeFrom,
+) -> Result<Option<PathBuf>, StudyError> {
+    match resume {
+        crate::ResumeFrom::New => Ok(None),
+        crate::ResumeFrom::Dir(d) => Ok(Some(d.clone())),
+        crate::ResumeFrom::Latest => {
+            let source = plan
+                .source
+                .as_ref()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+            find_resumable(results, &plan.study_name, source.as_deref()).map(Some)
+        }
+    }
+}
+
 /// The most recent study of this name (and, when both know it, this file) under `results`
 /// that did not complete.
 pub fn find_resumable(

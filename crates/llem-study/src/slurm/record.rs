@@ -229,6 +229,30 @@ pub struct TaskStatus {
     pub error_message: Option<String>,
 }
 
+impl TaskStatus {
+    /// A task's status as it starts: running, as this process, now.
+    pub fn started(
+        submission: u32,
+        slurm_job: String,
+        job_id_raw: &str,
+        node: &NodeIdentity,
+    ) -> TaskStatus {
+        TaskStatus {
+            state: TaskState::Running,
+            submission,
+            slurm_job,
+            job_id_raw: job_id_raw.to_string(),
+            node: node.clone(),
+            pid: std::process::id(),
+            started_at: llem_results::time::iso8601_utc(llem_results::time::unix_now_s()),
+            finished_at: None,
+            elapsed_s: None,
+            error_type: None,
+            error_message: None,
+        }
+    }
+}
+
 /// `breaker.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BreakerTrip {

@@ -236,16 +236,8 @@ fn stage_cells(
 /// The study directory to resume, compiled from its tasks' files; refused while any of its
 /// jobs is still queued or running.
 fn settle_for_resume(opts: &StudyOptions, plan: &StudyPlan) -> Result<Option<PathBuf>, StudyError> {
-    let dir = match &opts.resume {
-        ResumeFrom::New => return Ok(None),
-        ResumeFrom::Dir(d) => d.clone(),
-        ResumeFrom::Latest => {
-            let source = plan
-                .source
-                .as_ref()
-                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
-            resume::find_resumable(&opts.results_dir, &plan.study_name, source.as_deref())?
-        }
+    let Some(dir) = resume::resume_target(plan, &opts.results_dir, &opts.resume)? else {
+        return Ok(None);
     };
     if record::slurm_dir(&dir).join(JOBS).exists() {
         let jobs = jobs_of(&dir)?;

@@ -196,19 +196,12 @@ fn run_control(
     llem_results::write_json_atomic(&spec_path, &spec)?;
     let mut status = StatusFile {
         path: node_dir.join(CONTROL_STATUS),
-        status: TaskStatus {
-            state: TaskState::Running,
-            submission: sub.number,
-            slurm_job: format!("control on {}", a.node.node),
-            job_id_raw: a.job_id_raw.clone(),
-            node: a.node.clone(),
-            pid: std::process::id(),
-            started_at: iso8601_utc(unix_now_s()),
-            finished_at: None,
-            elapsed_s: None,
-            error_type: None,
-            error_message: None,
-        },
+        status: TaskStatus::started(
+            sub.number,
+            format!("control on {}", a.node.node),
+            &a.job_id_raw,
+            &a.node,
+        ),
     };
     status.save()?;
     on_message(&CellMessage::Note {
@@ -290,19 +283,12 @@ pub fn run_task(
     let cell = a.dir.join(&entry.cell_dir);
     let mut status = StatusFile {
         path: cell.join(TASK_STATUS),
-        status: TaskStatus {
-            state: TaskState::Running,
-            submission: sub.number,
-            slurm_job: format!("{}_{}", array.job_id, a.task_index),
-            job_id_raw: a.job_id_raw.clone(),
-            node: a.node.clone(),
-            pid: std::process::id(),
-            started_at: iso8601_utc(unix_now_s()),
-            finished_at: None,
-            elapsed_s: None,
-            error_type: None,
-            error_message: None,
-        },
+        status: TaskStatus::started(
+            sub.number,
+            format!("{}_{}", array.job_id, a.task_index),
+            &a.job_id_raw,
+            &a.node,
+        ),
     };
     status.save()?;
 

@@ -60,22 +60,7 @@ pub fn resolve(plan: &StudyPlan, args: &RunArgs) -> Result<Option<SlurmOptions>,
 /// nothing on the command line or in the file names an executor: a study is resumed where it
 /// ran.
 pub fn recorded_options(plan: &StudyPlan, resume: &ResumeFrom) -> Option<SlurmOptions> {
-    let dir = match resume {
-        ResumeFrom::New => return None,
-        ResumeFrom::Dir(d) => d.clone(),
-        ResumeFrom::Latest => {
-            let source = plan
-                .source
-                .as_ref()
-                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
-            llem_study::find_resumable(
-                Path::new(&plan.output_dir),
-                &plan.study_name,
-                source.as_deref(),
-            )
-            .ok()?
-        }
-    };
+    let dir = llem_study::resume_target(plan, Path::new(&plan.output_dir), resume).ok()??;
     let jobs = llem_study::slurm::compile::jobs_of(&dir).ok()?;
     jobs.latest().map(|s| s.options.clone())
 }
