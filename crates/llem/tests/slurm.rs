@@ -104,12 +104,16 @@ impl Cluster {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
-    /// `llem run YAML -o results ARGS`, which must succeed.
-    fn submit(&self, yaml: &Path, args: &[&str]) -> String {
-        let out = self.results();
+    /// `llem run YAML -o OUT ARGS`.
+    fn run_into(&self, yaml: &Path, out: &Path, args: &[&str]) -> Output {
         let mut all = vec!["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()];
         all.extend_from_slice(args);
-        let o = self.llem(&all);
+        self.llem(&all)
+    }
+
+    /// `llem run YAML -o results ARGS`, which must succeed; its stderr.
+    fn submit(&self, yaml: &Path, args: &[&str]) -> String {
+        let o = self.run_into(yaml, &self.results(), args);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert_eq!(o.status.code(), Some(0), "{err}");
         err
@@ -510,17 +514,11 @@ fn a_task_past_its_time_limit_is_a_timeout_and_the_breaker_stops_the_array() {
         ),
     );
     let out2 = c.root().join("results2");
-    let o = c.llem(&[
-        "run",
-        yaml.to_str().unwrap(),
-        "-o",
-        out2.to_str().unwrap(),
-        "--fail-fast",
-        "--max-parallel",
-        "1",
-        "--no-lock",
-        "--quiet",
-    ]);
+    let o = c.run_into(
+        &yaml,
+        &out2,
+        &["--fail-fast", "--max-parallel", "1", "--no-lock", "--quiet"],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -587,16 +585,11 @@ fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
         ),
     );
     let out = c.results();
-    let o = c.llem(&[
-        "run",
-        yaml.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--executor",
-        "slurm",
-        "--partition",
-        "nosuchpartition",
-    ]);
+    let o = c.run_into(
+        &yaml,
+        &out,
+        &["--executor", "slurm", "--partition", "nosuchpartition"],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("sbatch") && err.contains("partition"), "{err}");
@@ -612,16 +605,7 @@ fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
         "{m:?}"
     );
     // Resumed with a partition the cluster has, the whole study is submitted and runs.
-    let o = c.llem(&[
-        "run",
-        yaml.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--executor",
-        "slurm",
-        "--resume",
-        "--quiet",
-    ]);
+    let o = c.run_into(&yaml, &out, &["--executor", "slurm", "--resume", "--quiet"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("4 cells in 2 job arrays"), "{err}");
