@@ -19,8 +19,6 @@ pub enum Execution {
 
 /// Runs or submits a study's cells (those not completed, on resume).
 pub trait Executor {
-    /// `local` or `slurm`.
-    fn name(&self) -> &'static str;
     /// Runs the study (or submits it) with `opts`, telling `obs` what happens.
     fn execute(
         &self,
@@ -35,10 +33,6 @@ pub trait Executor {
 pub struct Local;
 
 impl Executor for Local {
-    fn name(&self) -> &'static str {
-        "local"
-    }
-
     fn execute(
         &self,
         plan: &StudyPlan,
@@ -54,10 +48,6 @@ impl Executor for Local {
 pub struct Slurm(pub SlurmExecution);
 
 impl Executor for Slurm {
-    fn name(&self) -> &'static str {
-        "slurm"
-    }
-
     fn execute(
         &self,
         plan: &StudyPlan,

@@ -28,7 +28,7 @@ pub use breaker::{CircuitBreaker, Verdict};
 pub use executor::{Execution, Executor, Local, Slurm};
 pub use locks::{DeviceLocks, LockError, lock_for_experiment, study_runner_alive};
 pub use protocol::{CellMessage, CellSpec, PARENT_PID_ENV};
-pub use resume::{find_resumable, resume_target};
+pub use resume::{find_resumable, load_manifest, resume_target};
 pub use runner::{Observer, ResumeFrom, StudyEvent, StudyOptions, StudyOutcome, run_study};
 pub use supervise::{Launcher, StopCause};
 

@@ -124,6 +124,33 @@ pub fn acquire(
     Ok(DeviceLocks { files })
 }
 
+/// Takes the locks like [`acquire`], but while another holds one, retries every 250 ms
+/// instead of refusing: `on_wait` is told once who holds it, and `stop` ends the wait
+/// (`Ok(None)`). Errors other than a held lock end it at once.
+pub fn acquire_waiting(
+    dir: &Path,
+    resources: &[String],
+    holder: &Holder,
+    stop: &dyn Fn() -> bool,
+    on_wait: &mut dyn FnMut(&LockError),
+) -> Result<Option<DeviceLocks>, LockError> {
+    let mut told = false;
+    loop {
+        match acquire(dir, resources, holder) {
+            Ok(l) => return Ok(Some(l)),
+            Err(LockError::Held { .. }) if stop() => return Ok(None),
+            Err(e @ LockError::Held { .. }) => {
+                if !told {
+                    on_wait(&e);
+                    told = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Takes one exclusive lock on `path` without waiting; `Ok(None)` when another process holds it.
 /// The file is not truncated on open: the holder's name must survive a failed attempt.
 pub fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {

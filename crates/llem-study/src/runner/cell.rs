@@ -11,7 +11,7 @@ use llem_results::time::{iso8601_utc, unix_now_s};
 use llem_results::{CellStatus, ManifestEntry};
 
 use super::prepare::{fill_completed, read_result};
-use super::{Checkpoint, Halt, Observer, StudyEvent, StudyRun, io_err};
+use super::{Checkpoint, Halt, Observer, StudyEvent, StudyRun, io_err, study_stamp};
 use crate::StudyError;
 use crate::protocol::{CellMessage, CellSpec};
 use crate::supervise::{self, CellEnd, CellRun, StopCause, StopRequest};
@@ -24,7 +24,7 @@ pub(super) enum CellOutcome {
 }
 
 /// Moves an earlier attempt's directory aside so the rerun starts clean and its log survives.
-pub(crate) fn set_aside(cell: &Path, attempts: u32) -> Result<(), StudyError> {
+fn set_aside(cell: &Path, attempts: u32) -> Result<(), StudyError> {
     if !cell.exists() {
         return Ok(());
     }
@@ -40,8 +40,33 @@ pub(crate) fn set_aside(cell: &Path, attempts: u32) -> Result<(), StudyError> {
     }
 }
 
-/// The cell's directory (an earlier attempt's set aside), its spec file, and its manifest
-/// entry marked running.
+/// What any process that runs a cell (here, or a Slurm task) needs first: the cell's directory
+/// made fresh (an earlier attempt's set aside) and its spec written. Returns both paths.
+pub(crate) fn stage_cell(
+    study_dir: &Path,
+    entry: &ManifestEntry,
+    pc: &PlannedConfig,
+    sampling_interval: std::time::Duration,
+) -> Result<(PathBuf, PathBuf), StudyError> {
+    let cell = study_dir.join(&entry.cell_dir);
+    set_aside(&cell, entry.attempts)?;
+    std::fs::create_dir_all(&cell).map_err(io_err("cannot create", &cell))?;
+    let spec = CellSpec {
+        config: pc.config.clone(),
+        config_hash: entry.config_hash.clone(),
+        experiment_id: layout::experiment_id(&study_stamp(study_dir), entry.index, entry.cycle),
+        cell_dir: cell.clone(),
+        baseline_cache_dir: study_dir.join(layout::STUDY_ARTEFACTS),
+        sampling_interval_ms: sampling_interval.as_secs_f64() * 1000.0,
+        index: entry.index,
+        cycle: entry.cycle,
+    };
+    let spec_path = cell.join(layout::CELL_SPEC);
+    llem_results::write_json_atomic(&spec_path, &spec)?;
+    Ok((cell, spec_path))
+}
+
+/// The cell staged, and its manifest entry marked running.
 fn prepare_cell(
     cp: &mut Checkpoint,
     i: usize,
@@ -49,21 +74,7 @@ fn prepare_cell(
     pc: &PlannedConfig,
     run: &StudyRun<'_>,
 ) -> Result<(PathBuf, PathBuf), StudyError> {
-    let cell = run.dir.join(&entry.cell_dir);
-    set_aside(&cell, entry.attempts)?;
-    std::fs::create_dir_all(&cell).map_err(io_err("cannot create", &cell))?;
-    let spec = CellSpec {
-        config: pc.config.clone(),
-        config_hash: entry.config_hash.clone(),
-        experiment_id: layout::experiment_id(&run.study_stamp, entry.index, entry.cycle),
-        cell_dir: cell.clone(),
-        baseline_cache_dir: run.artefacts_dir.clone(),
-        sampling_interval_ms: run.opts.sampling_interval.as_secs_f64() * 1000.0,
-        index: entry.index,
-        cycle: entry.cycle,
-    };
-    let spec_path = cell.join(layout::CELL_SPEC);
-    llem_results::write_json_atomic(&spec_path, &spec)?;
+    let (cell, spec_path) = stage_cell(&run.dir, entry, pc, run.opts.sampling_interval)?;
     if let Some(e) = cp.entry_mut(i) {
         e.status = CellStatus::Running;
         e.attempts += 1;

@@ -25,7 +25,7 @@ use crate::supervise::{CellLimits, Launcher};
 use crate::{StudyError, cycle_stats};
 use cell::{CellOutcome, run_one};
 
-pub(crate) use cell::set_aside;
+pub(crate) use cell::stage_cell;
 pub(crate) use prepare::{fill_completed, prepare, read_result};
 pub use prepare::{fresh_manifest, label_of};
 
@@ -189,6 +189,14 @@ impl Checkpoint {
     }
 }
 
+/// The study directory's name, the stem of every experiment id.
+pub(crate) fn study_stamp(dir: &Path) -> String {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("study")
+        .to_string()
+}
+
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StudyError {
     let path = path.to_path_buf();
     move |source| StudyError::Io { what, path, source }
@@ -255,10 +263,6 @@ pub(super) struct StudyRun<'a> {
     opts: &'a StudyOptions,
     /// The study directory.
     dir: PathBuf,
-    /// Its `_study-artefacts/` (the baseline cache of its cells).
-    artefacts_dir: PathBuf,
-    /// The study directory's name, the stem of every experiment id.
-    study_stamp: String,
     /// When the wall-clock limit passes.
     deadline: Option<Instant>,
     /// Timeout and kill grace of a cell.
@@ -273,12 +277,6 @@ impl<'a> StudyRun<'a> {
         StudyRun {
             plan,
             opts,
-            artefacts_dir: dir.join(layout::STUDY_ARTEFACTS),
-            study_stamp: dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or("study")
-                .to_string(),
             dir,
             deadline: exec
                 .wall_clock_timeout_hours

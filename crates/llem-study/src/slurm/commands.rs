@@ -16,7 +16,7 @@ fn failed(command: &str, message: String) -> StudyError {
 }
 
 /// Runs a Slurm command; its stdout, or an error with what it printed on stderr.
-fn run(program: &str, args: &[String]) -> Result<String, StudyError> {
+fn run<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S]) -> Result<String, StudyError> {
     let out = Command::new(program)
         .args(args)
         .stdin(std::process::Stdio::null())
@@ -83,10 +83,7 @@ impl QueuedTask {
 /// array by its id alone). One `squeue` of the user's own jobs: naming jobs that already left
 /// the queue would make it fail.
 pub fn queued(job_ids: &[String]) -> Result<HashMap<String, QueuedTask>, StudyError> {
-    let args: Vec<String> = ["-h", "-r", "--me", "-o", "%F|%K|%T|%N"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let args = ["-h", "-r", "--me", "-o", "%F|%K|%T|%N"];
     Ok(parse_queue(&run("squeue", &args)?, job_ids))
 }
 
@@ -150,10 +147,7 @@ pub fn ended(array_ids: &[String]) -> Result<(HashMap<String, Ended>, &'static s
         Err(StudyError::Slurm { message, .. })
             if message.contains("accounting storage is disabled") =>
         {
-            let args: Vec<String> = ["-c", "-n", "-P", "-o", "JobID,State,NodeList,ExitCode"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
+            let args = ["-c", "-n", "-P", "-o", "JobID,State,NodeList,ExitCode"];
             let out = run("sacct", &args)?;
             Ok((parse_completion(&out), "the job completion log"))
         }

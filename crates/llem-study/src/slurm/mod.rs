@@ -12,4 +12,4 @@ pub mod task;
 pub use compile::{Compiled, compile, compile_and_write};
 pub use record::{GpuIdentity, NodeIdentity, SlurmOptions};
 pub use submit::{SlurmExecution, Submission, submit};
-pub use task::{TaskArgs, TaskEnd, run_task};
+pub use task::{TaskArgs, run_task};

@@ -19,7 +19,7 @@ use super::record::{
 };
 use crate::design::StudyDesign;
 use crate::protocol::CellSpec;
-use crate::runner::{ResumeFrom, StudyOptions, fresh_manifest, prepare, set_aside};
+use crate::runner::{ResumeFrom, StudyOptions, fresh_manifest, prepare, stage_cell, study_stamp};
 use crate::{StudyError, resume};
 
 /// A study's Slurm settings and how a compute node starts llem.
@@ -176,23 +176,14 @@ fn job_name(study: &str) -> String {
     format!("llem-{s}")
 }
 
-/// The study directory's name, the stem of experiment ids.
-fn dir_name(dir: &Path) -> String {
-    dir.file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("study")
-        .to_string()
-}
-
-/// Writes each cell's spec, its directory fresh (an earlier attempt set aside), and marks it
-/// pending for this submission.
+/// Stages each cell not completed (as the local runner does before it starts one) and marks
+/// it pending for this submission.
 fn stage_cells(
     plan: &StudyPlan,
     opts: &StudyOptions,
     dir: &Path,
     manifest: &mut Manifest,
 ) -> Result<(), StudyError> {
-    let stamp = dir_name(dir);
     let by_hash: std::collections::HashMap<String, &PlannedConfig> =
         plan.configs.iter().map(|c| (c.digest.short(), c)).collect();
     for e in &mut manifest.experiments {
@@ -202,24 +193,7 @@ fn stage_cells(
         let Some(pc) = by_hash.get(&e.config_hash) else {
             continue;
         };
-        let cell = dir.join(&e.cell_dir);
-        set_aside(&cell, e.attempts)?;
-        std::fs::create_dir_all(&cell).map_err(|source| StudyError::Io {
-            what: "cannot create",
-            path: cell.clone(),
-            source,
-        })?;
-        let spec = CellSpec {
-            config: pc.config.clone(),
-            config_hash: e.config_hash.clone(),
-            experiment_id: layout::experiment_id(&stamp, e.index, e.cycle),
-            cell_dir: cell.clone(),
-            baseline_cache_dir: dir.join(layout::STUDY_ARTEFACTS),
-            sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
-            index: e.index,
-            cycle: e.cycle,
-        };
-        llem_results::write_json_atomic(&cell.join(layout::CELL_SPEC), &spec)?;
+        stage_cell(dir, e, pc, opts.sampling_interval)?;
         e.status = CellStatus::Pending;
         e.attempts += 1;
         e.error_type = None;
@@ -352,7 +326,7 @@ pub fn submit(
         let spec = CellSpec {
             config: pc.config.clone(),
             config_hash: pc.digest.short(),
-            experiment_id: format!("{}_control", dir_name(&dir)),
+            experiment_id: format!("{}_control", study_stamp(&dir)),
             // Each node's task points it at its own control cell.
             cell_dir: sub_dir.join("nodes"),
             baseline_cache_dir: dir.join(layout::STUDY_ARTEFACTS),

@@ -22,7 +22,7 @@ use crate::locks::{self, Holder, LockError};
 use crate::protocol::{CellMessage, CellSpec};
 use crate::resume::load_manifest;
 use crate::runner::read_result;
-use crate::supervise::{self, CellEnd, CellLimits, Launcher, StopCause, StopRequest};
+use crate::supervise::{self, CellEnd, CellLimits, CellRun, Launcher, StopCause, StopRequest};
 
 /// Which task this is.
 #[derive(Clone, Debug)]
@@ -46,19 +46,6 @@ pub struct TaskArgs {
     pub interrupts: Arc<AtomicUsize>,
 }
 
-/// How the task ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskEnd {
-    /// The cell's result is written.
-    Completed,
-    /// The cell failed.
-    Failed,
-    /// A signal stopped it.
-    Interrupted,
-    /// Not run (breaker, wall-clock limit).
-    Skipped,
-}
-
 struct StatusFile {
     path: PathBuf,
     status: TaskStatus,
@@ -69,12 +56,13 @@ impl StatusFile {
         llem_results::write_json_atomic(&self.path, &self.status).map_err(Into::into)
     }
 
+    /// Records how the task ended; returns that state.
     fn end(
         &mut self,
         state: TaskState,
         error: Option<(&str, String)>,
         elapsed_s: Option<f64>,
-    ) -> Result<(), StudyError> {
+    ) -> Result<TaskState, StudyError> {
         self.status.state = state;
         self.status.finished_at = Some(iso8601_utc(unix_now_s()));
         self.status.elapsed_s = elapsed_s;
@@ -82,7 +70,45 @@ impl StatusFile {
             self.status.error_type = Some(t.to_string());
             self.status.error_message = Some(m);
         }
-        self.save()
+        self.save()?;
+        Ok(state)
+    }
+
+    /// Records the end of the cell's process (`signalled`: Slurm sent the task a signal).
+    fn end_of(&mut self, run: CellRun, signalled: bool) -> Result<TaskState, StudyError> {
+        let elapsed = Some(run.elapsed_s);
+        match run.end {
+            CellEnd::Completed { result_file } if read_result(&result_file).is_some() => {
+                self.end(TaskState::Completed, None, elapsed)
+            }
+            CellEnd::Completed { result_file } => {
+                let m = format!("{} does not parse as a result", result_file.display());
+                self.end(TaskState::Failed, Some(("BadResult", m)), elapsed)
+            }
+            CellEnd::Stopped {
+                cause: StopCause::WallClock,
+                message,
+            } => self.end(
+                TaskState::Failed,
+                Some(("WallClockTimeout", message)),
+                elapsed,
+            ),
+            CellEnd::Stopped { message, .. } => self.end(
+                TaskState::Interrupted,
+                Some(("Interrupted", message)),
+                elapsed,
+            ),
+            // A signal from Slurm reaches the cell too, which may report it as its own
+            // failure: a task that was signalled says so, and `sacct` later names the reason.
+            CellEnd::Failed { .. } if signalled => {
+                let m = "a signal (scancel, the time limit, preemption) stopped the cell".into();
+                self.end(TaskState::Interrupted, Some(("Interrupted", m)), elapsed)
+            }
+            CellEnd::Failed {
+                error_type,
+                message,
+            } => self.end(TaskState::Failed, Some((&error_type, message)), elapsed),
+        }
     }
 }
 
@@ -219,33 +245,12 @@ fn run_control(
         on_message,
         stop,
     );
+    let signalled = a.interrupts.load(Ordering::SeqCst) > 0;
     match r {
-        Ok(r) => {
-            let elapsed = Some(r.elapsed_s);
-            match r.end {
-                CellEnd::Completed { result_file } if read_result(&result_file).is_some() => {
-                    status.end(TaskState::Completed, None, elapsed)
-                }
-                CellEnd::Completed { result_file } => status.end(
-                    TaskState::Failed,
-                    Some((
-                        "BadResult",
-                        format!("{} does not parse as a result", result_file.display()),
-                    )),
-                    elapsed,
-                ),
-                CellEnd::Failed {
-                    error_type,
-                    message,
-                } => status.end(TaskState::Failed, Some((&error_type, message)), elapsed),
-                CellEnd::Stopped { message, .. } => status.end(
-                    TaskState::Interrupted,
-                    Some(("Interrupted", message)),
-                    elapsed,
-                ),
-            }
-        }
-        Err(e) => status.end(TaskState::Failed, Some(("SpawnError", e.to_string())), None),
+        Ok(r) => status.end_of(r, signalled).map(|_| ()),
+        Err(e) => status
+            .end(TaskState::Failed, Some(("SpawnError", e.to_string())), None)
+            .map(|_| ()),
     }
 }
 
@@ -253,7 +258,7 @@ fn run_control(
 pub fn run_task(
     a: &TaskArgs,
     on_message: &mut dyn FnMut(&CellMessage),
-) -> Result<TaskEnd, StudyError> {
+) -> Result<TaskState, StudyError> {
     let jobs = jobs_of(&a.dir)?;
     let sub = jobs
         .submissions
@@ -299,12 +304,11 @@ pub fn run_task(
         .collect();
     let max = sub.max_consecutive_failures;
     if record::read::<BreakerTrip>(&record::slurm_dir(&a.dir).join(BREAKER))?.is_some() {
-        status.end(
+        return status.end(
             TaskState::Skipped,
             Some(("Skipped", "the circuit breaker stopped the study".into())),
             None,
-        )?;
-        return Ok(TaskEnd::Skipped);
+        );
     }
     let failures = trailing_failures(&a.dir, sub.number, &cells);
     if max > 0 && failures >= max {
@@ -313,27 +317,25 @@ pub fn run_task(
              {max}); the tasks not started are cancelled"
         );
         trip_breaker(&a.dir, &sub, &message)?;
-        status.end(
+        return status.end(
             TaskState::Skipped,
             Some((
                 "Skipped",
                 format!("the circuit breaker stopped the study: {message}"),
             )),
             None,
-        )?;
-        return Ok(TaskEnd::Skipped);
+        );
     }
     let past_deadline = || sub.deadline_unix_s.is_some_and(|d| unix_now_s() >= d);
     if past_deadline() {
-        status.end(
+        return status.end(
             TaskState::Skipped,
             Some((
                 "WallClockTimeout",
                 "the study's wall-clock limit passed first".into(),
             )),
             None,
-        )?;
-        return Ok(TaskEnd::Skipped);
+        );
     }
     if !sub.no_gaps {
         let first_of_study =
@@ -344,15 +346,14 @@ pub fn run_task(
             _ => sub.gaps_s.0,
         };
         if !rest(gap, &a.interrupts) {
-            status.end(
+            return status.end(
                 TaskState::Interrupted,
                 Some((
                     "Interrupted",
                     "a signal came before the cell started".into(),
                 )),
                 None,
-            )?;
-            return Ok(TaskEnd::Interrupted);
+            );
         }
     }
     // Two cells on one node at once would share its power draw: a task waits for the
@@ -380,37 +381,29 @@ pub fn run_task(
                     a.dir.display()
                 ),
             };
-            let mut told = false;
-            loop {
-                match locks::acquire(d, &resources, &holder) {
-                    Ok(l) => break Some(l),
-                    Err(LockError::Held { .. }) if a.interrupts.load(Ordering::SeqCst) > 0 => {
-                        status.end(
-                            TaskState::Interrupted,
-                            Some((
-                                "Interrupted",
-                                "a signal came while the task waited for the node's locks".into(),
-                            )),
-                            None,
-                        )?;
-                        return Ok(TaskEnd::Interrupted);
-                    }
-                    Err(LockError::Held { .. }) => {
-                        if !told {
-                            on_message(&CellMessage::Note {
-                                message: format!(
-                                    "waiting for {} on this node (another cell holds it)",
-                                    resources.join(", ")
-                                ),
-                            });
-                            told = true;
-                        }
-                        std::thread::sleep(Duration::from_millis(250));
-                    }
-                    Err(e) => {
-                        status.end(TaskState::Failed, Some(("LockHeld", e.to_string())), None)?;
-                        return Ok(TaskEnd::Failed);
-                    }
+            let stop = || a.interrupts.load(Ordering::SeqCst) > 0;
+            let mut on_wait = |_: &LockError| {
+                on_message(&CellMessage::Note {
+                    message: format!(
+                        "waiting for {} on this node (another cell holds it)",
+                        resources.join(", ")
+                    ),
+                });
+            };
+            match locks::acquire_waiting(d, &resources, &holder, &stop, &mut on_wait) {
+                Ok(Some(l)) => Some(l),
+                Ok(None) => {
+                    return status.end(
+                        TaskState::Interrupted,
+                        Some((
+                            "Interrupted",
+                            "a signal came while the task waited for the node's locks".into(),
+                        )),
+                        None,
+                    );
+                }
+                Err(e) => {
+                    return status.end(TaskState::Failed, Some(("LockHeld", e.to_string())), None);
                 }
             }
         }
@@ -447,54 +440,8 @@ pub fn run_task(
     let r = match run {
         Ok(r) => r,
         Err(e) => {
-            status.end(TaskState::Failed, Some(("SpawnError", e.to_string())), None)?;
-            return Ok(TaskEnd::Failed);
+            return status.end(TaskState::Failed, Some(("SpawnError", e.to_string())), None);
         }
     };
-    let elapsed = Some(r.elapsed_s);
-    // A signal from Slurm reaches the cell too, which may report it as its own failure:
-    // a task that was signalled says so, and `sacct` later names the reason.
-    let signalled = a.interrupts.load(Ordering::SeqCst) > 0;
-    match r.end {
-        CellEnd::Completed { result_file } if read_result(&result_file).is_some() => {
-            status.end(TaskState::Completed, None, elapsed)?;
-            Ok(TaskEnd::Completed)
-        }
-        CellEnd::Completed { result_file } => {
-            let m = format!("{} does not parse as a result", result_file.display());
-            status.end(TaskState::Failed, Some(("BadResult", m)), elapsed)?;
-            Ok(TaskEnd::Failed)
-        }
-        CellEnd::Stopped {
-            cause: StopCause::WallClock,
-            message,
-        } => {
-            status.end(
-                TaskState::Failed,
-                Some(("WallClockTimeout", message)),
-                elapsed,
-            )?;
-            Ok(TaskEnd::Failed)
-        }
-        CellEnd::Stopped { message, .. } => {
-            status.end(
-                TaskState::Interrupted,
-                Some(("Interrupted", message)),
-                elapsed,
-            )?;
-            Ok(TaskEnd::Interrupted)
-        }
-        CellEnd::Failed { .. } if signalled => {
-            let m = "a signal (scancel, the time limit, preemption) stopped the cell".to_string();
-            status.end(TaskState::Interrupted, Some(("Interrupted", m)), elapsed)?;
-            Ok(TaskEnd::Interrupted)
-        }
-        CellEnd::Failed {
-            error_type,
-            message,
-        } => {
-            status.end(TaskState::Failed, Some((&error_type, message)), elapsed)?;
-            Ok(TaskEnd::Failed)
-        }
-    }
+    status.end_of(r, a.interrupts.load(Ordering::SeqCst) > 0)
 }

@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::Path;
 
 use llem_config::{ExecutorConfig, StudyPlan};
+use llem_study::ResumeFrom;
+use llem_study::slurm::record::TaskState;
 use llem_study::slurm::submit::{PlannedArray, dry_run, gpu_hours_reserved, gpus_per_cell};
-use llem_study::slurm::{NodeIdentity, SlurmExecution, SlurmOptions, TaskArgs, TaskEnd};
-use llem_study::{Execution, Executor, ResumeFrom, StudyError};
+use llem_study::slurm::{NodeIdentity, SlurmExecution, SlurmOptions, Submission, TaskArgs};
 
 use crate::cli::{ExecutorArg, RunArgs, SlurmCompileArgs, SlurmTaskArgs};
 use crate::exit;
@@ -78,157 +79,146 @@ fn node_command() -> Result<Vec<String>, String> {
     Ok(vec![exe.display().to_string()])
 }
 
-/// Submits the study (or, on resume, what is left of it); returns the exit code.
-pub fn submit(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom, options: SlurmOptions) -> i32 {
-    let command = match node_command() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("llem: {e}");
-            return exit::FAILURE;
-        }
-    };
-    let launcher = llem_study::Launcher {
-        program: command.first().map(Into::into).unwrap_or_default(),
-        args: vec!["__cell".into()],
-    };
-    let opts = match super::study::study_options(
-        plan,
-        args,
-        resume,
-        launcher,
-        super::study::interrupt_counter(),
-    ) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("llem: {}", e.message);
-            return e.code;
-        }
-    };
-    if !args.quiet {
-        for line in super::study::plan_warnings(plan) {
-            eprintln!("llem: warning: {line}");
-        }
-    }
-    let executor = llem_study::Slurm(SlurmExecution { options, command });
-    let mut quiet = NoEvents;
-    match executor.execute(plan, &opts, &mut quiet) {
-        Ok(Execution::Submitted(s)) => {
-            let cells: usize = s.record.arrays.iter().map(|a| a.cells.len()).sum();
-            eprintln!(
-                "llem: {} study {}: {} cells in {} job arrays (one per cycle, each after the \
-                 one before), then job {} compiles the result",
-                if s.resumed {
-                    "resubmitted"
-                } else {
-                    "submitted"
-                },
-                s.dir.display(),
-                cells,
-                s.record.arrays.len(),
-                s.record.compile_job.as_deref().unwrap_or("-"),
-            );
-            for a in &s.record.arrays {
-                eprintln!(
-                    "  cycle {}: job {} ({} tasks)",
-                    a.cycle,
-                    a.job_id,
-                    a.cells.len()
-                );
-            }
-            eprintln!("  follow with: llem study status {}", s.dir.display());
-            if args.json {
-                let v = serde_json::json!({
-                    "study_dir": s.dir,
-                    "submission": s.record,
-                });
-                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            }
-            exit::OK
-        }
-        Ok(Execution::Finished(_)) => exit::FAILURE,
-        Err(e) => {
-            eprintln!("llem: {e}");
-            match e {
-                StudyError::Drift { .. } | StudyError::NothingToResume { .. } => exit::CONFIG,
-                _ => exit::FAILURE,
-            }
-        }
-    }
+/// The Slurm executor of a study with these settings.
+pub fn executor(options: SlurmOptions) -> Result<llem_study::Slurm, String> {
+    Ok(llem_study::Slurm(SlurmExecution {
+        options,
+        command: node_command()?,
+    }))
 }
 
-struct NoEvents;
-
-impl llem_study::Observer for NoEvents {
-    fn event(&mut self, _: llem_study::StudyEvent<'_>) {}
+/// What was submitted, and how to follow it; returns the exit code.
+pub fn print_submission(s: &Submission, args: &RunArgs) -> i32 {
+    let cells: usize = s.record.arrays.iter().map(|a| a.cells.len()).sum();
+    eprintln!(
+        "llem: {} study {}: {} cells in {} job arrays (one per cycle, each after the one \
+         before), then job {} compiles the result",
+        if s.resumed {
+            "resubmitted"
+        } else {
+            "submitted"
+        },
+        s.dir.display(),
+        cells,
+        s.record.arrays.len(),
+        s.record.compile_job.as_deref().unwrap_or("-"),
+    );
+    for a in &s.record.arrays {
+        eprintln!(
+            "  cycle {}: job {} ({} tasks)",
+            a.cycle,
+            a.job_id,
+            a.cells.len()
+        );
+    }
+    eprintln!("  follow with: llem study status {}", s.dir.display());
+    if args.json {
+        let v = serde_json::json!({
+            "study_dir": s.dir,
+            "submission": s.record,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    exit::OK
 }
 
-/// The Slurm part of `--dry-run`: the arrays, which task runs which cell, GPU-hours.
-pub fn dry_run_json(plan: &StudyPlan, options: &SlurmOptions) -> serde_json::Value {
-    let (m, arrays) = dry_run(plan);
-    let cells: usize = arrays.iter().map(|a| a.cells.len()).sum();
-    let arrays_json: Vec<serde_json::Value> = arrays
+/// One task of a planned array.
+#[derive(serde::Serialize)]
+struct TaskView<'a> {
+    task: usize,
+    index: usize,
+    cell_dir: &'a str,
+    config_hash: &'a str,
+    label: &'a str,
+}
+
+/// One planned array.
+#[derive(serde::Serialize)]
+struct ArrayView<'a> {
+    cycle: u32,
+    tasks: Vec<TaskView<'a>>,
+}
+
+/// The Slurm part of `--dry-run`, for the text and the JSON alike.
+#[derive(serde::Serialize)]
+struct DryRun<'a> {
+    options: &'a SlurmOptions,
+    arrays: Vec<ArrayView<'a>>,
+    cells: usize,
+    gpus_per_cell: u32,
+    gpu_hours_reserved: Option<f64>,
+}
+
+/// The arrays of a new submission of `m` (planned by `dry_run`), task by task.
+fn dry_run_view<'a>(
+    m: &'a llem_results::Manifest,
+    arrays: &[PlannedArray],
+    options: &'a SlurmOptions,
+) -> DryRun<'a> {
+    let arrays: Vec<ArrayView<'a>> = arrays
         .iter()
-        .map(|a| {
-            let tasks: Vec<serde_json::Value> = a
+        .map(|a| ArrayView {
+            cycle: a.cycle,
+            tasks: a
                 .cells
                 .iter()
                 .enumerate()
-                .filter_map(|(t, &i)| {
+                .filter_map(|(task, &i)| {
                     let e = m.experiments.get(i)?;
-                    Some(serde_json::json!({
-                        "task": t,
-                        "index": e.index,
-                        "cell_dir": e.cell_dir,
-                        "config_hash": e.config_hash,
-                        "label": e.config_summary,
-                    }))
+                    Some(TaskView {
+                        task,
+                        index: e.index,
+                        cell_dir: &e.cell_dir,
+                        config_hash: &e.config_hash,
+                        label: &e.config_summary,
+                    })
                 })
-                .collect();
-            serde_json::json!({ "cycle": a.cycle, "tasks": tasks })
+                .collect(),
         })
         .collect();
-    serde_json::json!({
-        "options": options,
-        "arrays": arrays_json,
-        "cells": cells,
-        "gpus_per_cell": gpus_per_cell(options.gres.as_deref()),
-        "gpu_hours_reserved": gpu_hours_reserved(options, cells),
-    })
+    let cells = arrays.iter().map(|a| a.tasks.len()).sum();
+    DryRun {
+        options,
+        arrays,
+        cells,
+        gpus_per_cell: gpus_per_cell(options.gres.as_deref()),
+        gpu_hours_reserved: gpu_hours_reserved(options, cells),
+    }
+}
+
+/// The Slurm part of `--dry-run --json`: the arrays, which task runs which cell, GPU-hours.
+pub fn dry_run_json(plan: &StudyPlan, options: &SlurmOptions) -> serde_json::Value {
+    let (m, arrays) = dry_run(plan);
+    serde_json::to_value(dry_run_view(&m, &arrays, options)).unwrap_or_default()
 }
 
 /// `--dry-run` text for a Slurm study, after the plan.
 pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Write) {
     let (m, arrays) = dry_run(plan);
-    let cells: usize = arrays.iter().map(|a| a.cells.len()).sum();
+    let v = dry_run_view(&m, &arrays, options);
     let _ = writeln!(
         out,
         "\nSlurm: {} job arrays, one per cycle, each after the one before \
          (--dependency=afterany); cells start in their planned order within a cycle",
-        arrays.len()
+        v.arrays.len()
     );
     let args = llem_study::slurm::submit::array_args(
         options,
         "llem-…",
-        arrays.first().map_or(0, |a: &PlannedArray| a.cells.len()),
+        v.arrays.first().map_or(0, |a| a.tasks.len()),
         None,
         Path::new("<study>/_slurm/sub-001/cycle-0_%a.out"),
     );
     let _ = writeln!(out, "  sbatch {}", args.join(" "));
-    for a in &arrays {
+    for a in &v.arrays {
         let _ = writeln!(
             out,
             "  cycle {} (array 0-{}):",
             a.cycle,
-            a.cells.len().saturating_sub(1)
+            a.tasks.len().saturating_sub(1)
         );
-        for (t, &i) in a.cells.iter().enumerate() {
-            if let Some(e) = m.experiments.get(i) {
-                let _ = writeln!(
-                    out,
-                    "    task {t:>3} -> #{:03} {}",
-                    e.index, e.config_summary
-                );
-            }
+        for t in &a.tasks {
+            let _ = writeln!(out, "    task {:>3} -> #{:03} {}", t.task, t.index, t.label);
         }
     }
     if plan.execution.node_control
@@ -241,8 +231,8 @@ pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Wri
             llem_study::runner::label_of(pc)
         );
     }
-    let gpus = gpus_per_cell(options.gres.as_deref());
-    match gpu_hours_reserved(options, cells) {
+    let (cells, gpus) = (v.cells, v.gpus_per_cell);
+    match v.gpu_hours_reserved {
         Some(h) => {
             let _ = writeln!(
                 out,
@@ -359,9 +349,9 @@ pub fn task(a: &SlurmTaskArgs) -> i32 {
         Ok(end) => {
             println!("llem: task ended: {end:?}");
             match end {
-                TaskEnd::Completed | TaskEnd::Skipped => exit::OK,
-                TaskEnd::Failed => exit::FAILURE,
-                TaskEnd::Interrupted => exit::INTERRUPTED,
+                TaskState::Completed | TaskState::Skipped => exit::OK,
+                TaskState::Failed | TaskState::Running => exit::FAILURE,
+                TaskState::Interrupted => exit::INTERRUPTED,
             }
         }
         Err(e) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use llem_config::StudyPlan;
 use llem_results::StudyStatus;
-use llem_study::{Launcher, ResumeFrom, StudyError, StudyOptions};
+use llem_study::{Execution, Executor, Launcher, ResumeFrom, StudyError, StudyOptions};
 
 use crate::cli::RunArgs;
 use crate::exit;
@@ -155,9 +155,16 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         (None, None) => super::slurm::recorded_options(plan, &resume),
         (s, _) => s,
     };
-    if let Some(options) = slurm {
-        return super::slurm::submit(plan, args, resume, options);
-    }
+    let executor: Box<dyn Executor> = match slurm {
+        Some(options) => match super::slurm::executor(options) {
+            Ok(e) => Box::new(e),
+            Err(e) => {
+                eprintln!("llem: {e}");
+                return exit::FAILURE;
+            }
+        },
+        None => Box::new(llem_study::Local),
+    };
     let program = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
@@ -187,10 +194,11 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         plan.execution.experiment_gap_seconds
     };
     let mut view = StudyView::new(args.quiet, gap);
-    let outcome = llem_study::run_study(plan, &opts, &mut view);
+    let outcome = executor.execute(plan, &opts, &mut view);
     drop(view);
     match outcome {
-        Ok(o) => {
+        Ok(Execution::Submitted(s)) => super::slurm::print_submission(&s, args),
+        Ok(Execution::Finished(o)) => {
             let m = &o.manifest;
             let s = &m.summary;
             eprint!("{}", summary_table(&o.result));

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::cli::{StudyArgs, StudyCommand};
 use crate::exit;
+use crate::study_view::human;
 
 /// One node's share of the study.
 #[derive(Debug, Default, Serialize)]
@@ -55,15 +56,20 @@ struct Report {
     node_controls: Vec<llem_study::slurm::record::NodeControl>,
 }
 
-fn report(
-    dir: &std::path::Path,
-    m: &Manifest,
+/// How a study runs, for its report.
+struct Execution {
     executor: &'static str,
+    /// Cells at once (`max_parallel`), when limited.
     max_parallel: Option<u32>,
-) -> Report {
+    /// Pause before each cell, s.
+    gap_s: f64,
+    node_controls: Vec<llem_study::slurm::record::NodeControl>,
+}
+
+fn report(dir: &std::path::Path, m: &Manifest, x: Execution) -> Report {
+    let executor = x.executor;
     let mut nodes: BTreeMap<String, NodeRow> = BTreeMap::new();
     let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
-    let mut all_elapsed = Vec::new();
     let mut not_completed = Vec::new();
     for e in &m.experiments {
         let node = e.node.clone().unwrap_or_else(|| m.host.clone());
@@ -75,7 +81,6 @@ fn report(
                     let x = sums.entry(node).or_default();
                     x.0 += s;
                     x.1 += 1;
-                    all_elapsed.push(s);
                 }
             }
             CellStatus::Running => nodes.entry(node).or_default().running += 1,
@@ -108,15 +113,11 @@ fn report(
     }
     let s = &m.summary;
     let running = s.running;
-    let parallel = match max_parallel {
+    let parallel = match x.max_parallel {
         Some(p) => (p as usize).max(running).max(1),
         None => running.max(1),
     };
     let left = s.pending + running;
-    let eta_s = (!all_elapsed.is_empty() && left > 0).then(|| {
-        let mean = all_elapsed.iter().sum::<f64>() / all_elapsed.len() as f64;
-        (left as f64 / parallel as f64).ceil() * mean
-    });
     Report {
         study_dir: dir.display().to_string(),
         study_name: m.study_name.clone(),
@@ -130,9 +131,13 @@ fn report(
         total: s.total_experiments,
         nodes,
         not_completed,
-        eta_s: if left == 0 { Some(0.0) } else { eta_s },
+        eta_s: if left == 0 {
+            Some(0.0)
+        } else {
+            crate::study_view::eta(m, x.gap_s, parallel)
+        },
         parallel,
-        node_controls: Vec::new(),
+        node_controls: x.node_controls,
     }
 }
 
@@ -205,27 +210,21 @@ fn print_text(r: &Report, asked: Option<&str>) {
     }
 }
 
-fn human(s: f64) -> String {
-    if s >= 3600.0 {
-        format!("{:.1} h", s / 3600.0)
-    } else if s >= 60.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{s:.1} s")
-    }
-}
-
 /// `llem study ...`; returns the exit code.
 pub fn run(a: &StudyArgs) -> i32 {
     let StudyCommand::Status { dir, json } = &a.command;
     let slurm = llem_study::slurm::record::slurm_dir(dir).exists();
-    let mut controls = Vec::new();
-    let (manifest, executor, max_parallel, asked) = if slurm {
+    let (manifest, x, asked) = if slurm {
         match llem_study::slurm::compile(dir) {
             Ok(c) => {
-                let p = c.jobs.latest().and_then(|s| s.options.max_parallel);
-                controls = c.controls;
-                (c.manifest, "slurm", p, c.asked_slurm)
+                let sub = c.jobs.latest();
+                let x = Execution {
+                    executor: "slurm",
+                    max_parallel: sub.and_then(|s| s.options.max_parallel),
+                    gap_s: sub.filter(|s| !s.no_gaps).map_or(0.0, |s| s.gaps_s.0),
+                    node_controls: c.controls,
+                };
+                (c.manifest, x, c.asked_slurm)
             }
             Err(e) => {
                 eprintln!("llem: {e}");
@@ -233,23 +232,28 @@ pub fn run(a: &StudyArgs) -> i32 {
             }
         }
     } else {
-        let path = dir.join(llem_results::layout::MANIFEST);
-        let m = llem_config::files::read_record_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))
-            .and_then(|t| {
-                serde_json::from_str::<Manifest>(&t)
-                    .map_err(|e| format!("{} is not a study manifest: {e}", path.display()))
-            });
-        match m {
-            Ok(m) => (m, "local", Some(1), None),
+        match llem_study::load_manifest(dir) {
+            Ok(m) => {
+                let gap_s = m
+                    .measurement_protocol
+                    .get("experiment_gap_seconds")
+                    .and_then(serde_json::Value::as_f64)
+                    .unwrap_or(0.0);
+                let x = Execution {
+                    executor: "local",
+                    max_parallel: Some(1),
+                    gap_s,
+                    node_controls: Vec::new(),
+                };
+                (m, x, None)
+            }
             Err(e) => {
                 eprintln!("llem: {e}");
                 return exit::FAILURE;
             }
         }
     };
-    let mut r = report(dir, &manifest, executor, max_parallel);
-    r.node_controls = controls;
+    let r = report(dir, &manifest, x);
     if *json {
         println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
     } else {
