@@ -590,7 +590,9 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
 /// The window split by the embedded engine's own passes: the parts add up to the headline,
 /// the requests' energies to the window, and the split moves with the workload: more prompt
 /// tokens (`max_input_tokens`) spend a larger share in prefill, more reply tokens
-/// (`max_output_tokens`) a larger share in decode.
+/// (`max_output_tokens`) a larger share in decode. One engine thread: with several, a loaded
+/// box stretches each pass by its thread barriers, and a decode pass (little work, as many
+/// barriers) far more than a prefill pass, which moved the shares on CI.
 #[test]
 fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
     let (home, stop, writer) = home_at_20_watts();
@@ -600,7 +602,7 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
             name,
             &format!(
                 "name: {name}\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
-                 llamacpp: {{batch_size: 2}}\nmax_input_tokens: {max_in}\nmax_output_tokens: {max_out}\n\
+                 llamacpp: {{batch_size: 2, n_threads: 1}}\nmax_input_tokens: {max_in}\nmax_output_tokens: {max_out}\n\
                  dataset: {{source: synthetic, n_prompts: 4, synthetic: {{input_tokens: 240, output_tokens: 96}}}}\n\
                  warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
             ),
@@ -616,7 +618,7 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
     let long_prompts = run("long-prompts", 224, 8);
     let long_replies = run("long-replies", 24, 96);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+    let writer_gap_s = writer.join().unwrap();
 
     let prefill_share = |(r, reqs): &(serde_json::Value, Vec<RequestRecord>)| {
         let b = &r["energy_breakdown"];
@@ -628,9 +630,14 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
             b["idle_j"].as_f64().unwrap(),
         );
         assert!(p > 0.0 && d > 0.0 && i >= 0.0, "{b}");
+        // The parts are cut from the timeseries curve, the headline from the edge reads; they
+        // agree to 0.5 % on a counter that updates steadily (RAPL: about every millisecond).
+        // The stand-in counter is a thread that a loaded machine can starve: each of the
+        // window's two edges may then be stale by its longest pause at 20 W.
+        let tolerance = 0.005 + 2.0 * 20.0 * writer_gap_s / raw;
         assert!(
-            ((p + d + i) / raw - 1.0).abs() < 0.005,
-            "{p} + {d} + {i} vs {raw}"
+            ((p + d + i) / raw - 1.0).abs() < tolerance,
+            "{p} + {d} + {i} vs {raw} (writer paused up to {writer_gap_s:.3} s)"
         );
         assert_eq!(reqs.len(), 4);
         let mut sum = 0.0;
@@ -642,13 +649,15 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
             assert!(e.energy_j >= e.prefill_energy_j + e.decode_energy_j - 1e-12);
             sum += e.energy_j;
         }
+        // The requests share out exactly the parts.
         assert!(
-            (sum / raw - 1.0).abs() < 0.005,
-            "requests {sum} J vs window {raw} J"
+            (sum / (p + d + i) - 1.0).abs() < 1e-9,
+            "requests {sum} J vs parts {} J",
+            p + d + i
         );
         assert_eq!(r["energy_per_request_j"]["n"], 4, "{r}");
         let mean = r["energy_per_request_j"]["mean"].as_f64().unwrap();
-        assert!((mean * 4.0 / raw - 1.0).abs() < 0.005);
+        assert!((mean * 4.0 / sum - 1.0).abs() < 1e-9);
         p / (p + d)
     };
     let (a, b, c) = (
@@ -672,7 +681,7 @@ fn the_difference_method_runs_beside_the_attributed_split() {
         home.path(),
         "difference",
         "name: difference\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
-         llamacpp: {batch_size: 2}\nmeasurement: {phase_split: both}\n\
+         llamacpp: {batch_size: 2, n_threads: 1}\nmeasurement: {phase_split: both}\n\
          dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 128, output_tokens: 64}}\n\
          warmup: {n_warmup: 1, thermal_floor_seconds: 0}\nbaseline: {enabled: false}\n",
     );
