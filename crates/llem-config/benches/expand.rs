@@ -59,6 +59,7 @@ fn main() {
         let t0 = Instant::now();
         let plan = llem_config::plan(&PlanRequest {
             config: Some(&path),
+            config_dir: None,
             overrides: Overrides::default(),
             dedup: true,
             env: &env,

@@ -152,6 +152,19 @@ impl<'a> Loader<'a> {
         referrer: Option<Span>,
         stack: &mut Vec<PathBuf>,
     ) -> Result<Node, ConfigError> {
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        self.load_in(path, &dir, referrer, stack)
+    }
+
+    /// [`Loader::load`] with the file's own `_extends` relative to `dir` instead of the file's
+    /// directory (a file written out for a caller, whose paths are relative to the caller).
+    pub fn load_in(
+        &mut self,
+        path: &Path,
+        dir: &Path,
+        referrer: Option<Span>,
+        stack: &mut Vec<PathBuf>,
+    ) -> Result<Node, ConfigError> {
         let canonical = match std::fs::canonicalize(path) {
             Ok(c) => c,
             Err(_) => return Err(self.not_found(path, referrer)),
@@ -161,8 +174,7 @@ impl<'a> Loader<'a> {
         }
         stack.push(canonical);
         let node = self.read_mapping(path, referrer)?;
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let node = self.resolve_extends(node, &dir, stack)?;
+        let node = self.resolve_extends(node, dir, stack)?;
         stack.pop();
         Ok(node)
     }

@@ -70,6 +70,9 @@ pub struct Overrides {
 pub struct PlanRequest<'a> {
     /// The experiment or study file; `None` plans a single experiment from overrides alone.
     pub config: Option<&'a Path>,
+    /// Where the file's relative paths (`base:`, `_extends`) resolve when not beside it: a
+    /// file written out for a caller (Python's dict), whose paths are the caller's.
+    pub config_dir: Option<&'a Path>,
     /// Command-line values.
     pub overrides: Overrides,
     /// False for `--no-dedup`.
@@ -452,12 +455,13 @@ fn load_root(
 ) -> Result<(Node, PathBuf), ConfigError> {
     match req.config {
         Some(path) => {
+            let dir = req.config_dir.map_or_else(
+                || path.parent().map(Path::to_path_buf).unwrap_or_default(),
+                Path::to_path_buf,
+            );
             let mut loader = Loader::new(sources);
-            let root = loader.load(path, None, &mut Vec::new())?;
-            Ok((
-                root,
-                path.parent().map(Path::to_path_buf).unwrap_or_default(),
-            ))
+            let root = loader.load_in(path, &dir, None, &mut Vec::new())?;
+            Ok((root, dir))
         }
         None => {
             if req.overrides.model.is_none() {

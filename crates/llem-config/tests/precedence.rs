@@ -235,6 +235,7 @@ fn bad_user_config_is_reported_at_its_origin() {
 fn command_line_only_experiment() {
     let p = llem_config::plan(&llem_config::PlanRequest {
         config: None,
+        config_dir: None,
         overrides: Overrides {
             model: Some("models/tiny.gguf".into()),
             n_prompts: Some(50),
@@ -253,12 +254,50 @@ fn command_line_only_experiment() {
 
     let e = llem_config::plan(&llem_config::PlanRequest {
         config: None,
+        config_dir: None,
         overrides: Overrides::default(),
         dedup: true,
         env: &env(),
     })
     .unwrap_err();
     assert!(e.diagnostics[0].message.contains("--model"));
+}
+
+/// A file written out for a caller (Python's dict) plans with the caller's directory for its
+/// relative `base:` and `_extends`; without `config_dir` they are the file's own.
+#[test]
+fn config_dir_is_where_relative_base_and_extends_resolve() {
+    let (written, caller) = (Files::new(), Files::new());
+    caller.write("base.yaml", "model: m.gguf\nmax_output_tokens: 6\n");
+    caller.write("parent.yaml", "model: m.gguf\nmax_input_tokens: 40\n");
+    let study = written.write(
+        "study.yaml",
+        "name: s\nbase: base.yaml\nsweep: {llamacpp.batch_size: [1, 2]}\n",
+    );
+    let experiment = written.write("e.yaml", "_extends: parent.yaml\nname: e\n");
+    let plan = |path: &std::path::Path, dir: Option<&std::path::Path>| {
+        llem_config::plan(&llem_config::PlanRequest {
+            config: Some(path),
+            config_dir: dir,
+            overrides: Overrides::default(),
+            dedup: true,
+            env: &env(),
+        })
+    };
+    let p = plan(&study, Some(caller.dir.path())).unwrap();
+    assert_eq!(p.configs.len(), 2);
+    assert!(
+        p.configs
+            .iter()
+            .all(|c| c.config.max_output_tokens == Some(6))
+    );
+    let p = plan(&experiment, Some(caller.dir.path())).unwrap();
+    assert_eq!(p.configs[0].config.max_input_tokens, Some(40));
+    // Beside the written file there is no base.yaml or parent.yaml.
+    for (f, missing) in [(&study, "base.yaml"), (&experiment, "parent.yaml")] {
+        let e = plan(f, None).unwrap_err().to_string();
+        assert!(e.contains(missing) && e.contains("not found"), "{e}");
+    }
 }
 
 #[test]

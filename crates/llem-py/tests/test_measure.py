@@ -66,8 +66,10 @@ def test_a_config_error_keeps_file_line_column_and_the_nearest_key(sandbox):
     msg = str(e.value)
     assert "bad.yaml:3:1" in msg and "max_output_tokens" in msg, msg
     assert isinstance(e.value, ValueError)
-    with pytest.raises(llem.ConfigError, match="max_output_tokens"):
+    with pytest.raises(llem.ConfigError, match="max_output_tokens") as e:
         llem.plan(dict(TINY, max_output_tokns=4))
+    # A dict's error names the dict, not the temporary file it was written to.
+    assert "<dict>:" in str(e.value) and "/llem-" not in str(e.value), str(e.value)
     with pytest.raises(TypeError):
         llem.run_experiment(yaml, model="x")
     # Nothing was created for a configuration that never ran.
@@ -88,6 +90,20 @@ def test_plan_is_the_dry_run_and_runs_nothing(sandbox):
     assert p["kind"] == "study"
     assert len(p["runs"]) == 4 and len(p["configurations"]) == 2
     assert not (sandbox / "results").exists()
+
+
+def test_relative_paths_in_a_dict_are_the_callers(sandbox):
+    # A notebook's dict names files as the notebook sees them (its working directory), not
+    # as the temporary file the dict is written to would.
+    (sandbox / "configs").mkdir()
+    (sandbox / "configs" / "base.yaml").write_text(json.dumps(dict(TINY, max_input_tokens=40)))
+    p = llem.plan({"name": "rel", "base": "configs/base.yaml", "sweep": {"llamacpp.batch_size": [1, 2]}})
+    assert [c["config"]["max_input_tokens"] for c in p["configurations"]] == [40, 40]
+    p = llem.plan({"_extends": "configs/base.yaml", "name": "ext"})
+    assert p["configurations"][0]["config"]["max_input_tokens"] == 40
+    with pytest.raises(llem.ConfigError, match="nothere.yaml") as e:
+        llem.plan({"name": "rel", "base": "configs/nothere.yaml", "sweep": {"llamacpp.batch_size": [1, 2]}})
+    assert "<dict>:" in str(e.value), str(e.value)
 
 
 def test_run_study_runs_cells_in_child_processes_and_returns_the_study(sandbox):

@@ -205,6 +205,11 @@ pub struct RunArgs {
     /// Run configurations with the same measurement_config_hash separately.
     #[arg(long)]
     pub no_dedup: bool,
+    /// Resolve the file's relative paths (`base:`, `_extends`) against this directory, not
+    /// the file's own: the Python API writes a dict to a temporary file whose paths are the
+    /// caller's.
+    #[arg(long, value_name = "DIR", hide = true, requires = "config")]
+    pub config_dir: Option<PathBuf>,
     /// No progress display; only errors and the final summary.
     #[arg(short, long)]
     pub quiet: bool,

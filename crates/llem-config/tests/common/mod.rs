@@ -29,6 +29,7 @@ pub fn plan_with(
 ) -> Result<StudyPlan, ConfigError> {
     llem_config::plan(&PlanRequest {
         config: Some(path),
+        config_dir: None,
         overrides,
         dedup,
         env,

@@ -44,8 +44,10 @@ ProgressArg = Union[bool, Callable[[dict], None], None]
 
 
 class _ConfigFile:
-    """The configuration as a file the core can plan: a path as given, or a dict (and keyword
-    arguments) written as JSON, which is YAML, to a temporary file removed afterwards."""
+    """The configuration as `llem run` arguments naming a file the core can plan: a path as
+    given, or a dict (and keyword arguments) written as JSON, which is YAML, to a temporary
+    file removed afterwards, whose relative paths (`base:`, `_extends`) resolve against the
+    working directory, as the caller wrote them."""
 
     def __init__(self, config: Config, fields: Dict[str, Any]) -> None:
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
@@ -55,7 +57,7 @@ class _ConfigFile:
                     "give a configuration file or keyword arguments, not both "
                     "(pass a dict to combine them)"
                 )
-            self.path = os.fspath(config)
+            self.args = [os.fspath(config)]
             return
         merged: Dict[str, Any] = dict(config or {})
         merged.update(fields)
@@ -64,19 +66,25 @@ class _ConfigFile:
         self._tmp = tempfile.TemporaryDirectory(prefix="llem-")
         name = str(merged.get("name") or "experiment")
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        self.path = str(Path(self._tmp.name) / f"{safe}.yaml")
+        path = Path(self._tmp.name) / f"{safe}.yaml"
         try:
             text = json.dumps(merged, indent=2, allow_nan=False)
         except (TypeError, ValueError) as e:
             raise ConfigError(f"the configuration is not plain data: {e}") from None
-        Path(self.path).write_text(text + "\n")
+        path.write_text(text + "\n")
+        self._written = str(path)
+        self.args = [self._written, "--config-dir", os.getcwd()]
 
-    def __enter__(self) -> str:
-        return self.path
+    def __enter__(self) -> List[str]:
+        return self.args
 
-    def __exit__(self, *exc: Any) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
+    def __exit__(self, _type: Any, exc: Any, _tb: Any) -> None:
+        if self._tmp is None:
+            return
+        self._tmp.cleanup()
+        if isinstance(exc, ConfigError):
+            # The file it names is gone: name the dict (line and column are of its JSON).
+            raise ConfigError(str(exc).replace(self._written, "<dict>")) from None
 
 
 def _flags(**opts: Any) -> List[str]:
@@ -118,8 +126,8 @@ def run_experiment(
     Invalid configurations raise `ConfigError` (with file:line:col), failures `LlemError`."""
     bar = _sink(progress)
     try:
-        with _ConfigFile(config, fields) as path:
-            args = [path] + _flags(no_lock=not lock, interval=sampling_interval)
+        with _ConfigFile(config, fields) as config_args:
+            args = config_args + _flags(no_lock=not lock, interval=sampling_interval)
             args += ["-v"] * int(verbose)
             text, cell_dir, plan_warnings = _native.measure(args, bar)
     finally:
@@ -152,8 +160,8 @@ def run_study(
     manifest (resume with `resume_dir=`) and raises `KeyboardInterrupt`."""
     bar = _sink(progress)
     try:
-        with _ConfigFile(config, {}) as path:
-            args = [path] + _flags(
+        with _ConfigFile(config, {}) as config_args:
+            args = config_args + _flags(
                 cycles=cycles,
                 order=order,
                 output=output_dir,
@@ -188,7 +196,7 @@ def plan(
 ) -> Dict[str, Any]:
     """The dry run: what `llem run --dry-run --json` prints, as a dict (configurations,
     runs in execution order, memory estimates, warnings). Runs nothing."""
-    with _ConfigFile(config, fields) as path:
-        text, plan_warnings = _native.plan([path] + _flags(cycles=cycles, order=order), per_run_config)
+    with _ConfigFile(config, fields) as config_args:
+        text, plan_warnings = _native.plan(config_args + _flags(cycles=cycles, order=order), per_run_config)
     _warn(plan_warnings)
     return json.loads(text)

@@ -12,6 +12,7 @@ use crate::render;
 pub fn plan_of(args: &RunArgs, env: &Env) -> Result<llem_config::StudyPlan, ConfigError> {
     llem_config::plan(&PlanRequest {
         config: args.config.as_deref(),
+        config_dir: args.config_dir.as_deref(),
         overrides: Overrides {
             model: args.model.clone(),
             engine: args.engine,

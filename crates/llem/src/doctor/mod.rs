@@ -186,6 +186,7 @@ pub fn run(args: &DoctorArgs) -> i32 {
         Some(path) => {
             let request = llem_config::PlanRequest {
                 config: Some(path),
+                config_dir: None,
                 overrides: llem_config::Overrides::default(),
                 dedup: true,
                 env: &env,
