@@ -109,16 +109,20 @@ fn plan(
     Ok((json, p.warnings()))
 }
 
-/// Measures the one experiment `args` plan, in this process. Returns `result.json` as text,
-/// the cell directory and the configuration warnings. Ctrl-C stops the engine at its next
-/// step, removes what the run had started to write, then raises `KeyboardInterrupt`.
+/// Measures the one experiment `args` plan, in this process. `on_plan` is given the
+/// configuration warnings before anything runs (an exception from it, a warning filtered into
+/// an error, stops here). Returns `result.json` as text and the cell directory. Ctrl-C stops
+/// the engine at its next step, removes what the run had started to write, then raises
+/// `KeyboardInterrupt`.
 #[pyfunction]
 fn measure(
     py: Python<'_>,
     args: Vec<String>,
     on_event: Bound<'_, PyAny>,
-) -> PyResult<(String, String, Vec<String>)> {
+    on_plan: Bound<'_, PyAny>,
+) -> PyResult<(String, String)> {
     let p = planned(py, args)?;
+    on_plan.call1((p.warnings(),))?;
     let cancel = Arc::new(AtomicBool::new(false));
     let stop = || cancel.store(true, Ordering::SeqCst);
     let (outcome, interrupt) = drive(py, &on_event, &stop, |sink| {
@@ -129,11 +133,12 @@ fn measure(
     }
     let o = outcome.map_err(to_py)?;
     let json = serde_json::to_string(&o.result).map_err(|e| LlemError::new_err(e.to_string()))?;
-    Ok((json, o.cell_dir.display().to_string(), p.warnings()))
+    Ok((json, o.cell_dir.display().to_string()))
 }
 
 /// Runs (or resumes) the study `args` plan: each cell as `program launcher_args... SPEC` in
-/// a child process. Returns the study directory and the final status. Ctrl-C terminates the
+/// a child process. `on_plan` is given the configuration warnings before anything runs, as
+/// for [`measure`]. Returns the study directory and the final status. Ctrl-C terminates the
 /// current cell, checkpoints the manifest (the study is resumable) and raises
 /// `KeyboardInterrupt`.
 #[pyfunction]
@@ -143,8 +148,10 @@ fn study(
     program: PathBuf,
     launcher_args: Vec<String>,
     on_event: Bound<'_, PyAny>,
-) -> PyResult<(String, String, Vec<String>)> {
+    on_plan: Bound<'_, PyAny>,
+) -> PyResult<(String, String)> {
     let p = planned(py, args)?;
+    on_plan.call1((p.warnings(),))?;
     let launcher = embed::Launcher {
         program,
         args: launcher_args.into_iter().map(OsString::from).collect(),
@@ -163,7 +170,6 @@ fn study(
     Ok((
         o.dir.display().to_string(),
         o.manifest.status.as_str().to_string(),
-        p.warnings(),
     ))
 }
 

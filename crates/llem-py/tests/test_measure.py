@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,27 @@ def test_relative_paths_in_a_dict_are_the_callers(sandbox):
     with pytest.raises(llem.ConfigError, match="nothere.yaml") as e:
         llem.plan({"name": "rel", "base": "configs/nothere.yaml", "sweep": {"llamacpp.batch_size": [1, 2]}})
     assert "<dict>:" in str(e.value), str(e.value)
+
+
+def test_configuration_warnings_come_before_the_run(sandbox):
+    # Replies of 8 tokens capped at 6: a warning a notebook sees before it waits for the run.
+    capped = dict(TINY, name="capped", max_output_tokens=6)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        before_first_event = []
+        r = llem.run_experiment(capped, progress=lambda e: before_first_event.append(len(seen)))
+    assert before_first_event and before_first_event[0] == 1, before_first_event
+    assert "capped at 6 tokens" in str(seen[0].message)
+    assert seen[0].filename == __file__, "attributed to the caller"
+    assert r.total_output_tokens == 4 * 6
+    # Warnings as errors stop it before it starts: nothing measured, nothing written.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="capped at 6"):
+            llem.run_experiment(dict(capped, output_dir="strict"), progress=False)
+        with pytest.raises(UserWarning, match="capped at 6"):
+            llem.run_study(dict(capped, output_dir="strict", sweep={"llamacpp.batch_size": [1, 2]}), progress=False)
+    assert not (sandbox / "strict").exists()
 
 
 def test_run_study_runs_cells_in_child_processes_and_returns_the_study(sandbox):

@@ -102,6 +102,8 @@ def _flags(**opts: Any) -> List[str]:
 
 
 def _warn(lines: List[str]) -> None:
+    """Configuration warnings as Python warnings, attributed to the code that called the API
+    function (this is called from it, or from the core once planned, before anything runs)."""
     for w in lines:
         warnings.warn(w, stacklevel=3)
 
@@ -129,10 +131,9 @@ def run_experiment(
         with _ConfigFile(config, fields) as config_args:
             args = config_args + _flags(no_lock=not lock, interval=sampling_interval)
             args += ["-v"] * int(verbose)
-            text, cell_dir, plan_warnings = _native.measure(args, bar)
+            text, cell_dir = _native.measure(args, bar, _warn)
     finally:
         getattr(bar, "close", lambda: None)()
-    _warn(plan_warnings)
     return ExperimentResult(json.loads(text), Path(cell_dir).absolute())
 
 
@@ -176,12 +177,11 @@ def run_study(
             )
             # Each cell runs this package's CLI in a fresh interpreter (`python -m llem
             # __cell SPEC`), so a crashed engine never takes the notebook down.
-            study_dir, _status, plan_warnings = _native.study(
-                args, sys.executable, ["-m", "llem", "__cell"], bar
+            study_dir, _status = _native.study(
+                args, sys.executable, ["-m", "llem", "__cell"], bar, _warn
             )
     finally:
         getattr(bar, "close", lambda: None)()
-    _warn(plan_warnings)
     return StudyResult(Path(study_dir).absolute())
 
 

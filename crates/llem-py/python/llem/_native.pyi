@@ -19,13 +19,21 @@ def version() -> str:
 def plan(args: List[str], per_run_config: bool = False) -> Tuple[str, List[str]]:
     """`(plan as JSON, warnings)` for `llem run` arguments."""
 
-def measure(args: List[str], on_event: Callable[[str], Any]) -> Tuple[str, str, List[str]]:
-    """Measures one experiment in this process: `(result.json text, cell dir, warnings)`."""
+def measure(
+    args: List[str], on_event: Callable[[str], Any], on_plan: Callable[[List[str]], Any]
+) -> Tuple[str, str]:
+    """Measures one experiment in this process: `(result.json text, cell dir)`; `on_plan` is
+    given the configuration warnings before it starts."""
 
 def study(
-    args: List[str], program: str, launcher_args: List[str], on_event: Callable[[str], Any]
-) -> Tuple[str, str, List[str]]:
-    """Runs a study, cells as `program launcher_args... SPEC`: `(dir, status, warnings)`."""
+    args: List[str],
+    program: str,
+    launcher_args: List[str],
+    on_event: Callable[[str], Any],
+    on_plan: Callable[[List[str]], Any],
+) -> Tuple[str, str]:
+    """Runs a study, cells as `program launcher_args... SPEC`: `(dir, status)`; `on_plan` is
+    given the configuration warnings before it starts."""
 
 class ArrowTable:
     """A record batch, readable through the Arrow PyCapsule stream interface."""
