@@ -476,6 +476,27 @@ fn scancel_and_kill_9_of_tasks_carry_slurms_reason_and_resume_reruns_only_those(
     }
     let r: StudyResult = read(&dir.join("study_result.json"));
     assert_eq!(r.experiments.len(), 3);
+
+    // Slurm runs a task again under its id (requeued after a node failure or preemption;
+    // here by hand): the cell it completed is not measured twice.
+    let status_before = std::fs::read(dir.join(&e[0].cell_dir).join("slurm_task.json")).unwrap();
+    c.slurm("scontrol", &["requeue", &format!("{array}_0")]);
+    // A requeued job waits before it is eligible again; not this one.
+    c.slurm(
+        "scontrol",
+        &["update", &format!("JobId={array}_0"), "StartTime=now"],
+    );
+    c.wait_idle(Duration::from_secs(120));
+    let out = std::fs::read_to_string(dir.join("_slurm/sub-001/cycle-0_0.out")).unwrap();
+    assert!(out.contains("the cell is not measured twice"), "{out}");
+    assert_eq!(
+        std::fs::metadata(&done).unwrap().modified().unwrap(),
+        before
+    );
+    assert_eq!(
+        std::fs::read(dir.join(&e[0].cell_dir).join("slurm_task.json")).unwrap(),
+        status_before
+    );
 }
 
 #[test]

@@ -286,6 +286,23 @@ pub fn run_task(
         .cloned()
         .ok_or_else(|| StudyError::Refused(format!("no cell {position} in the manifest")))?;
     let cell = a.dir.join(&entry.cell_dir);
+    // Slurm may run a task again under the same id (requeued after a node failure or a
+    // preemption, or by `scontrol requeue`): a cell this submission already completed is
+    // never measured twice, and its record stays as it was (the cell would refuse to
+    // overwrite its result, and the task record that it failed).
+    if let Some(earlier) = record::read::<TaskStatus>(&cell.join(TASK_STATUS))?
+        && earlier.submission == sub.number
+        && earlier.state == TaskState::Completed
+    {
+        on_message(&CellMessage::Note {
+            message: format!(
+                "{} was completed by an earlier run of this task ({}, {}); Slurm ran the task \
+                 again, the cell is not measured twice",
+                entry.cell_dir, earlier.slurm_job, earlier.node.node
+            ),
+        });
+        return Ok(TaskState::Completed);
+    }
     let mut status = StatusFile {
         path: cell.join(TASK_STATUS),
         status: TaskStatus::started(
