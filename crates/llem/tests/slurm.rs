@@ -175,6 +175,20 @@ fn study_yaml(name: &str, prompts: u32, out_tokens: u32, extra: &str) -> String 
     )
 }
 
+/// Unix seconds of a `YYYY-MM-DDTHH:MM:SS.mmmZ` time.
+fn unix_s(iso: &str) -> f64 {
+    let n = |a: usize, b: usize| iso[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from the civil date (March-based years).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let secs: f64 = iso[17..23].parse().unwrap();
+    (days * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60) as f64 + secs
+}
+
 fn task_statuses(dir: &Path) -> Vec<TaskStatus> {
     let m = manifest(dir);
     m.experiments
@@ -590,6 +604,116 @@ fn a_task_past_its_time_limit_is_a_timeout_and_the_breaker_stops_the_array() {
         !long_dir.join(&e.cell_dir).join("result.json").exists(),
         "a timed-out cell has no result"
     );
+}
+
+/// The breaker across an array as the seed has it: after `max_consecutive_failures` failed
+/// cells in a row, a cooldown, then one half-open probe cell; the study goes on when it
+/// completes and stops when it fails.
+#[test]
+fn after_failures_in_a_row_a_probe_cell_decides_whether_the_array_goes_on() {
+    let Some(c) = Cluster::start() else { return };
+    let broken: Vec<String> = (1..=3)
+        .map(|i| {
+            let p = c.root().join(format!("broken{i}.gguf"));
+            std::fs::write(&p, b"GGUF\x03\x00\x00\x00 this is not a model").unwrap();
+            p.display().to_string()
+        })
+        .collect();
+    let study = |name: &str, models: &[&str]| {
+        let yaml = c.yaml(
+            &format!("{name}.yaml"),
+            &study_yaml(
+                name,
+                2,
+                4,
+                &format!(
+                    "sweep:\n  model: [{}]\n\
+                     study_execution: {{n_cycles: 1, experiment_order: sequential, \
+                     experiment_gap_seconds: 0, cycle_gap_seconds: 0, \
+                     max_consecutive_failures: 2, circuit_breaker_cooldown_seconds: 1, \
+                     executor: slurm}}\n",
+                    models.join(", ")
+                ),
+            ),
+        );
+        let out = c.root().join(name);
+        let o = c.run_into(
+            &yaml,
+            &out,
+            &["--max-parallel", "1", "--no-lock", "--quiet"],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::fs::read_dir(&out)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    };
+    // Two failures, then a cell that works: it is the probe, and it closes the breaker.
+    let passes = study("passes", &[&broken[0], &broken[1], MODEL]);
+    // Three failures: the third is the probe, and the fourth cell never runs.
+    let fails = study("fails", &[&broken[0], &broken[1], &broken[2], MODEL]);
+    c.wait_idle(Duration::from_secs(300));
+
+    let m = manifest(&passes);
+    let st: Vec<CellStatus> = m.experiments.iter().map(|e| e.status).collect();
+    assert_eq!(
+        st,
+        [
+            CellStatus::Failed,
+            CellStatus::Failed,
+            CellStatus::Completed
+        ],
+        "{:#?}",
+        m.experiments
+    );
+    assert_eq!(m.status, StudyStatus::Failed);
+    assert!(!passes.join("_slurm/breaker.json").exists());
+    assert!(
+        !passes.join("_slurm/probe.json").exists(),
+        "the claim goes with the probe"
+    );
+    let out = std::fs::read_to_string(passes.join("_slurm/sub-001/cycle-0_2.out")).unwrap();
+    assert!(
+        out.contains("2 cells failed in a row")
+            && out.contains("half-open probe, after a 1 s cooldown"),
+        "{out}"
+    );
+    // The probe task rested the cooldown before its cell: its time exceeds the cell's by it.
+    let probe = &task_statuses(&passes)[2];
+    let task_s = unix_s(probe.finished_at.as_deref().unwrap()) - unix_s(&probe.started_at);
+    assert!(
+        task_s >= probe.elapsed_s.unwrap() + 1.0,
+        "{task_s} s vs cell {:?} s",
+        probe.elapsed_s
+    );
+
+    let m = manifest(&fails);
+    let st: Vec<CellStatus> = m.experiments.iter().map(|e| e.status).collect();
+    assert_eq!(
+        st,
+        [
+            CellStatus::Failed,
+            CellStatus::Failed,
+            CellStatus::Failed,
+            CellStatus::Skipped
+        ],
+        "{:#?}",
+        m.experiments
+    );
+    assert_eq!(m.status, StudyStatus::CircuitBreaker);
+    let trip: llem_study::slurm::record::BreakerTrip = read(&fails.join("_slurm/breaker.json"));
+    assert!(
+        trip.message.contains("the half-open probe failed too"),
+        "{trip:?}"
+    );
+    assert!(!fails.join("_slurm/probe.json").exists());
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! compute node ([`task`]); the manifest and the study result are compiled from the tasks'
 //! own files and Slurm's records ([`compile`]). docs/cluster.md says what a site needs.
 
+mod breaker;
 pub mod commands;
 pub mod compile;
 pub mod record;

@@ -16,6 +16,8 @@ pub const JOBS: &str = "jobs.json";
 pub const DESIGN: &str = "design.json";
 /// Written once, by the task that tripped the circuit breaker.
 pub const BREAKER: &str = "breaker.json";
+/// Written by the task whose cell is the breaker's half-open probe; removed when it ends.
+pub const PROBE: &str = "probe.json";
 /// A cell's own status, in its directory.
 pub const TASK_STATUS: &str = "slurm_task.json";
 
@@ -81,6 +83,9 @@ pub struct SubmissionRecord {
     pub gaps_s: (f64, f64),
     /// The circuit breaker's threshold (0 = off).
     pub max_consecutive_failures: u32,
+    /// `circuit_breaker_cooldown_seconds`: the pause before the half-open probe, s.
+    #[serde(default)]
+    pub breaker_cooldown_s: f64,
     /// The arrays, in cycle order (each after the one before).
     pub arrays: Vec<ArrayRecord>,
     /// The job that compiles the manifest and the result once the arrays are done.
@@ -260,6 +265,21 @@ pub struct BreakerTrip {
     pub at: String,
     /// Why.
     pub message: String,
+}
+
+/// `probe.json`: which task runs the half-open probe.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeClaim {
+    /// The submission it belongs to.
+    pub submission: u32,
+    /// When it was claimed.
+    pub at: String,
+    /// Why the breaker opened.
+    pub message: String,
+    /// The probe's cell directory, relative to the study directory.
+    pub cell: String,
+    /// `ARRAYJOB_TASK` of the probe.
+    pub slurm_job: String,
 }
 
 /// Reads a JSON record; `Ok(None)` when the file does not exist.

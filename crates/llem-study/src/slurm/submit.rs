@@ -316,6 +316,7 @@ pub fn submit(
         experiment_timeout_s: exec.experiment_timeout_seconds,
         gaps_s: (exec.experiment_gap_seconds, exec.cycle_gap_seconds),
         max_consecutive_failures: exec.max_consecutive_failures,
+        breaker_cooldown_s: exec.circuit_breaker_cooldown_seconds,
         arrays: Vec::new(),
         compile_job: None,
         control: None,

@@ -1,7 +1,7 @@
 //! One array task on a compute node: the cell its index names, run as `llem run` runs a cell
 //! (child process in its own group, timeout, log), between the node's device locks, with the
-//! circuit breaker and the wall-clock limit checked across the whole array first. Its only
-//! write outside the cell directory is the breaker's trip record, created once.
+//! circuit breaker ([`super::breaker`]) and the wall-clock limit checked across the whole
+//! array first. Its only writes outside the cell directory are the breaker's records.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use llem_results::layout;
 use llem_results::time::{iso8601_utc, unix_now_s};
 
-use super::commands;
+use super::breaker::{self, Gate};
 use super::compile::jobs_of;
 use super::record::{
-    self, BREAKER, BreakerTrip, CONTROL_CELL, CONTROL_STATUS, ControlRecord, NodeIdentity,
-    SubmissionRecord, TASK_STATUS, TaskState, TaskStatus,
+    self, CONTROL_CELL, CONTROL_STATUS, ControlRecord, NodeIdentity, SubmissionRecord, TASK_STATUS,
+    TaskState, TaskStatus,
 };
 use crate::StudyError;
 use crate::locks::{self, Holder, LockError};
@@ -112,49 +112,8 @@ impl StatusFile {
     }
 }
 
-/// Failures in a row at the end of the array's finished cells, by the time they ended.
-fn trailing_failures(dir: &Path, sub: u32, cells: &[String]) -> u32 {
-    let mut ends: Vec<(String, bool)> = cells
-        .iter()
-        .filter_map(|c| {
-            let s: TaskStatus = record::read(&dir.join(c).join(TASK_STATUS)).ok()??;
-            if s.submission != sub {
-                return None;
-            }
-            let failed = match s.state {
-                TaskState::Completed => false,
-                TaskState::Failed => true,
-                // A signal is Slurm's doing (scancel, time limit), not the cell failing.
-                TaskState::Running | TaskState::Interrupted | TaskState::Skipped => return None,
-            };
-            Some((s.finished_at?, failed))
-        })
-        .collect();
-    ends.sort();
-    ends.iter().rev().take_while(|(_, f)| *f).count() as u32
-}
-
-/// Writes the breaker's record unless another task did first (a hard link either creates it
-/// whole or finds it there); then cancels the tasks not started yet.
-fn trip_breaker(dir: &Path, sub: &SubmissionRecord, message: &str) -> Result<(), StudyError> {
-    let path = record::slurm_dir(dir).join(BREAKER);
-    let tmp = record::slurm_dir(dir).join(format!("{BREAKER}.{}.tmp", std::process::id()));
-    let trip = BreakerTrip {
-        at: iso8601_utc(unix_now_s()),
-        message: message.to_string(),
-    };
-    llem_results::write_json_atomic(&tmp, &trip)?;
-    let first = std::fs::hard_link(&tmp, &path).is_ok();
-    let _ = std::fs::remove_file(&tmp);
-    if first {
-        let ids: Vec<String> = sub.arrays.iter().map(|a| a.job_id.clone()).collect();
-        commands::cancel_pending(&ids)?;
-    }
-    Ok(())
-}
-
 /// Sleeps `seconds` unless a signal comes first; `false` if one did.
-fn rest(seconds: f64, interrupts: &AtomicUsize) -> bool {
+pub(super) fn rest(seconds: f64, interrupts: &AtomicUsize) -> bool {
     if !(seconds.is_finite() && seconds > 0.0) {
         return true;
     }
@@ -319,30 +278,26 @@ pub fn run_task(
         .iter()
         .map(|e| e.cell_dir.clone())
         .collect();
-    let max = sub.max_consecutive_failures;
-    if record::read::<BreakerTrip>(&record::slurm_dir(&a.dir).join(BREAKER))?.is_some() {
-        return status.end(
-            TaskState::Skipped,
-            Some(("Skipped", "the circuit breaker stopped the study".into())),
-            None,
-        );
-    }
-    let failures = trailing_failures(&a.dir, sub.number, &cells);
-    if max > 0 && failures >= max {
-        let message = format!(
-            "{failures} cells failed in a row across the array (max_consecutive_failures \
-             {max}); the tasks not started are cancelled"
-        );
-        trip_breaker(&a.dir, &sub, &message)?;
-        return status.end(
-            TaskState::Skipped,
-            Some((
-                "Skipped",
-                format!("the circuit breaker stopped the study: {message}"),
-            )),
-            None,
-        );
-    }
+    let me = breaker::Me {
+        cell: &entry.cell_dir,
+        slurm_job: &status.status.slurm_job,
+    };
+    let probe = match breaker::gate(&a.dir, &sub, &cells, &me, &a.interrupts, on_message)? {
+        Gate::Run(probe) => probe,
+        Gate::Skip(message) => {
+            return status.end(TaskState::Skipped, Some(("Skipped", message)), None);
+        }
+        Gate::Interrupted => {
+            return status.end(
+                TaskState::Interrupted,
+                Some((
+                    "Interrupted",
+                    "a signal came while the circuit breaker was open".into(),
+                )),
+                None,
+            );
+        }
+    };
     let past_deadline = || sub.deadline_unix_s.is_some_and(|d| unix_now_s() >= d);
     if past_deadline() {
         return status.end(
@@ -460,5 +415,9 @@ pub fn run_task(
             return status.end(TaskState::Failed, Some(("SpawnError", e.to_string())), None);
         }
     };
-    status.end_of(r, a.interrupts.load(Ordering::SeqCst) > 0)
+    let end = status.end_of(r, a.interrupts.load(Ordering::SeqCst) > 0)?;
+    if let Some(p) = probe {
+        p.settle(end)?;
+    }
+    Ok(end)
 }
