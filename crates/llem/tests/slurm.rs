@@ -714,6 +714,15 @@ fn after_failures_in_a_row_a_probe_cell_decides_whether_the_array_goes_on() {
         "{trip:?}"
     );
     assert!(!fails.join("_slurm/probe.json").exists());
+    let o = c.llem(&["study", "status", fails.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("circuit breaker tripped at") && text.contains("half-open probe failed"),
+        "{text}"
+    );
+    let o = c.llem(&["study", "status", passes.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["circuit_breaker"].is_null(), "closed again: {v}");
 }
 
 #[test]

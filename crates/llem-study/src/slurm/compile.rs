@@ -13,7 +13,8 @@ use llem_results::{CellStatus, Manifest, ManifestEntry, StudyResult, StudyStatus
 use super::commands::{self, Ended, QueuedTask};
 use super::record::{
     self, BREAKER, BreakerTrip, CONTROL_CELL, CONTROL_STATUS, DESIGN, JOBS, JobsRecord,
-    NODE_CONTROLS, NodeControl, SubmissionRecord, TASK_STATUS, TaskState, TaskStatus,
+    NODE_CONTROLS, NodeControl, PROBE, ProbeClaim, SubmissionRecord, TASK_STATUS, TaskState,
+    TaskStatus,
 };
 use crate::StudyError;
 use crate::design::StudyDesign;
@@ -34,6 +35,9 @@ pub struct Compiled {
     pub jobs: JobsRecord,
     /// Each node's control cell (`node_control`), every submission's.
     pub controls: Vec<NodeControl>,
+    /// The circuit breaker when it is not closed: tripped (why), or open with its half-open
+    /// probe out (which task, since when, why).
+    pub breaker: Option<String>,
 }
 
 /// The control cells the nodes measured; one whose task ended before it did (nothing of the
@@ -324,12 +328,22 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
         Some(assemble(&design, dir, &mut manifest))
     };
     let controls = node_controls(dir, &jobs, !open);
+    let probe: Option<ProbeClaim> = record::read(&record::slurm_dir(dir).join(PROBE))?;
+    let breaker = match (breaker, probe) {
+        (Some(b), _) => Some(format!("tripped at {}: {}", b.at, b.message)),
+        (None, Some(p)) if open && p.submission == sub.number => Some(format!(
+            "open: {}; the half-open probe is {} ({}), claimed at {}",
+            p.message, p.slurm_job, p.cell, p.at
+        )),
+        _ => None,
+    };
     Ok(Compiled {
         manifest,
         result,
         asked_slurm: ended.map(|(_, s)| s),
         jobs,
         controls,
+        breaker,
     })
 }
 

@@ -54,6 +54,8 @@ struct Report {
     parallel: usize,
     /// Each node's control cell (`node_control`).
     node_controls: Vec<llem_study::slurm::record::NodeControl>,
+    /// The circuit breaker, when not closed.
+    circuit_breaker: Option<String>,
 }
 
 /// How a study runs, for its report.
@@ -64,6 +66,7 @@ struct Execution {
     /// Pause before each cell, s.
     gap_s: f64,
     node_controls: Vec<llem_study::slurm::record::NodeControl>,
+    circuit_breaker: Option<String>,
 }
 
 fn report(dir: &std::path::Path, m: &Manifest, x: Execution) -> Report {
@@ -138,6 +141,7 @@ fn report(dir: &std::path::Path, m: &Manifest, x: Execution) -> Report {
         },
         parallel,
         node_controls: x.node_controls,
+        circuit_breaker: x.circuit_breaker,
     }
 }
 
@@ -205,6 +209,9 @@ fn print_text(r: &Report, asked: Option<&str>) {
             );
         }
     }
+    if let Some(b) = &r.circuit_breaker {
+        println!("  circuit breaker {b}");
+    }
     if let Some(a) = asked {
         println!("  (how tasks that left no record ended: Slurm's {a})");
     }
@@ -223,6 +230,7 @@ pub fn run(a: &StudyArgs) -> i32 {
                     max_parallel: sub.and_then(|s| s.options.max_parallel),
                     gap_s: sub.filter(|s| !s.no_gaps).map_or(0.0, |s| s.gaps_s.0),
                     node_controls: c.controls,
+                    circuit_breaker: c.breaker,
                 };
                 (c.manifest, x, c.asked_slurm)
             }
@@ -244,6 +252,7 @@ pub fn run(a: &StudyArgs) -> i32 {
                     max_parallel: Some(1),
                     gap_s,
                     node_controls: Vec::new(),
+                    circuit_breaker: None,
                 };
                 (m, x, None)
             }
