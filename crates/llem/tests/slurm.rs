@@ -189,6 +189,11 @@ fn unix_s(iso: &str) -> f64 {
     (days * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60) as f64 + secs
 }
 
+/// Each cell's status, in plan order.
+fn cell_states(m: &Manifest) -> Vec<CellStatus> {
+    m.experiments.iter().map(|e| e.status).collect()
+}
+
 fn task_statuses(dir: &Path) -> Vec<TaskStatus> {
     let m = manifest(dir);
     m.experiments
@@ -581,7 +586,7 @@ fn a_task_past_its_time_limit_is_a_timeout_and_the_breaker_stops_the_array() {
         "{:#?}",
         m.experiments
     );
-    let st: Vec<CellStatus> = m.experiments.iter().map(|e| e.status).collect();
+    let st = cell_states(&m);
     assert_eq!(
         st,
         [
@@ -662,7 +667,7 @@ fn after_failures_in_a_row_a_probe_cell_decides_whether_the_array_goes_on() {
     c.wait_idle(Duration::from_secs(300));
 
     let m = manifest(&passes);
-    let st: Vec<CellStatus> = m.experiments.iter().map(|e| e.status).collect();
+    let st = cell_states(&m);
     assert_eq!(
         st,
         [
@@ -695,7 +700,7 @@ fn after_failures_in_a_row_a_probe_cell_decides_whether_the_array_goes_on() {
     );
 
     let m = manifest(&fails);
-    let st: Vec<CellStatus> = m.experiments.iter().map(|e| e.status).collect();
+    let st = cell_states(&m);
     assert_eq!(
         st,
         [
