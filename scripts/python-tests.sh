@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package's test suite (crates/llem-py/tests): builds the wheel, installs it in a
 # clean venv (target/pyenv-llem, made afresh each time; pip's cache keeps the downloads) with
-# pytest, polars, tqdm and the reference reader `mlenergy-data` 0.4.0, writes the records
+# pytest, polars, tqdm, the reference reader `mlenergy-data` 0.4.0 and a Jupyter kernel
+# (ipykernel, jupyter_client, ipywidgets: the notebook tests), writes the records
 # parity tree, and runs pytest against the installed package. Needs the model assets
 # (scripts/fetch-assets.sh).
 set -euo pipefail
@@ -11,7 +12,8 @@ venv=target/pyenv-llem
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "$wheel" \
-  'pytest>=8' 'polars>=1' 'tqdm>=4.60' 'mlenergy-data==0.4.0'
+  'pytest>=8' 'polars>=1' 'tqdm>=4.60' 'mlenergy-data==0.4.0' \
+  'ipykernel>=6' 'jupyter_client>=8' 'ipywidgets>=8'
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 cargo run --quiet -p llem-results --example mlenergy_tree -- parity "$tree/parity"
