@@ -383,7 +383,7 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
              engine: openai\n\
              runners: {{openai: \"external:{url}\"}}\n\
              dataset: {{source: synthetic, n_prompts: 40, synthetic: {{input_tokens: 16, output_tokens: 64, distribution: fixed}}}}\n\
-             traffic: {{max_concurrency: 4, slo: {{ttft_ms: 35, tpot_ms: 15}}}}\n\
+             traffic: {{max_concurrency: 4, slo: {{ttft_ms: 300, tpot_ms: 40}}}}\n\
              measurement: {{methodology: steady_state}}\n\
              warmup: {{enabled: false}}\n\
              baseline: {{enabled: false}}\n"
@@ -427,7 +427,9 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     let m = read_server_metrics(&cell.join("server_metrics.parquet")).unwrap();
     assert!(m.iter().any(|s| s.metric == "vllm:num_requests_running"));
     // Goodput, recounted: requests ending in the window whose TTFT from the schedule is
-    // within 35 ms and whose time per output token is within 15 ms.
+    // within 300 ms and whose time per output token is within 40 ms. The server answers in
+    // 30 ms and 10 ms; the bounds leave a loaded machine room (at 35 ms and 15 ms, CI once
+    // counted no good request).
     let good = reqs
         .iter()
         .filter(|q| q.end_s >= ss.start_s - 1e-9 && q.end_s <= ss.end_s + 1e-9)
@@ -435,13 +437,13 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
             let ttft = q.first_token_s.unwrap() - q.scheduled_s.unwrap();
             let t = &q.token_times_s;
             let tpot = (t[t.len() - 1] - t[0]) / (t.len() - 1) as f64;
-            ttft <= 0.035 && tpot <= 0.015
+            ttft <= 0.300 && tpot <= 0.040
         })
         .count() as u32;
     let g = r.goodput.as_ref().unwrap();
     assert_eq!(g.requests_meeting_slo, good);
-    // Closed loop at 4: later requests queue in the client, so from the schedule most miss
-    // the 35 ms TTFT bound.
+    // Closed loop at 4: each later wave of 4 queues in the client behind one of about 660 ms,
+    // so from the schedule only the first wave meets the 300 ms TTFT bound.
     assert!(good >= 1 && good < g.requests, "{g:?}");
     let lat = r.latency_stats.as_ref().unwrap();
     assert!(lat.scheduled_ttft_p99_ms.unwrap() > lat.ttft_p99_ms.unwrap());
