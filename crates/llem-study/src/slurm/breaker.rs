@@ -18,6 +18,7 @@ use super::record::{
 };
 use super::task::rest;
 use crate::StudyError;
+use crate::breaker::{CircuitBreaker, Verdict};
 use crate::protocol::CellMessage;
 
 /// How often a task waiting on another's probe asks `squeue` whether that task still lives.
@@ -84,15 +85,19 @@ pub(super) fn gate<'a>(
                 ProbeNow::Ended => {}
             }
         }
+        // The local runner's breaker decides, fed the array's failures in a row: one policy
+        // (0 = off, 1 = fail fast without a probe) for both executors.
         let failures = trailing_failures(dir, sub.number, cells);
-        if max == 0 || failures < max {
+        let mut policy = CircuitBreaker::new(max);
+        let verdict = (0..failures).fold(Verdict::Continue, |_, _| policy.record_failure());
+        if verdict == Verdict::Continue {
             return Ok(Gate::Run(None));
         }
         let message = format!(
             "{failures} {} failed in a row across the array (max_consecutive_failures {max})",
             if failures == 1 { "cell" } else { "cells" }
         );
-        if max == 1 {
+        if verdict == Verdict::Abort {
             let message = format!("{message}; the tasks not started are cancelled");
             trip(dir, sub, &message)?;
             return Ok(Gate::Skip(format!(
