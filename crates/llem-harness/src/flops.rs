@@ -10,8 +10,9 @@
 //! 3. `parameter_estimate` (low): `2 · N · tokens` with all parameters.
 
 use llem_engines::ModelInfo;
-use llem_results::RequestRecord;
 use llem_results::result::FlopsEstimate;
+
+use crate::window::{TokenShare, tokens_of};
 
 fn sum_positions(from: u64, n: u64) -> f64 {
     // Σ_{p=from}^{from+n-1} (p + 1): keys attended by the tokens at those positions.
@@ -23,7 +24,7 @@ fn sum_positions(from: u64, n: u64) -> f64 {
     }
 }
 
-fn architecture(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimate> {
+fn architecture(m: &ModelInfo, shares: &[TokenShare]) -> Option<FlopsEstimate> {
     let l = f64::from(m.layers?);
     let h = f64::from(m.hidden_size?);
     let nh = f64::from(m.attention_heads?);
@@ -37,10 +38,13 @@ fn architecture(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimat
     let attn = l * 4.0 * nh * d;
     let head = 2.0 * h * v;
     let (mut prefill, mut decode) = (0.0, 0.0);
-    for r in records.iter().filter(|r| r.success) {
-        let (i, o) = (u64::from(r.input_tokens), u64::from(r.output_tokens));
-        prefill += i as f64 * linear + attn * sum_positions(0, i);
-        decode += o as f64 * (linear + head) + attn * sum_positions(i, o);
+    for s in shares {
+        let i = s.prompt_len;
+        if s.prefill {
+            prefill += i as f64 * linear + attn * sum_positions(0, i);
+        }
+        let o = s.output_n;
+        decode += o as f64 * (linear + head) + attn * sum_positions(i + s.output_from, o);
     }
     Some(FlopsEstimate {
         value: prefill + decode,
@@ -64,11 +68,10 @@ fn by_parameters(
     confidence: &str,
     note: String,
     m: &ModelInfo,
-    records: &[RequestRecord],
+    shares: &[TokenShare],
 ) -> FlopsEstimate {
-    let ok = records.iter().filter(|r| r.success);
-    let input: f64 = ok.clone().map(|r| f64::from(r.input_tokens)).sum();
-    let output: f64 = ok.map(|r| f64::from(r.output_tokens)).sum();
+    let (input, output) = tokens_of(shares);
+    let (input, output) = (input as f64, output as f64);
     FlopsEstimate {
         value: 2.0 * n * (input + output),
         method: method.into(),
@@ -80,9 +83,11 @@ fn by_parameters(
     }
 }
 
-/// The best estimate the model's metadata allows (`None` without a parameter count).
-pub fn estimate(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimate> {
-    if let Some(e) = architecture(m, records) {
+/// The best estimate the model's metadata allows for the tokens of `shares` (the measured
+/// window's, so that FLOPs, tokens and time describe the same slice); `None` without a
+/// parameter count.
+pub fn estimate(m: &ModelInfo, shares: &[TokenShare]) -> Option<FlopsEstimate> {
+    if let Some(e) = architecture(m, shares) {
         return Some(e);
     }
     let params = m.parameters? as f64;
@@ -103,7 +108,7 @@ pub fn estimate(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimat
                 "PaLM formula: 2 x {n:.0} non-embedding parameters x tokens; attention omitted"
             ),
             m,
-            records,
+            shares,
         ));
     }
     Some(by_parameters(
@@ -112,7 +117,7 @@ pub fn estimate(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimat
         "low",
         format!("2 x {params:.0} parameters (embeddings included) x tokens"),
         m,
-        records,
+        shares,
     ))
 }
 
@@ -120,25 +125,13 @@ pub fn estimate(m: &ModelInfo, records: &[RequestRecord]) -> Option<FlopsEstimat
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use llem_results::FinishReason;
 
-    fn rec(i: u32, o: u32) -> RequestRecord {
-        RequestRecord {
-            energy: None,
-            request_id: 0,
-            batch_index: None,
-            input_tokens: i,
-            output_tokens: o,
-            reference_output_tokens: None,
-            cached_input_tokens: None,
-            scheduled_s: None,
-            submit_s: 0.0,
-            first_token_s: None,
-            end_s: 0.0,
-            success: true,
-            error: None,
-            finish_reason: FinishReason::Length,
-            token_times_s: vec![],
+    fn rec(i: u32, o: u32) -> TokenShare {
+        TokenShare {
+            prompt_len: u64::from(i),
+            prefill: true,
+            output_from: 0,
+            output_n: u64::from(o),
         }
     }
 
@@ -192,5 +185,43 @@ mod tests {
         assert_eq!(e.value, 2.0 * 134_515_008.0 * 15.0);
         m.parameters = None;
         assert!(estimate(&m, &[rec(10, 5)]).is_none());
+    }
+
+    #[test]
+    fn a_window_counts_only_the_prompts_and_positions_it_holds() {
+        let m = smollm2();
+        let whole = estimate(&m, &[rec(10, 6)]).unwrap();
+        // The same request seen by a window that opens after its prefill and its first two
+        // tokens, and closes before its last one: tokens at positions 12..15.
+        let part = TokenShare {
+            prompt_len: 10,
+            prefill: false,
+            output_from: 2,
+            output_n: 3,
+        };
+        let e = estimate(&m, &[part]).unwrap();
+        assert_eq!(e.prefill_flops, 0.0);
+        let linear = 30.0 * (2.0 * 576.0 * 64.0 * (18.0 + 6.0) + 6.0 * 576.0 * 1536.0);
+        let attn = 30.0 * 4.0 * 9.0 * 64.0;
+        let head = 2.0 * 576.0 * 49152.0;
+        let want = 3.0 * (linear + head) + attn * (13.0 + 14.0 + 15.0);
+        assert!(
+            (e.decode_flops - want).abs() < 1e-3,
+            "{} vs {want}",
+            e.decode_flops
+        );
+        assert!(e.value < whole.value);
+        // A window that holds no token holds no FLOPs.
+        let none = TokenShare {
+            prefill: false,
+            output_n: 0,
+            ..part
+        };
+        assert_eq!(estimate(&m, &[none]).unwrap().value, 0.0);
+        let mut p = m.clone();
+        p.ffn_size = None;
+        let e = estimate(&p, &[part]).unwrap();
+        assert_eq!(e.method, "palm_formula");
+        assert_eq!(e.prefill_flops, 0.0);
     }
 }

@@ -50,6 +50,35 @@ pub(crate) fn check_requests(
     Ok(())
 }
 
+/// Fails a run whose chosen window holds no output token: every per-token and per-second
+/// figure of it would be 0 or a division by nothing, not a measurement.
+pub(crate) fn check_window(
+    records: &[RequestRecord],
+    window: &crate::window::Window,
+    workload_span: (f64, f64),
+) -> Result<(), HarnessError> {
+    let whole = (window.start_s, window.end_s) == workload_span;
+    let shares = crate::window::shares(records, (!whole).then_some((window.start_s, window.end_s)));
+    let (_, output) = crate::window::tokens_of(&shares);
+    if output > 0 {
+        return Ok(());
+    }
+    Err(HarnessError::NothingMeasured(format!(
+        "nothing was measured: the {} window [{:.3}, {:.3}] s holds no output token \
+         (the workload ran over [{:.3}, {:.3}] s){}",
+        window.methodology,
+        window.start_s,
+        window.end_s,
+        workload_span.0,
+        workload_span.1,
+        if window.warnings.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", window.warnings.join("; "))
+        }
+    )))
+}
+
 /// `; first errors: a | b | c`, or nothing when no request carried an error.
 fn first_errors(records: &[RequestRecord]) -> String {
     let mut quoted: Vec<String> = Vec::new();
@@ -152,5 +181,34 @@ mod tests {
         assert!(check_requests(&run, Some(0.05)).is_err());
         assert!(check_requests(&run, Some(0.1)).is_ok());
         assert!(check_requests(&run[..9], None).is_ok());
+    }
+
+    #[test]
+    fn a_window_that_holds_no_token_measured_nothing() {
+        // Tokens at 1.0, 1.5 and 2.0 s; a steady state chosen after them holds none.
+        let mut r = rec(0, true, 3, None);
+        r.first_token_s = Some(1.0);
+        r.token_times_s = vec![1.0, 1.5, 2.0];
+        let records = [r];
+        let window = |start_s: f64, end_s: f64| crate::window::Window {
+            start_s,
+            end_s,
+            methodology: "steady_state",
+            info: None,
+            warnings: vec!["batch utilisation 34 % is below 85 %".into()],
+        };
+        let e = check_window(&records, &window(2.5, 3.0), (0.0, 3.0)).unwrap_err();
+        assert!(matches!(e, HarnessError::NothingMeasured(_)));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("steady_state window [2.500, 3.000] s holds no output token")
+                && msg.contains("batch utilisation 34 %"),
+            "{msg}"
+        );
+        assert!(check_window(&records, &window(1.2, 3.0), (0.0, 3.0)).is_ok());
+        // The whole run counts by the counts, stamped or not.
+        let mut unstamped = records[0].clone();
+        unstamped.token_times_s.clear();
+        assert!(check_window(&[unstamped], &window(0.0, 3.0), (0.0, 3.0)).is_ok());
     }
 }

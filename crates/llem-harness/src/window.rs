@@ -29,22 +29,62 @@ pub struct Window {
     pub warnings: Vec<String>,
 }
 
-/// Output and input tokens inside `[start, end]`: output tokens by arrival time, input
+/// What one successful request contributed to a window: its prompt, when its prefill ended
+/// inside (its first token arrived there), and a run of its output tokens by position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenShare {
+    /// Prompt length of the request (where its output positions start).
+    pub prompt_len: u64,
+    /// True when the prompt's prefill is counted in the window.
+    pub prefill: bool,
+    /// Index in the reply of the first output token the window holds.
+    pub output_from: u64,
+    /// Output tokens the window holds (consecutive from `output_from`).
+    pub output_n: u64,
+}
+
+/// Each successful request's share of `[start, end]`, or of the whole run when `window` is
+/// `None` (then by the counts, without relying on every engine stamping every token). Token
+/// times are stamped in arrival order, so a window holds a consecutive run of each reply.
+pub fn shares(records: &[RequestRecord], window: Option<(f64, f64)>) -> Vec<TokenShare> {
+    records
+        .iter()
+        .filter(|r| r.success)
+        .map(|r| {
+            let prompt_len = u64::from(r.input_tokens);
+            match window {
+                None => TokenShare {
+                    prompt_len,
+                    prefill: true,
+                    output_from: 0,
+                    output_n: u64::from(r.output_tokens),
+                },
+                Some((start, end)) => TokenShare {
+                    prompt_len,
+                    prefill: r.first_token_s.is_some_and(|t| t >= start && t <= end),
+                    output_from: r.token_times_s.iter().filter(|t| **t < start).count() as u64,
+                    output_n: r
+                        .token_times_s
+                        .iter()
+                        .filter(|t| **t >= start && **t <= end)
+                        .count() as u64,
+                },
+            }
+        })
+        .collect()
+}
+
+/// Input and output tokens of a set of shares.
+pub fn tokens_of(shares: &[TokenShare]) -> (u64, u64) {
+    shares.iter().fold((0, 0), |(i, o), s| {
+        (i + if s.prefill { s.prompt_len } else { 0 }, o + s.output_n)
+    })
+}
+
+/// Input and output tokens inside `[start, end]`: output tokens by arrival time, input
 /// tokens of requests whose first token arrived inside (their prefill ended there).
 pub fn tokens_in(records: &[RequestRecord], start: f64, end: f64) -> (u64, u64) {
-    let mut input = 0u64;
-    let mut output = 0u64;
-    for r in records.iter().filter(|r| r.success) {
-        output += r
-            .token_times_s
-            .iter()
-            .filter(|t| **t >= start && **t <= end)
-            .count() as u64;
-        if r.first_token_s.is_some_and(|t| t >= start && t <= end) {
-            input += u64::from(r.input_tokens);
-        }
-    }
-    (input, output)
+    tokens_of(&shares(records, Some((start, end))))
 }
 
 /// Time-averaged number of requests between their first token and their end (decoding),

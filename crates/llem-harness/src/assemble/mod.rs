@@ -111,20 +111,12 @@ impl Measured<'_> {
     }
 }
 
-/// Input and output tokens of the window. A sub-window counts the tokens that arrived inside
-/// it; the whole run counts them all (the same number, without relying on every engine
+/// Each request's share of the window. A sub-window holds the tokens that arrived inside
+/// it; the whole run holds them all (by the counts, without relying on every engine
 /// stamping every token).
-fn tokens(m: &Measured<'_>) -> (u64, u64) {
-    let (t0, t1) = m.window;
-    if m.window == m.workload_span {
-        let ok = m.records.iter().filter(|r| r.success);
-        (
-            ok.clone().map(|r| u64::from(r.input_tokens)).sum(),
-            ok.map(|r| u64::from(r.output_tokens)).sum(),
-        )
-    } else {
-        crate::window::tokens_in(m.records, t0, t1)
-    }
+fn shares(m: &Measured<'_>) -> Vec<crate::window::TokenShare> {
+    let whole = m.window == m.workload_span;
+    crate::window::shares(m.records, (!whole).then_some(m.window))
 }
 
 /// `x / d` when both are positive.
@@ -184,7 +176,10 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let cfg = req.config;
     let (t0, t1) = m.window;
     let duration = (t1 - t0).max(0.0);
-    let (input, output) = tokens(m);
+    // One slice for tokens and FLOPs, so that per-token and per-second figures divide like
+    // by like.
+    let shares = shares(m);
+    let (input, output) = crate::window::tokens_of(&shares);
     // Baselines are subtracted per scope below; the window's own figure is the system's.
     let summary = llem_energy::window(m.telemetry, t0, t1, None);
     let window = &summary.energy;
@@ -203,7 +198,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let records = attributed::annotated(m.records, attribution.as_ref());
     let (energy_per_request_j, energy_per_response_token_mj) =
         attributed::distributions(&records, m.window);
-    let fl = flops::estimate(m.model, m.records);
+    let fl = flops::estimate(m.model, &shares);
     if fl.is_none()
         && !warnings
             .iter()

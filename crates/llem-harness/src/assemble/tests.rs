@@ -128,6 +128,7 @@ fn request(cfg: &ExperimentConfig) -> ExperimentRequest<'_> {
         runnable_checked: true,
         carbon_intensity_gco2_kwh: None,
         datacenter_pue: None,
+        plan_warnings: Vec::new(),
     }
 }
 
@@ -288,6 +289,39 @@ fn a_sub_window_counts_the_tokens_that_arrived_inside_it() {
     assert_eq!(r.steady_state_window, Some([2.5, 6.5]));
     assert_eq!(r.avg_tokens_per_second, 2.0);
     assert_eq!(r.energy_adjusted_j, None, "no baseline");
+}
+
+/// FLOPs describe the window's tokens, like the energy and the time they are divided by:
+/// a steady-state window's FLOPs per output token are the whole run's at the same positions,
+/// and its FLOPs per second its own FLOPs over its own duration.
+#[test]
+fn flops_cover_the_tokens_of_the_window_only() {
+    let cfg = config();
+    let req = request(&cfg);
+    let mut inputs = Inputs::new();
+    inputs.model = ModelInfo {
+        parameters: Some(1_000_000),
+        ..ModelInfo::default()
+    };
+    // Two requests, tokens at 1..8 s; the window holds those at 3..6 s, no prefill.
+    let recs = records(2, 8, 1.0);
+    let tel = package_at_10_w();
+    let whole = result(&inputs.measured(&req, &recs, &tel, None));
+    let mut m = inputs.measured(&req, &recs, &tel, None);
+    m.window = (2.5, 6.5);
+    m.methodology = "steady_state";
+    let r = result(&m);
+    // 2 x N per token, parameter estimate: 8 window tokens, no prompt.
+    let f = r.flops.as_ref().unwrap();
+    assert_eq!(f.method, "parameter_estimate");
+    assert_eq!(f.prefill_flops, 0.0);
+    assert_eq!(r.total_flops, Some(2.0e6 * 8.0));
+    assert_eq!(r.flops_per_output_token, Some(2.0e6));
+    assert_eq!(r.flops_per_input_token, None, "no prompt in the window");
+    assert_eq!(r.flops_per_second, Some(2.0e6 * 8.0 / 4.0));
+    // The whole run: 16 output and 20 input tokens.
+    assert_eq!(whole.total_flops, Some(2.0e6 * 36.0));
+    assert_eq!(whole.flops_per_output_token, r.flops_per_output_token);
 }
 
 #[test]
