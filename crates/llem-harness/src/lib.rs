@@ -32,6 +32,7 @@ pub mod engines {
     pub use llem_engines::memory::{DescribedModel, MemoryEstimate, describe_model, estimate};
     pub use llem_engines::registry::{LocalProgram, availability, default_image, local_program};
     pub use llem_engines::serving::find_llama_server;
+    pub use llem_engines::serving::probe::{EndpointProbe, probe as probe_endpoint};
     pub use llem_engines::which;
 }
 pub use progress::{Event, Phase, Progress, Silent};

@@ -63,6 +63,9 @@ pub struct ExperimentRequest<'a> {
     pub carbon_intensity_gco2_kwh: Option<f64>,
     /// Data-centre PUE from the user config (null: 1.0).
     pub datacenter_pue: Option<f64>,
+    /// The plan's warnings about this configuration (settings that will not act as
+    /// written): recorded in the result, whose numbers they concern.
+    pub plan_warnings: Vec<String>,
 }
 
 /// An experiment failed.
@@ -629,7 +632,8 @@ pub fn run_experiment(
     let epoch = Instant::now();
     let start_unix = llem_results::time::unix_now_s();
     let cancel = req.cancel.as_ref();
-    let mut warnings: Vec<String> = Vec::new();
+    // What the plan said before the run stays with the numbers it concerns.
+    let mut warnings: Vec<String> = req.plan_warnings.clone();
 
     let (model_path, data, mut set) = preflight_phase(req, progress, &mut warnings)?;
     let meter_cfg = MeterConfig {
@@ -759,10 +763,12 @@ pub fn run_experiment(
     };
 
     // Teardown: free the context and the model under telemetry (what it costs is part of
-    // the lifecycle), then stop it.
+    // the lifecycle), then stop it. It starts where the last measured run ended, so that no
+    // joule is counted in two phases.
+    let teardown_start = difference.as_ref().map_or(run.span.1, |d| d.span.1);
     drop(session);
     drop(engine);
-    span("teardown", run.span.1, at());
+    span("teardown", teardown_start, at());
     let telemetry: Telemetry = meter
         .map(Meter::stop)
         .transpose()
@@ -779,6 +785,7 @@ pub fn run_experiment(
         target,
         run.span,
     );
+    verdict::check_window(&run.records, &chosen, run.span)?;
     warnings.extend(chosen.warnings.iter().cloned());
     warnings.extend(run_warnings(cfg, &workload, &run));
 

@@ -541,6 +541,18 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
 /// Every phase's energy, on a package drawing a known 20 W throughout: baseline (its idle
 /// power times its length), load, warmup, thermal floor, measurement and teardown each at
 /// 20 W over its own span, and the lifecycle the sum of them.
+/// Phases follow one another without overlap (a joule counted in two phases would count
+/// twice in `lifecycle_energy_j`).
+fn assert_phases_do_not_overlap(phases: &[serde_json::Value]) {
+    for pair in phases.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let (a_start, a_end) = (a["start_s"].as_f64().unwrap(), a["end_s"].as_f64().unwrap());
+        let b_start = b["start_s"].as_f64().unwrap();
+        assert!(a_start <= a_end, "{a}");
+        assert!(a_end <= b_start + 1e-9, "{a} overlaps {b}");
+    }
+}
+
 #[test]
 fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
     let (home, stop, writer) = home_at_20_watts();
@@ -570,6 +582,13 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
             "teardown"
         ],
         "{r}"
+    );
+    assert_phases_do_not_overlap(phases);
+    // The plan's warning about a short thermal floor is kept with the numbers it concerns.
+    let warnings = r["measurement_warnings"].to_string();
+    assert!(
+        warnings.contains("warmup.thermal_floor_seconds is 1 s, below the 30 s"),
+        "{warnings}"
     );
     let mut sum = 0.0;
     for p in phases {
@@ -719,6 +738,11 @@ fn the_difference_method_runs_beside_the_attributed_split() {
         names,
         ["load", "warmup", "measure", "prefill_only", "teardown"]
     );
+    // The one-token rerun is not part of teardown too: each joule in one phase only.
+    assert_phases_do_not_overlap(phases);
+    let sum: f64 = phases.iter().map(|p| p["energy_j"].as_f64().unwrap()).sum();
+    let lifecycle = r["lifecycle_energy_j"].as_f64().unwrap();
+    assert!((lifecycle - sum).abs() < 1e-9, "{lifecycle} vs {sum}");
     assert!(err.is_empty() || !err.contains("panicked"), "{err}");
 }
 
