@@ -29,6 +29,10 @@ pub struct CellSpec {
     pub index: usize,
     /// Cycle, from 0.
     pub cycle: u32,
+    /// The plan's warnings about the configuration, for the cell's result (absent in specs
+    /// written before they were carried).
+    #[serde(default)]
+    pub plan_warnings: Vec<String>,
 }
 
 /// One line of a cell's stdout.

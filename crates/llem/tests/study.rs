@@ -421,6 +421,68 @@ fn kill_9_of_the_runner_leaves_no_orphan_and_resume_finishes_without_rerunning()
     assert!(stderr(&again).contains("no study named 'kill9' to resume"));
 }
 
+/// A manifest the disk refuses (here: a directory where its temporary file goes, as full or
+/// read-only storage refuses it) while the study runs: the study goes on with its cells, but
+/// it does not end as "completed" with exit 0 and a manifest stuck at `running`; it fails
+/// naming the file, and --resume repairs the record once the disk takes it again.
+#[test]
+fn a_manifest_the_disk_refuses_fails_the_study_and_resume_repairs_it() {
+    let _serial = serial();
+    let sb = Sandbox::new();
+    let yaml = sb.yaml(
+        "m.yaml",
+        &format!(
+            "name: refused\nmodel: {MODEL}\n\
+             dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 16, output_tokens: 8}}}}\n\
+             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
+        ),
+    );
+    let out = sb.results();
+    let child = sb
+        .cmd(&["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let dir = wait_for("the study directory", Duration::from_secs(60), || {
+        sb.study_dirs().into_iter().next()
+    });
+    wait_for("the cell running", Duration::from_secs(60), || {
+        let m = try_manifest(&dir)?;
+        (m.experiments.first()?.status == CellStatus::Running).then_some(())
+    });
+    let blocker = dir.join(format!(".manifest.json.tmp-{pid}"));
+    std::fs::create_dir_all(blocker.join("occupied")).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("manifest.json"), "{err}");
+    assert!(!err.contains("study completed"), "{err}");
+    assert_eq!(
+        manifest(&dir).status,
+        StudyStatus::Running,
+        "the last manifest that could be written"
+    );
+    std::fs::remove_dir_all(&blocker).unwrap();
+    let o = sb.run(&yaml, &["--resume"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Completed);
+    assert_eq!(m.summary.completed, 1);
+    let sr = study_result(&dir);
+    assert_eq!(sr.experiments.len(), 1);
+    // The plan's warning reached the cell's result through its spec.
+    assert!(
+        sr.experiments[0]
+            .measurement_warnings
+            .iter()
+            .any(|w| w.contains("thermal_floor_seconds is 0 s")),
+        "{:?}",
+        sr.experiments[0].measurement_warnings
+    );
+}
+
 /// A file with a GGUF name that llama.cpp cannot load: the engine fails, the cell fails.
 fn broken_model(sb: &Sandbox, name: &str) -> String {
     let p = sb.path().join(name);

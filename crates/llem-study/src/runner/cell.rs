@@ -60,6 +60,7 @@ pub(crate) fn stage_cell(
         sampling_interval_ms: sampling_interval.as_secs_f64() * 1000.0,
         index: entry.index,
         cycle: entry.cycle,
+        plan_warnings: pc.warnings.clone(),
     };
     let spec_path = cell.join(layout::CELL_SPEC);
     llem_results::write_json_atomic(&spec_path, &spec)?;
@@ -106,7 +107,7 @@ fn supervise_cell(
         if let Some(e) = cp.entry_mut(i) {
             e.pid = Some(pid);
         }
-        cp.save();
+        cp.checkpoint();
         if let Some(e) = cp.entry(i) {
             obs_cell.borrow_mut().event(StudyEvent::CellStarted {
                 entry: e,
@@ -235,13 +236,13 @@ pub(super) fn run_one(
                 en.error_message = Some(e.to_string());
                 en.pid = None;
             }
-            cp.save();
+            cp.checkpoint();
             return Err(e.into());
         }
     };
     note_leftovers(cp, &entry, &r, obs);
     let outcome = record_end(cp, i, &entry, r);
-    cp.save();
+    cp.checkpoint();
     Ok(outcome)
 }
 

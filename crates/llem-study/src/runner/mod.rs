@@ -167,14 +167,21 @@ struct Checkpoint {
 }
 
 impl Checkpoint {
-    fn save(&mut self) {
+    /// Writes the manifest as it stands.
+    fn save(&mut self) -> Result<(), llem_results::ResultsError> {
         self.manifest.recount();
         self.manifest.summary.total_wall_time_s =
             self.wall_before_s + self.session_start.elapsed().as_secs_f64();
-        if let Err(e) = llem_results::write_json_atomic(&self.path, &self.manifest)
+        llem_results::write_json_atomic(&self.path, &self.manifest)
+    }
+
+    /// A checkpoint between cells: the cells' own files are intact, so a study goes on when
+    /// its manifest cannot be written, warned once; the write that ends the study is the
+    /// one that must succeed ([`Checkpoint::save`]).
+    fn checkpoint(&mut self) {
+        if let Err(e) = self.save()
             && !self.warned
         {
-            // The cells' own files are intact; a study is not aborted for its checkpoint.
             tracing::warn!("cannot write the manifest: {e}");
             self.warned = true;
         }
@@ -335,7 +342,7 @@ impl<'a> StudyRun<'a> {
                 );
                 obs.event(StudyEvent::Note(&msg));
                 cp.manifest.summary.warnings.push(msg);
-                cp.save();
+                cp.checkpoint();
                 let cooldown = exec.circuit_breaker_cooldown_seconds;
                 if let WaitEnd::Halt(h) = pause(
                     cooldown,
@@ -421,7 +428,8 @@ fn stopped_by_error(cp: &mut Checkpoint, e: &StudyError) {
         .summary
         .warnings
         .push(format!("study stopped: {e}"));
-    cp.save();
+    // The error that stopped the study is the one reported; this write is best effort.
+    cp.checkpoint();
 }
 
 /// How the study ended, from why the loop stopped.
@@ -491,7 +499,8 @@ pub fn run_study(
     cp.manifest.status = StudyStatus::Running;
     cp.manifest.end_time = None;
     cp.manifest.runner_pid = Some(std::process::id());
-    cp.save();
+    // A study that cannot record that it runs does not start.
+    cp.save()?;
     obs.event(StudyEvent::Started {
         dir: &dir,
         manifest: &cp.manifest,
@@ -517,10 +526,12 @@ pub fn run_study(
             "{} could not be written ({e}); --resume writes it",
             layout::STUDY_RESULT
         ));
-        cp.save();
+        cp.checkpoint();
         return Err(e.into());
     }
-    cp.save();
+    // The manifest that says how the study ended: without it the study reads as still
+    // running, so it is an error (--resume writes it), never a "completed" study.
+    cp.save()?;
     Ok(StudyOutcome {
         dir,
         manifest: cp.manifest,

@@ -334,6 +334,7 @@ pub fn submit(
             sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
             index: 0,
             cycle: 0,
+            plan_warnings: pc.warnings.clone(),
         };
         let rel = format!("{}/sub-{number:03}/control_spec.json", record::SLURM_DIR);
         llem_results::write_json_atomic(&dir.join(&rel), &spec)?;

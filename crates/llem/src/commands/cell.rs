@@ -78,6 +78,7 @@ pub fn run(args: &CellArgs) -> i32 {
             config_hash: &spec.config_hash,
             experiment_id: spec.experiment_id.clone(),
             cell_dir: spec.cell_dir.clone(),
+            plan_warnings: spec.plan_warnings.clone(),
         },
         spec.baseline_cache_dir.clone(),
         Duration::from_secs_f64((spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0)),

@@ -212,6 +212,8 @@ pub struct CellTarget<'a> {
     pub experiment_id: String,
     /// The cell directory.
     pub cell_dir: PathBuf,
+    /// The plan's warnings about this configuration.
+    pub plan_warnings: Vec<String>,
 }
 
 /// The one way this binary builds an [`ExperimentRequest`], for `llem run` of one experiment
@@ -241,6 +243,7 @@ pub fn experiment_request(
         runnable_checked,
         carbon_intensity_gco2_kwh: user.measurement.carbon_intensity_gco2_kwh,
         datacenter_pue: user.measurement.datacenter_pue,
+        plan_warnings: cell.plan_warnings,
     }
 }
 
@@ -342,6 +345,7 @@ pub fn measure_one(
             config_hash: &hash,
             experiment_id,
             cell_dir: cell_dir.clone(),
+            plan_warnings: pc.warnings.clone(),
         },
         crate::paths::cache_dir(),
         interval,
