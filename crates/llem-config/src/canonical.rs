@@ -368,7 +368,34 @@ fn write_key(bytes: &[u8], out: &mut Vec<u8>) {
 /// The digest of a resolved configuration.
 #[cfg(test)]
 pub fn digest_of(config: &ExperimentConfig) -> ConfigDigest {
-    CanonicalWriter::new().digest(config)
+    config_digest(&mut CanonicalWriter::new(), config)
+}
+
+/// Key under which a configuration's runner enters its canonical form.
+pub const RUNNER_KEY: &str = "runner";
+
+/// The digest of a configuration: its canonical JSON, with a top-level `runner` key when its
+/// engine runs on anything but the engine's default runner ([`RunnerSpec::identity`]). Two
+/// endpoints, or a local server and a container, are two configurations; one that names no
+/// runner hashes as it always did.
+///
+/// [`RunnerSpec::identity`]: crate::model::RunnerSpec::identity
+pub fn config_digest(writer: &mut CanonicalWriter, config: &ExperimentConfig) -> ConfigDigest {
+    let identity = config.runner().and_then(|r| {
+        r.identity(
+            config.engine,
+            config.images.get(&config.engine).map(String::as_str),
+        )
+    });
+    let Some(identity) = identity else {
+        return writer.digest(config);
+    };
+    // Rare (a non-default runner): splice the key in through a JSON round trip of the
+    // canonical form, which the writer then sorts and writes canonically again.
+    let mut tree: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(writer.write(config)).unwrap_or_default();
+    tree.insert(RUNNER_KEY.into(), serde_json::Value::String(identity));
+    writer.digest(&tree)
 }
 
 /// The study design digest over configuration digests in plan order.
@@ -437,6 +464,59 @@ mod tests {
         assert_eq!(digest_of(&a), plain);
         a.random_seed = 1;
         assert_ne!(digest_of(&a), plain);
+    }
+
+    /// Two endpoints, a container and a local server are different deployments: a runner
+    /// other than the engine's default enters the hash (credentials do not), the default
+    /// runner leaves it as it was, and runners of other engines never count.
+    #[test]
+    fn a_non_default_runner_enters_the_hash() {
+        use crate::model::{Engine, RunnerSpec};
+        let text = "model: m\nengine: vllm\n";
+        let tree = crate::yaml::parse(text, crate::source::SourceId(0)).unwrap();
+        let mut a: ExperimentConfig = crate::de::from_node(&tree).unwrap();
+        let plain = digest_of(&a);
+        assert_eq!(
+            plain,
+            CanonicalWriter::new().digest(&a),
+            "no runner: as before"
+        );
+        let with = |a: &ExperimentConfig, r: &str| {
+            let mut b = a.clone();
+            b.runners
+                .insert(Engine::Vllm, r.parse::<RunnerSpec>().unwrap());
+            digest_of(&b)
+        };
+        assert_eq!(with(&a, "local"), plain, "the default runner");
+        let one = with(&a, "external:http://10.0.0.1:8000");
+        let two = with(&a, "external:http://10.0.0.2:8000");
+        assert_ne!(one, plain);
+        assert_ne!(one, two);
+        assert_eq!(with(&a, "external:http://user:key@10.0.0.1:8000"), one);
+        let docker = with(&a, "docker");
+        assert_ne!(docker, plain);
+        assert_ne!(with(&a, "docker:vllm/vllm-openai:v0.11.0"), docker);
+        a.images
+            .insert(Engine::Vllm, "vllm/vllm-openai:v0.11.0".into());
+        assert_eq!(
+            with(&a, "docker"),
+            with(&a, "docker:vllm/vllm-openai:v0.11.0"),
+            "the image pulled, wherever it was named"
+        );
+        a.images.clear();
+        a.runners
+            .insert(Engine::Sglang, RunnerSpec::Docker { image: None });
+        assert_eq!(digest_of(&a), plain, "another engine's runner");
+        // The hash is the canonical form with the key in its sorted place.
+        let mut b = a.clone();
+        b.runners.insert(Engine::Vllm, "docker".parse().unwrap());
+        let mut v = serde_json::to_value(&b).unwrap();
+        let obj = v.as_object_mut().unwrap();
+        for k in ExperimentConfig::ENVIRONMENT_KEYS {
+            obj.remove(*k);
+        }
+        obj.insert("runner".into(), json!("docker"));
+        assert_eq!(digest_of(&b), CanonicalWriter::new().digest(&v));
     }
 
     /// Straightforward reference of the canonical form, for the property test below.

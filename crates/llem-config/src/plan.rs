@@ -342,7 +342,7 @@ fn finish(
             errors,
         }));
     }
-    let digest = writer.digest(&config);
+    let digest = crate::canonical::config_digest(writer, &config);
     Ok(Outcome::Valid(Box::new(PlannedConfig {
         config,
         digest,

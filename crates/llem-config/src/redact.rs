@@ -36,10 +36,11 @@ pub fn masked(value: &str) -> String {
 }
 
 /// `authorization: Bearer x`, `"api_key": "x"`, `password=x` and the like: the name stays,
-/// the value goes.
+/// the value goes. A value already redacted is taken whole, so that text redacted twice (a
+/// server's error quoted in a message that is redacted again) reads the same.
 static NAMED: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
-        r#"(?i)((?:proxy-)?authorization|x-api-key|api[_-]?key|access[_-]?token|auth[_-]?token|password|passwd|secret|token)("?\s*[:=]\s*"?)((?:bearer|basic|token)\s+)?[^"\s,;&}\]]+"#,
+        r#"(?i)((?:proxy-)?authorization|x-api-key|api[_-]?key|access[_-]?token|auth[_-]?token|password|passwd|secret|token)("?\s*[:=]\s*"?)((?:bearer|basic|token)\s+)?(?:\[REDACTED\]|[^"\s,;&}\]]+)"#,
     )
     .ok()
 });
@@ -129,6 +130,8 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(text(input, &[]), want, "{input}");
+            // Redacting again changes nothing: no stray `]` after a second pass.
+            assert_eq!(text(want, &[]), want, "{want}");
         }
     }
 

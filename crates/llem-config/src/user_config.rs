@@ -78,14 +78,15 @@ pub struct UserOutput {
 pub struct UserMeasurement {
     /// Energy sampler used when an experiment does not name one.
     pub energy_sampler: Option<EnergySampler>,
-    /// Grid carbon intensity, gCO2 per kWh.
-    #[schemars(range(min = 0.0))]
+    /// Grid carbon intensity, gCO2 per kWh (at most 2 000: the dirtiest grids are near 1 000).
+    #[schemars(range(min = 0.0, max = 2000.0))]
     pub carbon_intensity_gco2_kwh: Option<f64>,
-    /// Data-centre power usage effectiveness (1.0 = none).
-    #[schemars(range(min = 1.0))]
+    /// Data-centre power usage effectiveness (1.0 = none; at most 5, past any real facility).
+    #[schemars(range(min = 1.0, max = 5.0))]
     pub datacenter_pue: Option<f64>,
-    /// CPU thermal design power for the estimate sampler, in watts.
-    #[schemars(extend("exclusiveMinimum" = 0))]
+    /// CPU thermal design power for the estimate sampler, in watts (at most 10 000: a host's
+    /// sockets together, not a typo's 1e308 that turns every figure into infinity).
+    #[schemars(extend("exclusiveMinimum" = 0), range(max = 10000.0))]
     pub cpu_tdp_w: Option<f64>,
 }
 
@@ -421,6 +422,24 @@ mod tests {
             Some("did you mean `measurement`?")
         );
         assert_eq!(e.diagnostics[0].location.as_ref().unwrap().line, 1);
+    }
+
+    /// Physical constants a user gives are bounded: a typo cannot make every figure inf or NaN.
+    #[test]
+    fn physical_constants_are_bounded() {
+        for (var, value, want) in [
+            ("LLEM_CPU_TDP_W", "1e308", "at most 10000"),
+            ("LLEM_CPU_TDP_W", "0", "greater than 0"),
+            ("LLEM_CARBON_INTENSITY", "1e9", "at most 2000"),
+            ("LLEM_DATACENTER_PUE", "50", "at most 5"),
+        ] {
+            let e = settings("", &[(var, value)]).unwrap_err();
+            let d = &e.diagnostics[0];
+            assert_eq!(d.location.as_ref().unwrap().file, var);
+            assert!(d.message.contains(want), "{var}={value}: {}", d.message);
+        }
+        let s = settings("", &[("LLEM_CPU_TDP_W", "350")]).unwrap();
+        assert_eq!(s.config.measurement.cpu_tdp_w, Some(350.0));
     }
 
     #[test]

@@ -30,8 +30,20 @@ fn environment_fields_and_labels_do_not_change_the_hash() {
     assert_eq!(
         base,
         hash(
-            "model: m.gguf\nengine: vllm\nname: label\noutput_dir: /x\nrunners: {vllm: docker}\nimages: {vllm: img:1}\ngpu_telemetry: false\n"
+            "model: m.gguf\nengine: vllm\nname: label\noutput_dir: /x\nrunners: {vllm: local, sglang: docker}\nimages: {vllm: img:1}\ngpu_telemetry: false\n"
         )
+    );
+    // What runs is part of what is measured: another runner (a container, an endpoint) is
+    // another configuration, and its image is part of it (docs/configuration.md, Hashes).
+    let docker = hash("model: m.gguf\nengine: vllm\nrunners: {vllm: docker}\n");
+    assert_ne!(base, docker);
+    assert_ne!(
+        docker,
+        hash("model: m.gguf\nengine: vllm\nrunners: {vllm: docker}\nimages: {vllm: img:1}\n")
+    );
+    assert_eq!(
+        hash("model: m.gguf\nengine: vllm\nrunners: {vllm: docker}\nimages: {vllm: img:1}\n"),
+        hash("model: m.gguf\nengine: vllm\nrunners: {vllm: \"docker:img:1\"}\n")
     );
     assert_ne!(base, hash("model: m.gguf\nengine: vllm\ndtype: float16\n"));
     assert_ne!(
@@ -93,4 +105,18 @@ fn anchors_do_not_change_the_hash() {
         hash("model: m.gguf\ndecoder: &dec {top_k: 5}\nmeasurement: {latency_profiling: false}\n"),
         hash("model: m.gguf\ndecoder: {top_k: 5}\n")
     );
+}
+
+/// Two endpoints that differ only in `runners:` are two configurations: the plan keeps
+/// both (no "equivalent" collapse), and each cell is keyed by what actually runs.
+#[test]
+fn configurations_that_differ_only_in_their_runner_are_not_merged() {
+    let text = "model: m\nengine: openai\nsweep:\n  runners.openai: [\"external:http://10.0.0.1:8000\", \"external:http://10.0.0.2:8000\"]\n";
+    let p = plan_text(text).unwrap();
+    assert_eq!(p.configs.len(), 2, "{:?}", p.duplicates);
+    assert!(p.duplicates.is_empty());
+    assert_ne!(p.configs[0].digest, p.configs[1].digest);
+    let runner = |i: usize| p.configs[i].config.runner().unwrap().to_string();
+    assert_eq!(runner(0), "external:http://10.0.0.1:8000");
+    assert_eq!(runner(1), "external:http://10.0.0.2:8000");
 }

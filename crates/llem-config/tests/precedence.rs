@@ -68,20 +68,25 @@ fn runners_user_file_then_env_then_yaml() {
     );
 }
 
+/// Where results go is environment; what runs is identity, wherever it was named: a user
+/// config that puts vLLM in a container makes another configuration than a local vLLM
+/// (docs/configuration.md, Hashes), and naming the default runner changes nothing.
 #[test]
-fn runners_are_environment_not_identity() {
+fn the_runner_is_identity_and_the_results_directory_is_not() {
     let f = Files::new();
     let bare = f.write("bare.yaml", "model: m\nengine: vllm\n");
     let a = plan_with(&bare, Overrides::default(), true, &env()).unwrap();
-    let e = user_env(
-        &f,
-        "runners: {vllm: docker}\noutput: {results_dir: /data/r}\n",
-        &[],
-    );
+    let e = user_env(&f, "output: {results_dir: /data/r}\n", &[]);
     let b = plan_with(&bare, Overrides::default(), true, &e).unwrap();
     assert_eq!(a.configs[0].digest, b.configs[0].digest);
     assert_eq!(b.output_dir, "/data/r");
     assert_eq!(b.configs[0].config.output_dir.as_deref(), Some("/data/r"));
+    let local = user_env(&f, "runners: {vllm: local}\n", &[]);
+    let c = plan_with(&bare, Overrides::default(), true, &local).unwrap();
+    assert_eq!(a.configs[0].digest, c.configs[0].digest);
+    let docker = user_env(&f, "runners: {vllm: docker}\n", &[]);
+    let d = plan_with(&bare, Overrides::default(), true, &docker).unwrap();
+    assert_ne!(a.configs[0].digest, d.configs[0].digest);
 }
 
 #[test]

@@ -97,6 +97,48 @@ impl fmt::Display for RunnerSpec {
     }
 }
 
+/// Where the userinfo of an `http(s)://user:key@host/...` URL lies, as a byte range (the
+/// `@` excluded); `None` when the URL carries none.
+fn userinfo_range(url: &str) -> Option<std::ops::Range<usize>> {
+    let start = url.find("://")? + 3;
+    let rest = url.get(start..)?;
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let at = rest.get(..authority_end)?.rfind('@')?;
+    Some(start..start + at)
+}
+
+/// The URL without its userinfo: the server it names, whoever logs in.
+pub fn url_without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
+    match userinfo_range(url) {
+        Some(r) => format!(
+            "{}{}",
+            url.get(..r.start).unwrap_or_default(),
+            url.get(r.end + 1..).unwrap_or_default()
+        )
+        .into(),
+        None => url.into(),
+    }
+}
+
+impl RunnerSpec {
+    /// What this runner adds to an `engine` configuration's identity: nothing on the engine's
+    /// default runner (so configurations that name none keep their hashes), else its name with
+    /// the image it would pull (`image` from `images:` when the runner names none) or the
+    /// server's URL without its userinfo (credentials do not make another server).
+    pub fn identity(&self, engine: Engine, image: Option<&str>) -> Option<String> {
+        if RunnerSpec::default_for(engine).as_ref() == Some(self) {
+            return None;
+        }
+        Some(match self {
+            RunnerSpec::Docker { image: None } => {
+                image.map_or_else(|| "docker".to_string(), |i| format!("docker:{i}"))
+            }
+            RunnerSpec::External { url } => format!("external:{}", url_without_userinfo(url)),
+            other => other.to_string(),
+        })
+    }
+}
+
 const FORMS: &str = "`embedded`, `local`, `docker`, `docker:<image>` or `external:<url>`";
 
 impl FromStr for RunnerSpec {
