@@ -376,6 +376,179 @@ fn every_misbehaviour_of_a_server_is_a_failed_request_with_its_reason() {
     assert_eq!(summary.traffic.unwrap().requests_failed, 6);
 }
 
+/// A server that ignores `max_tokens`, or closes its stream without `data: [DONE]`, is not
+/// taken at its word: the tokens are counted as received, and the run says what happened.
+#[test]
+fn tokens_beyond_the_cap_and_a_stream_without_done_are_warned_about() {
+    let _serial = serial();
+    let url = fake_openai::spawn(FakeConfig::default());
+    let cfg = config(&url, serde_json::json!({}), 6);
+    let prompts = vec![
+        prompt("ok", false),
+        prompt("OVERRUN", false),
+        prompt("NODONE", false),
+    ];
+    let (records, summary) = run(&cfg, prompts, 5);
+    assert!(records.iter().all(|r| r.success), "{records:?}");
+    assert_eq!(
+        records.iter().map(|r| r.output_tokens).collect::<Vec<_>>(),
+        [6, 60, 6]
+    );
+    let w = summary.warnings.join("\n");
+    assert!(
+        w.contains(
+            "1 of 3 requests received more tokens than their max_tokens (up to 60 against 6)"
+        ),
+        "{w}"
+    );
+    assert!(
+        w.contains("1 of 3 streams ended without `data: [DONE]`"),
+        "{w}"
+    );
+    // A well-behaved server draws neither warning.
+    let (_, quiet) = run(&cfg, vec![prompt("ok", false), prompt("ok", true)], 5);
+    let w = quiet.warnings.join("\n");
+    assert!(!w.contains("max_tokens") && !w.contains("[DONE]"), "{w}");
+}
+
+/// Reads one HTTP/1.1 request (head and Content-Length body): its request line, or None at
+/// the end of the connection.
+fn read_request(r: &mut std::io::BufReader<std::net::TcpStream>) -> Option<String> {
+    use std::io::{BufRead, Read};
+    let mut first = String::new();
+    r.read_line(&mut first).ok().filter(|n| *n > 0)?;
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).ok().filter(|n| *n > 0)?;
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).ok()?;
+    Some(first)
+}
+
+/// Writes one keep-alive response.
+fn respond(w: &mut std::net::TcpStream, status: &str, content_type: &str, body: &str) {
+    use std::io::Write;
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\
+         connection: keep-alive\r\n\r\n",
+        body.len()
+    );
+    let _ = w.write_all(head.as_bytes());
+    let _ = w.write_all(body.as_bytes());
+    let _ = w.flush();
+}
+
+fn answer(w: &mut std::net::TcpStream, content_type: &str, body: &str) {
+    respond(w, "200 OK", content_type, body);
+}
+
+/// A raw HTTP/1.1 server on loopback that answers each connection's first completion and,
+/// like a server closing idle keep-alive connections, closes the connection when a second
+/// one arrives on it, without answering (GETs, the readiness probes, are always answered).
+/// Returns its base URL and the count of completions answered.
+fn server_closing_reused_connections() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::BufReader;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let answered = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = answered.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(64) {
+            let Ok(conn) = conn else { continue };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut w = conn;
+                let mut completions = 0;
+                while let Some(line) = read_request(&mut r) {
+                    if line.starts_with("GET") {
+                        // Probes get a connection of their own, closed after the answer (the
+                        // client sees that while it is idle), so the pool holds only
+                        // connections that served a completion.
+                        if line.starts_with("GET /v1/models") {
+                            answer(
+                                &mut w,
+                                "application/json",
+                                r#"{"data":[{"id":"fake-model"}]}"#,
+                            );
+                        } else if line.starts_with("GET /metrics") {
+                            // No metrics: a scraper would take the pooled connections.
+                            respond(&mut w, "404 Not Found", "text/plain", "");
+                        } else {
+                            answer(&mut w, "application/json", "{}");
+                        }
+                        break;
+                    } else if completions == 0 {
+                        completions += 1;
+                        // Slow enough that requests sent together each hold a connection.
+                        std::thread::sleep(Duration::from_millis(200));
+                        answer(
+                            &mut w,
+                            "text/event-stream",
+                            "data: {\"choices\":[{\"index\":0,\"text\":\"tok \",\"finish_reason\":\"length\"}]}\n\n\
+                             data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n\
+                             data: [DONE]\n\n",
+                        );
+                        count.fetch_add(1, Ordering::SeqCst);
+                    } else {
+                        // Read and dropped with the connection: it never reached a handler.
+                        count.fetch_add(1000, Ordering::SeqCst);
+                        break;
+                    }
+                }
+                let _ = w.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (url, answered)
+}
+
+/// A request sent on a pooled keep-alive connection that the server closes as it arrives is
+/// sent again once, on a new connection, not failed; even when the other pooled connections
+/// were closed by the server too (so a retry through the pool would fail again).
+#[test]
+fn a_request_on_a_connection_the_server_closed_is_retried_on_a_new_one() {
+    let _serial = serial();
+    let (url, answered) = server_closing_reused_connections();
+    // Three requests at once open three connections, which go back to the pool; each later
+    // request takes one of them, whose next completion the server drops.
+    let cfg = config(&url, serde_json::json!({"max_concurrency": 3}), 1);
+    let engine = start(&cfg, 5);
+    let plan = ContextPlan {
+        slots: 1,
+        tokens_per_slot: 1,
+        n_threads: 1,
+    };
+    let mut session = engine.open(plan).unwrap();
+    for (round, n) in [3, 1, 1].into_iter().enumerate() {
+        let prompts = (0..n).map(|_| prompt("ok", false)).collect();
+        let wl = llem_engines::registry::workload(&cfg, prompts);
+        let mut sink = Sink {
+            epoch: Instant::now(),
+            records: Vec::new(),
+            tokens: 0,
+        };
+        session.run(&wl, &mut sink).unwrap();
+        assert_eq!(sink.records.len(), n);
+        for r in &sink.records {
+            assert!(r.success && r.output_tokens == 1, "round {round}: {r:?}");
+        }
+    }
+    // Thousands count the requests dropped on a reused connection, units those answered.
+    let counted = answered.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(counted % 1000, 5, "{counted}");
+    assert!(counted / 1000 >= 2, "the scenario happened: {counted}");
+}
+
 #[test]
 fn open_loop_schedules_are_kept_without_drift_under_load() {
     let _serial = serial();
@@ -516,6 +689,95 @@ fn a_server_that_never_becomes_healthy_fails_with_its_log() {
         "{msg}"
     );
     assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+/// An external URL where nothing listens fails the start in seconds, naming the URL (its
+/// credentials redacted) and the reason, instead of waiting out the 20-minute ready timeout.
+#[test]
+fn an_external_url_that_refuses_connections_fails_in_seconds() {
+    let _serial = serial();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = config(
+        &format!("http://user:pa55word@127.0.0.1:{port}"),
+        serde_json::json!({}),
+        4,
+    );
+    let t = Instant::now();
+    let mut opts = ServeOptions::new(std::env::temp_dir());
+    opts.stall_timeout = Duration::from_secs(5);
+    let err = ServerEngine::start(&cfg, None, std::env::temp_dir().join("x.log"), opts)
+        .err()
+        .expect("nothing listens there")
+        .to_string();
+    let waited = t.elapsed();
+    assert!(
+        waited >= llem_engines::serving::EXTERNAL_UNREACHABLE_GRACE,
+        "a restart's grace first: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(60), "{waited:?}: {err}");
+    assert!(
+        err.contains(&format!(
+            "nothing answers at http://user:[REDACTED]@127.0.0.1:{port}"
+        )),
+        "{err}"
+    );
+    assert!(err.to_lowercase().contains("refused"), "{err}");
+    assert!(!err.contains("pa55word"), "{err}");
+}
+
+/// A server that is starting is waited for: its port opens after a moment, then it answers
+/// 503 while it loads (longer than the grace for refused connections), then it is healthy.
+#[test]
+fn an_external_server_that_is_starting_is_waited_for() {
+    let _serial = serial();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t0 = Instant::now();
+    let loading = llem_engines::serving::EXTERNAL_UNREACHABLE_GRACE + Duration::from_secs(3);
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        for conn in listener.incoming().take(200) {
+            let Ok(conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut r = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut w = conn;
+                while let Some(line) = read_request(&mut r) {
+                    if t0.elapsed() < loading {
+                        respond(
+                            &mut w,
+                            "503 Service Unavailable",
+                            "application/json",
+                            r#"{"error":"loading model"}"#,
+                        );
+                    } else if line.starts_with("GET /v1/models") {
+                        answer(
+                            &mut w,
+                            "application/json",
+                            r#"{"data":[{"id":"fake-model"}]}"#,
+                        );
+                    } else {
+                        answer(&mut w, "application/json", "{}");
+                    }
+                }
+            });
+        }
+    });
+    let cfg = config(
+        &format!("http://127.0.0.1:{port}"),
+        serde_json::json!({}),
+        4,
+    );
+    let engine = start(&cfg, 5);
+    assert!(t0.elapsed() >= loading, "{:?}", t0.elapsed());
+    drop(engine);
 }
 
 #[test]

@@ -254,3 +254,72 @@ fn a_study_that_cannot_run_here_fails_before_it_starts() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("did you mean `temperature`?"));
 }
+
+/// A loopback server answering every request with 200 (a healthy OpenAI-compatible server,
+/// as far as a readiness probe can tell); returns its port.
+fn healthy_server() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(16).flatten() {
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let mut w = conn;
+            let _ = w.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            );
+        }
+    });
+    port
+}
+
+/// Every endpoint a study names is asked: one that refuses connections fails the check
+/// (its credentials redacted), a live one is fine; the two are two configurations, not one.
+#[test]
+fn the_doctor_asks_every_endpoint_a_study_names() {
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let live = healthy_server();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        home.path().join("ends.yaml"),
+        format!(
+            "name: ends\nenergy_sampler: estimate\nexperiments:\n\
+             \x20 - {{model: m, engine: openai, runners: {{openai: \"external:http://127.0.0.1:{live}\"}}}}\n\
+             \x20 - {{model: m, engine: openai, runners: {{openai: \"external:http://u:s3cr3t-pw@127.0.0.1:{dead}\"}}}}\n"
+        ),
+    )
+    .unwrap();
+    let o = llem(
+        home.path(),
+        &["doctor", "ends.yaml", "--json", "--check"],
+        &[],
+    )
+    .output()
+    .unwrap();
+    let r = json(&o);
+    assert_eq!(o.status.code(), Some(1), "{r:#}");
+    let refused = line(
+        &r,
+        "Study ends (2 configurations)",
+        &format!("#2: nothing answers at http://u:[REDACTED]@127.0.0.1:{dead}"),
+    );
+    assert_eq!(refused["status"], "fail");
+    let ok = line(
+        &r,
+        "Study ends",
+        &format!("#1: openai can run here (runner external:http://127.0.0.1:{live})"),
+    );
+    assert_eq!(ok["status"], "ok");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("s3cr3t-pw"));
+}

@@ -131,6 +131,10 @@ pub struct Finished {
     pub from_usage: bool,
     /// Prompt count from the server's usage.
     pub input_from_usage: bool,
+    /// The stream closed with `data: [DONE]`, as the OpenAI protocol ends one.
+    pub saw_done: bool,
+    /// The `max_tokens` the request asked for, when it got more tokens than that.
+    pub over_cap: Option<u32>,
 }
 
 /// Shared between the dispatcher and the run thread.
@@ -180,6 +184,14 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
     if requests.is_empty() {
         return Ok(());
     }
+    // The retry of a request whose pooled connection the server had closed goes out on a
+    // connection of its own: the pool may hold more connections the server closed at the
+    // same moment (it closes idle ones together), and a retry on one of them fails too.
+    let fresh = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client for retries: {e}"))?;
     let mut died: Option<String> = None;
     let sem = plan
         .max_concurrency
@@ -225,11 +237,20 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
             break;
         };
         let scheduled_s = clock.at(target);
-        let (http, endpoint, shared, done) =
-            (http.clone(), endpoint.clone(), shared.clone(), done.clone());
+        let (http, fresh, endpoint, shared, done) = (
+            http.clone(),
+            fresh.clone(),
+            endpoint.clone(),
+            shared.clone(),
+            done.clone(),
+        );
         let id = u32::try_from(i).unwrap_or(u32::MAX);
         tasks.spawn(async move {
-            let f = one(&http, &endpoint, id, &req, scheduled_s, clock, &shared).await;
+            let clients = Clients {
+                pooled: &http,
+                fresh: &fresh,
+            };
+            let f = one(clients, &endpoint, id, &req, scheduled_s, clock, &shared).await;
             let _ = done.send(f);
             drop(permit);
         });
@@ -271,9 +292,16 @@ pub fn join_reason(e: tokio::task::JoinError) -> String {
         .unwrap_or_else(|| "panicked".into())
 }
 
+/// The run's pooled client, and one that opens a new connection for every request.
+#[derive(Clone, Copy)]
+struct Clients<'a> {
+    pooled: &'a reqwest::Client,
+    fresh: &'a reqwest::Client,
+}
+
 /// Sends one request and reads its stream to the end.
 async fn one(
-    http: &reqwest::Client,
+    http: Clients<'_>,
     endpoint: &Endpoint,
     id: u32,
     req: &Prepared,
@@ -288,6 +316,7 @@ async fn one(
         usage: (None, None),
         cached: None,
         finish: None,
+        saw_done: false,
     };
     // Error bodies may echo the request's headers: the key llem sent, or any credential,
     // must not reach requests.parquet or a log.
@@ -301,11 +330,15 @@ async fn one(
         usage: final_usage,
         cached,
         finish,
+        saw_done,
     } = st;
     let end_s = clock.now();
     let acc = accounting::account(&chunks, final_usage.1);
     let output_tokens = u32::try_from(acc.token_times_s.len()).unwrap_or(u32::MAX);
     let input_from_usage = final_usage.0.is_some();
+    // Kept as received (they were generated and timed), and said: a server that ignores the
+    // cap changes what a token costs.
+    let over_cap = req.max_tokens.filter(|cap| output_tokens > *cap);
     Finished {
         record: RequestRecord {
             energy: None,
@@ -331,6 +364,8 @@ async fn one(
         mode: acc.mode,
         from_usage: acc.from_usage,
         input_from_usage,
+        saw_done,
+        over_cap,
     }
 }
 
@@ -341,10 +376,12 @@ struct StreamState {
     /// Prompt tokens the server took from its prefix cache, when its usage says.
     cached: Option<u32>,
     finish: Option<FinishReason>,
+    /// `data: [DONE]` arrived.
+    saw_done: bool,
 }
 
 async fn stream(
-    http: &reqwest::Client,
+    http: Clients<'_>,
     endpoint: &Endpoint,
     req: &Prepared,
     clock: Clock,
@@ -356,12 +393,18 @@ async fn stream(
         usage,
         cached,
         finish,
+        saw_done,
     } = st;
     let url = format!("{}{}", endpoint.base_url, req.api.path());
     let stall = endpoint.stall_timeout;
     let mut attempt = 0;
     let mut resp = loop {
-        let mut rb = http
+        let client = if attempt == 0 {
+            http.pooled
+        } else {
+            http.fresh
+        };
+        let mut rb = client
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
@@ -372,7 +415,7 @@ async fn stream(
         match tokio::time::timeout(stall, rb.send()).await {
             Err(_) => return Err(format!("no response within {} s", stall.as_secs_f64())),
             // A pooled keep-alive connection the server closed while idle fails before the
-            // request reached it: send once more on a fresh connection.
+            // request reached it: send once more, on a new connection.
             Ok(Err(e)) if attempt == 0 && stale_connection(&e) => attempt += 1,
             Ok(Err(e)) => return Err(format!("request failed: {}", error_chain(&e))),
             Ok(Ok(r)) => break r,
@@ -396,7 +439,10 @@ async fn stream(
     let mut on_event = |t: f64, data: &[u8]| -> bool {
         events += 1;
         match chunk::parse(data) {
-            Ok(None) => true,
+            Ok(None) => {
+                *saw_done = true;
+                true
+            }
             Ok(Some(c)) if c.is_error => {
                 failure = Some(format!(
                     "server error in stream: {}",

@@ -11,6 +11,7 @@ pub(crate) mod chunk;
 pub(crate) mod client;
 pub(crate) mod engines;
 pub(crate) mod flags;
+pub mod probe;
 pub mod prometheus;
 mod request;
 mod session;
@@ -82,6 +83,26 @@ impl ServeOptions {
 
 /// Environment variables an external endpoint's API key is read from, in order.
 pub const API_KEY_ENV: &[&str] = &["LLEM_API_KEY", "OPENAI_API_KEY"];
+
+/// How long an external URL may refuse connections before the run fails: long enough for a
+/// server that is being restarted to open its port, far short of a launch's ready timeout.
+pub const EXTERNAL_UNREACHABLE_GRACE: Duration = Duration::from_secs(5);
+
+/// What emptying the prefix cache before a run did.
+pub(crate) struct CacheReset {
+    /// The request that emptied it.
+    pub done: Option<String>,
+    /// Why it is not known to be empty.
+    pub warning: Option<String>,
+}
+
+/// A request outside the workload that failed.
+struct CallFailure {
+    /// Why.
+    message: String,
+    /// No server took the connection.
+    unreachable: bool,
+}
 
 /// A healthy server and the client that talks to it.
 pub struct ServerEngine {
@@ -228,10 +249,12 @@ impl ServerEngine {
 
     fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
         self.call(reqwest::Method::GET, path, timeout)
+            .map_err(|f| f.message)
     }
 
     fn post(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
         self.call(reqwest::Method::POST, path, timeout)
+            .map_err(|f| f.message)
     }
 
     /// One request to the server outside the workload: its status and body.
@@ -240,45 +263,80 @@ impl ServerEngine {
         method: reqwest::Method,
         path: &str,
         timeout: Duration,
-    ) -> Result<(u16, String), String> {
+    ) -> Result<(u16, String), CallFailure> {
         let url = format!("{}{}", self.endpoint.base_url, path);
         let mut rb = self.http.request(method, &url).timeout(timeout);
         if let Some(k) = &self.endpoint.api_key {
             rb = rb.bearer_auth(k);
         }
+        let failure = |e: reqwest::Error| CallFailure {
+            unreachable: probe::unreachable(&e),
+            message: client::error_chain(&e),
+        };
         self.rt.block_on(async move {
-            let r = rb.send().await.map_err(|e| client::error_chain(&e))?;
+            let r = rb.send().await.map_err(failure)?;
             let status = r.status().as_u16();
-            let body = r.text().await.map_err(|e| client::error_chain(&e))?;
+            let body = r.text().await.map_err(failure)?;
             Ok((status, body))
         })
     }
 
-    /// Empties the prefix cache of a server llem started, so every run (each warmup
-    /// iteration, then the measurement) starts from the same state: warmup's prompts are not
-    /// cached hits in the window. Returns the request made; `None` for servers without a
-    /// reset route or not started by llem (an external server's cache is its owner's).
-    pub(crate) fn reset_prefix_cache(&self) -> Result<Option<String>, EngineError> {
+    /// Empties the server's prefix cache, so every run (each warmup iteration, then the
+    /// measurement, and a run repeated later with the same seeded prompts) starts from the
+    /// same state: no prompt is a cached hit that skips its prefill. Returns the request made
+    /// and, when the cache could not be emptied, a warning for the result. A server llem
+    /// started must reset (it is launched to allow it); an external one is asked, and when it
+    /// refuses, or its engine has no reset route, the run goes on with a warning.
+    pub(crate) fn reset_prefix_cache(&self) -> Result<CacheReset, EngineError> {
+        let external = self.process.is_none();
         let Some(reset) = self.spec.and_then(|s| s.prefix_cache_reset) else {
-            return Ok(None);
+            return Ok(CacheReset {
+                done: None,
+                warning: external.then(|| {
+                    format!(
+                        "llem cannot empty the prefix cache of this external {} server (its \
+                         engine has no reset route): prompts it has seen before (the same \
+                         random_seed sends the same prompts) may be served from its cache, \
+                         with their prefill skipped; see the prompt cache hit rate where the \
+                         server reports one",
+                        self.cfg.engine
+                    )
+                }),
+            });
         };
-        if self.process.is_none() {
-            return Ok(None);
+        match self.reset_with(reset) {
+            Ok(done) => Ok(CacheReset {
+                done: Some(done),
+                warning: None,
+            }),
+            Err(e) if external => Ok(CacheReset {
+                done: None,
+                warning: Some(format!(
+                    "{e}; prompts this external server has seen before (the same random_seed \
+                     sends the same prompts) may be served from its cache, with their prefill \
+                     skipped"
+                )),
+            }),
+            Err(e) => Err(e),
         }
+    }
+
+    /// Runs one reset; the request made.
+    fn reset_with(&self, reset: PrefixCacheReset) -> Result<String, EngineError> {
         match reset {
             PrefixCacheReset::Post { route, .. } => {
                 self.post_ok(route)?;
-                Ok(Some(format!("POST {route}")))
+                Ok(format!("POST {route}"))
             }
             PrefixCacheReset::EraseSlots => {
                 let slots = self.slot_ids()?;
                 for id in &slots {
                     self.post_ok(&format!("/slots/{id}?action=erase"))?;
                 }
-                Ok(Some(format!(
+                Ok(format!(
                     "POST /slots/<id>?action=erase ({} slots)",
                     slots.len()
-                )))
+                ))
             }
         }
     }
@@ -329,6 +387,9 @@ impl ServerEngine {
     fn wait_ready(&mut self, health_path: &str) -> Result<(), EngineError> {
         let start = Instant::now();
         let mut last;
+        // An external server that has never answered: refused connections for a few seconds
+        // mean nothing is there (a server that is starting answers, if only with a 503).
+        let mut answered = false;
         loop {
             if self
                 .opts
@@ -344,10 +405,32 @@ impl ServerEngine {
                     reason: died,
                 });
             }
-            match self.get(health_path, Duration::from_secs(5)) {
+            match self.call(reqwest::Method::GET, health_path, Duration::from_secs(5)) {
                 Ok((200, _)) => return Ok(()),
-                Ok((code, body)) => last = format!("HTTP {code} {}", body.trim()),
-                Err(e) => last = e,
+                Ok((code, body)) => {
+                    answered = true;
+                    last = format!("HTTP {code} {}", body.trim());
+                }
+                Err(f) => {
+                    answered |= !f.unreachable;
+                    if f.unreachable
+                        && !answered
+                        && self.process.is_none()
+                        && start.elapsed() > EXTERNAL_UNREACHABLE_GRACE
+                    {
+                        return Err(EngineError::Load {
+                            model: self.cfg.model.clone(),
+                            reason: format!(
+                                "nothing answers at {} (for {:.0} s): {}; start the server, or \
+                                 check the URL in runners:",
+                                llem_config::redact::text(&self.endpoint.base_url, &[]),
+                                start.elapsed().as_secs_f64(),
+                                llem_config::redact::text(&f.message, &[])
+                            ),
+                        });
+                    }
+                    last = f.message;
+                }
             }
             // An external server with no /health: a model list is as good.
             if self.process.is_none()
@@ -371,7 +454,7 @@ impl ServerEngine {
                     model: self.cfg.model.clone(),
                     reason: format!(
                         "{} did not become healthy {} (last: {last}){}",
-                        self.endpoint.base_url,
+                        llem_config::redact::text(&self.endpoint.base_url, &[]),
                         if hung {
                             format!(
                                 "and logged nothing for {:.0} s",

@@ -31,6 +31,11 @@ struct Tally {
     mode: TimingMode,
     all_usage: bool,
     all_input_usage: bool,
+    /// Successful requests that received more tokens than their `max_tokens`: how many, and
+    /// the cap and tokens of the one that received the most.
+    over_cap: (usize, u32, u32),
+    /// Successful requests whose stream ended without `data: [DONE]`.
+    without_done: usize,
 }
 
 impl Tally {
@@ -43,6 +48,8 @@ impl Tally {
             mode: TimingMode::TrueStreaming,
             all_usage: true,
             all_input_usage: true,
+            over_cap: (0, 0, 0),
+            without_done: 0,
         }
     }
 
@@ -56,6 +63,17 @@ impl Tally {
             .extend(r.scheduled_s.map(|s| (r.submit_s - s) * 1000.0));
         if r.success {
             self.succeeded += 1;
+            if let Some(cap) = f.over_cap {
+                let (n, worst_cap, most) = self.over_cap;
+                self.over_cap = if r.output_tokens > most {
+                    (n + 1, cap, r.output_tokens)
+                } else {
+                    (n + 1, worst_cap, most)
+                };
+            }
+            if !f.saw_done {
+                self.without_done += 1;
+            }
         } else {
             self.failed += 1;
         }
@@ -144,6 +162,22 @@ impl ServerSession<'_> {
                     .into(),
             );
         }
+        let (over, cap, most) = tally.over_cap;
+        if over > 0 {
+            warnings.push(format!(
+                "{over} of {} requests received more tokens than their max_tokens (up to {most} \
+                 against {cap}): the server did not honour the cap; their tokens are counted \
+                 as received",
+                tally.succeeded
+            ));
+        }
+        if tally.without_done > 0 {
+            warnings.push(format!(
+                "{} of {} streams ended without `data: [DONE]`: the server closed them without \
+                 the protocol's end marker, so their replies may be cut short",
+                tally.without_done, tally.succeeded
+            ));
+        }
         if tally.succeeded > 0 && !tally.all_input_usage {
             warnings.push(
                 "the server reported no prompt token counts for some requests: their input \
@@ -194,6 +228,8 @@ impl Session for ServerSession<'_> {
     ) -> Result<RunSummary, EngineError> {
         let e = self.engine;
         let reset = e.reset_prefix_cache()?;
+        let reset_warning = reset.warning;
+        let reset = reset.done;
         let requests = Arc::new(super::request::prepare(
             &e.endpoint,
             e.spec,
@@ -250,7 +286,8 @@ impl Session for ServerSession<'_> {
         outcome?;
         dispatched?;
         let samples = samples?;
-        let warnings = self.warnings(workload, &tally);
+        let mut warnings = self.warnings(workload, &tally);
+        warnings.extend(reset_warning);
         let latency_mode = Some(tally.mode.as_str());
         Ok(RunSummary {
             warnings,

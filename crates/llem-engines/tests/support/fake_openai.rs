@@ -10,7 +10,8 @@
 //! resets the stream, `BADSSE` sends one chunk then a truncated JSON payload, `BADUSAGE`
 //! streams normally but with a usage whose counts are not numbers, `HUGE` sends one chunk
 //! then an event that never ends, `ECHOAUTH` answers 400 with the request's
-//! `Authorization` header echoed in the body.
+//! `Authorization` header echoed in the body, `OVERRUN` streams ten times `max_tokens`,
+//! `NODONE` ends its stream without `data: [DONE]`.
 
 #![allow(
     dead_code,
@@ -261,6 +262,11 @@ fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool, headers: &Head
         .as_u64()
         .or_else(|| v["max_completion_tokens"].as_u64())
         .unwrap_or(16) as u32;
+    let n = if prompt.contains("OVERRUN") {
+        n * 10
+    } else {
+        n
+    };
     let include_usage = s.cfg.usage && v["stream_options"]["include_usage"].as_bool() == Some(true);
     let continuous = s.cfg.continuous_usage
         && v["stream_options"]["continuous_usage_stats"].as_bool() == Some(true);
@@ -340,7 +346,9 @@ fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool, headers: &Head
             let u = json!({"id": "x", "choices": [], "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + u64::from(n)}});
             let _ = tx.send(Ok(Bytes::from(format!("data: {u}\n\n")))).await;
         }
-        let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+        if !prompt.contains("NODONE") {
+            let _ = tx.send(Ok(Bytes::from_static(b"data: [DONE]\n\n"))).await;
+        }
         s.running.fetch_sub(1, Ordering::Relaxed);
         s.served.fetch_add(1, Ordering::Relaxed);
     });

@@ -24,6 +24,8 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
     let assets = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
     // (status, message, fix) -> configuration indices.
     let mut found: BTreeMap<(Status, String, Option<String>), Vec<usize>> = BTreeMap::new();
+    // Each endpoint is asked once, however many configurations name it.
+    let mut endpoints: BTreeMap<String, Option<Line>> = BTreeMap::new();
     let mut add = |line: Line, i: usize| {
         found
             .entry((line.status, line.message, line.fix))
@@ -55,6 +57,13 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
                 ),
                 _ => {}
             }
+        }
+        if let Some(RunnerSpec::External { url }) = cfg.runner() {
+            let line = endpoints
+                .entry(url.clone())
+                .or_insert_with(|| endpoint(url))
+                .clone();
+            lines.extend(line);
         }
         if lines.iter().all(|l| l.status < Status::Warn) {
             lines.push(Line::ok(format!(
@@ -89,8 +98,33 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
 }
 
 fn runner_words(cfg: &llem_config::ExperimentConfig) -> String {
-    cfg.runner()
-        .map_or_else(|| "no runner".into(), |r| format!("runner {r}"))
+    cfg.runner().map_or_else(
+        || "no runner".into(),
+        |r| format!("runner {}", llem_config::redact::text(&r.to_string(), &[])),
+    )
+}
+
+/// How long the doctor waits for an endpoint's answer.
+const ENDPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether the server an `external:` runner names answers: nothing to say when it is ready.
+fn endpoint(url: &str) -> Option<Line> {
+    use llem_harness::engines::EndpointProbe;
+    let shown = llem_config::redact::text(url, &[]);
+    match llem_harness::engines::probe_endpoint(url, ENDPOINT_TIMEOUT) {
+        EndpointProbe::Ready { .. } => None,
+        EndpointProbe::Answering { last } => Some(
+            Line::warn(format!(
+                "{shown} answers but is not ready ({})",
+                llem_config::redact::text(&last, &[])
+            ))
+            .fix("wait for the server to load its model, or check its API key"),
+        ),
+        EndpointProbe::Unreachable { reason } => Some(
+            Line::fail(format!("nothing answers at {shown}: {reason}"))
+                .fix("start the server, or correct the URL in runners:"),
+        ),
+    }
 }
 
 /// Whether the sensors `sampler` asks for are here.
