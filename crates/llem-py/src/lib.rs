@@ -28,7 +28,7 @@ pub(crate) fn records_error(e: llem_results::records::RecordsError) -> PyErr {
     match e {
         E::NotFound(_) | E::NothingFound(_) => PyFileNotFoundError::new_err(e.to_string()),
         E::Usage(_) => PyValueError::new_err(e.to_string()),
-        E::Results(_) | E::Invalid { .. } => LlemError::new_err(e.to_string()),
+        E::NoRuns(_) | E::Results(_) | E::Invalid { .. } => LlemError::new_err(e.to_string()),
     }
 }
 

@@ -897,6 +897,45 @@ pub struct PhaseSpan {
 /// and summaries lead with the raw figure instead.
 pub const DEGENERATE_ADJUSTED_SHARE: f64 = 0.05;
 
+impl ExperimentResult {
+    /// The headline figures no measurement can produce: negative or non-finite energy, time,
+    /// rates or FLOPs (a hand-edited or corrupted file). The adjusted energy may be negative
+    /// (a baseline above the window's draw is flagged elsewhere) but must be finite.
+    pub fn impossible_values(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |name: &str, v: Option<f64>, may_be_negative: bool| {
+            if let Some(x) = v
+                && (!x.is_finite() || (x < 0.0 && !may_be_negative))
+            {
+                out.push(format!("{name} = {x}"));
+            }
+        };
+        check("total_energy_j", Some(self.total_energy_j), false);
+        check("energy_adjusted_j", self.energy_adjusted_j, true);
+        check(
+            "total_inference_time_sec",
+            Some(self.total_inference_time_sec),
+            false,
+        );
+        check("duration_sec", Some(self.duration_sec), false);
+        check(
+            "avg_tokens_per_second",
+            Some(self.avg_tokens_per_second),
+            false,
+        );
+        check(
+            "avg_energy_per_token_j",
+            Some(self.avg_energy_per_token_j),
+            false,
+        );
+        check("mj_per_tok_total", self.mj_per_tok_total, false);
+        check("tokens_per_joule", Some(self.tokens_per_joule), false);
+        check("system_energy_j", self.system_energy_j, false);
+        check("total_flops", self.total_flops, false);
+        out
+    }
+}
+
 /// Whether `adjusted` energy (or energy per token) is under [`DEGENERATE_ADJUSTED_SHARE`]
 /// of `raw`.
 pub fn adjusted_is_degenerate(adjusted: f64, raw: f64) -> bool {

@@ -578,3 +578,103 @@ fn fifos_in_a_results_tree_hang_no_command() {
     let o = llem_within(home, &["results", "list", d], limit);
     assert!(text(&o.stderr).contains("FIFO"), "{}", text(&o.stderr));
 }
+
+/// Bad files in a results tree are each reported and the rest load: a junk compiled
+/// `runs/llm.parquet`, a result.json with impossible figures (flagged, kept out of every
+/// statistic), a result.json that is a directory. A comparison against a side with no
+/// loadable run fails, and a mistyped configuration path is an error with the nearest key.
+#[test]
+fn bad_files_are_reported_one_by_one_and_the_rest_load() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let dir = study(home);
+    let mut cells: Vec<PathBuf> = common::walk(&dir)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .map(|p| p.parent().unwrap().to_path_buf())
+        .collect();
+    cells.sort();
+    assert_eq!(cells.len(), 8);
+    std::fs::create_dir_all(dir.join("runs")).unwrap();
+    std::fs::write(dir.join("runs/llm.parquet"), b"not a parquet file").unwrap();
+    let edited = cells[0].join("result.json");
+    let mut r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&edited).unwrap()).unwrap();
+    r["total_energy_j"] = serde_json::json!(-735.0);
+    r["total_inference_time_sec"] = serde_json::json!(-1.0);
+    std::fs::write(&edited, serde_json::to_vec(&r).unwrap()).unwrap();
+    let as_dir = cells[1].join("result.json");
+    std::fs::remove_file(&as_dir).unwrap();
+    std::fs::create_dir(&as_dir).unwrap();
+
+    let l = load_any(std::slice::from_ref(&dir)).unwrap();
+    assert_eq!(l.runs.len(), 6, "{:?}", l.issues);
+    let issue = |path: &Path| {
+        l.issues
+            .iter()
+            .find(|i| i.path == path)
+            .unwrap_or_else(|| panic!("{} not reported: {:?}", path.display(), l.issues))
+    };
+    issue(&dir.join("runs/llm.parquet"));
+    let bad = issue(&edited);
+    assert!(
+        bad.reason.contains("impossible values")
+            && bad.reason.contains("total_energy_j = -735")
+            && bad.reason.contains("total_inference_time_sec = -1"),
+        "{}",
+        bad.reason
+    );
+    issue(&as_dir);
+
+    let d = dir.to_str().unwrap();
+    for args in [
+        vec!["results", "list", d],
+        vec!["results", "show", d],
+        vec!["results", "query", d, "--json"],
+    ] {
+        let o = llem(home, &args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert!(
+            err.contains("llm.parquet") && err.contains("impossible values"),
+            "{args:?}: {err}"
+        );
+    }
+    // Nothing loadable on one side of a comparison.
+    let empty = home.join("empty");
+    std::fs::create_dir_all(empty.join("runs")).unwrap();
+    std::fs::write(empty.join("runs/llm.parquet"), b"junk").unwrap();
+    let o = llem(home, &["results", "compare", d, empty.to_str().unwrap()]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("no run could be loaded"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A mistyped dotted field.
+    let o = llem(
+        home,
+        &["results", "query", d, "--where", "decoder.presett=creative"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stderr).contains("did you mean `decoder.preset`?"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = llem(
+        home,
+        &[
+            "results",
+            "query",
+            d,
+            "--where",
+            "decoder.preset=creative",
+            "--json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}

@@ -88,6 +88,14 @@ struct Cell {
 fn read_cell(path: &Path, bytes: &[u8]) -> Result<Cell, String> {
     let mut result: ExperimentResult =
         serde_json::from_slice(bytes).map_err(|e| format!("result.json: {e}"))?;
+    // Not loaded, and said: an impossible figure would enter every mean and frontier.
+    let impossible = result.impossible_values();
+    if !impossible.is_empty() {
+        return Err(format!(
+            "result.json holds impossible values ({}): not loaded",
+            impossible.join(", ")
+        ));
+    }
     // The result's own copy first (moved, not copied: the view keeps one); results from
     // before it had one have the sibling file.
     let config = match result.effective_config.take() {

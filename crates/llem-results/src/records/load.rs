@@ -85,16 +85,25 @@ pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
         find_roots(d, &mut roots, 0);
         for (r, k) in &roots {
             match k {
+                // A compiled file that does not load is one bad file, reported like any
+                // other, not the end of every other source's runs.
                 SourceKind::Compiled => {
                     let p = compiled::llm_parquet(r);
                     if p.is_file() {
-                        let (runs, issues) = compiled::read_parquet(&p, Some(r))?;
-                        out.runs.extend(runs);
-                        out.issues.extend(issues);
+                        match compiled::read_parquet(&p, Some(r)) {
+                            Ok((runs, issues)) => {
+                                out.runs.extend(runs);
+                                out.issues.extend(issues);
+                            }
+                            Err(e) => out.issues.push(LoadIssue::new(&p, e.to_string())),
+                        }
                     }
                     let dp = r.join("runs").join("diffusion.parquet");
                     if dp.is_file() {
-                        out.diffusion.extend(diffusion::read_parquet(&dp, Some(r))?);
+                        match diffusion::read_parquet(&dp, Some(r)) {
+                            Ok(runs) => out.diffusion.extend(runs),
+                            Err(e) => out.issues.push(LoadIssue::new(&dp, e.to_string())),
+                        }
                     }
                 }
                 SourceKind::Raw => raw_roots.push(r.clone()),

@@ -63,6 +63,10 @@ pub enum RecordsError {
     /// Nothing loadable was found.
     #[error("{0}: no llem study, ML.ENERGY raw tree or compiled runs/llm.parquet found here")]
     NothingFound(PathBuf),
+    /// Sources were found, but not one run loaded from them (each reason is a
+    /// [`LoadIssue`]).
+    #[error("{0}: no run could be loaded from it")]
+    NoRuns(PathBuf),
     /// A file could not be read or written.
     #[error(transparent)]
     Results(#[from] crate::ResultsError),

@@ -408,6 +408,12 @@ fn print_configurations(runs: &Runs) {
 fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
     let ra = load(a)?;
     let rb = load(b)?;
+    // A comparison against nothing is no comparison: every figure would read "-".
+    for (dir, runs) in [(a, &ra), (b, &rb)] {
+        if runs.is_empty() {
+            return Err(RecordsError::NoRuns(dir.to_path_buf()));
+        }
+    }
     compare_sets(
         (&a.display().to_string(), &ra),
         (&b.display().to_string(), &rb),
@@ -582,7 +588,14 @@ fn query(
         .iter()
         .map(|f| llem_results::records::runs::resolve_field(f.trim()).map(String::from))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut runs = load(dir)?.filter(|r| conds.iter().all(|c| c.matches(r)));
+    let all = load(dir)?;
+    all.check_paths(
+        conds
+            .iter()
+            .map(|c| c.field.as_str())
+            .chain(fields.iter().map(String::as_str)),
+    )?;
+    let mut runs = all.filter(|r| conds.iter().all(|c| c.matches(r)));
     if stable {
         runs = runs.stable();
     }
