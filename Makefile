@@ -41,7 +41,7 @@ test:
 	scripts/install-chromium.sh
 	scripts/install-slurm.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
-	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 $(CARGO) test --workspace
+	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 $(CARGO) test --workspace --no-fail-fast
 	scripts/python-tests.sh
 
 bench-expand:

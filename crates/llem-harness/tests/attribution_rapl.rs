@@ -83,11 +83,17 @@ fn prefill_and_decode_energy_match_the_power_the_writer_drew() {
     let energy_file = zone.join("energy_uj");
     // The writer integrates the scripted power on the shared clock and keeps, per phase,
     // the energy it put in inside the window: the truth the attribution is held to.
+    // It also keeps its pauses: a counter left stale by a starved writer misplaces a pass's
+    // edge just as a late sample does.
     let writer = std::thread::spawn(move || {
         let (mut last, mut joules) = (0.0_f64, 0.0_f64);
         let mut truth = [0.0_f64; 3];
+        let mut pauses: Vec<(f64, f64)> = Vec::new();
         while !flag.load(Ordering::Relaxed) {
             let now = epoch.elapsed().as_secs_f64();
+            if now - last > 0.002 {
+                pauses.push((last, now));
+            }
             // Integrated in 0.1 ms slices so a phase edge inside a slice splits it.
             let mut t = last;
             while t < now {
@@ -103,7 +109,7 @@ fn prefill_and_decode_energy_match_the_power_the_writer_drew() {
             write_atomically(&energy_file, &format!("{}\n", (joules * 1e6) as u64));
             std::thread::sleep(Duration::from_micros(200));
         }
-        truth
+        (truth, pauses)
     });
 
     let sensors: Vec<Box<dyn Sensor>> = rapl::discover(root.path())
@@ -119,23 +125,37 @@ fn prefill_and_decode_energy_match_the_power_the_writer_drew() {
     std::thread::sleep(Duration::from_secs_f64(window.1 + 0.1));
     let telemetry = meter.stop().unwrap();
     stop.store(true, Ordering::Relaxed);
-    let truth = writer.join().unwrap();
+    let (truth, pauses) = writer.join().unwrap();
 
     let curve = EnergyCurve::of(&telemetry, &["package-0".to_string()]).unwrap();
     let a = attribution::by_steps(&curve, window, &steps);
     let rel = |x: f64, want: f64| ((x - want) / want).abs();
-    assert!(
-        rel(a.prefill_j, truth[0]) < 0.01,
-        "prefill {} J vs {} J drawn",
-        a.prefill_j,
-        truth[0]
-    );
-    assert!(
-        rel(a.decode_j, truth[1]) < 0.01,
-        "decode {} J vs {} J drawn",
-        a.decode_j,
-        truth[1]
-    );
+    // 1 % on a machine that kept time. A busy machine stretches some sampling intervals (or
+    // the writer's updates) across a pass's edge, where the curve's interpolation cannot
+    // place the edge: each such stretch may move up to the largest power step (25 W) times
+    // its length from one phase to the other. Those stretches are measured, not assumed.
+    let nominal = cfg.interval.as_secs_f64();
+    let edges: Vec<f64> = steps.iter().flat_map(|s| [s.start_s, s.end_s]).collect();
+    let holds_edge = |a: f64, b: f64| edges.iter().any(|e| *e > a && *e < b);
+    let sample_t = &telemetry.series[0].t_s;
+    let stretched: f64 = sample_t
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .chain(pauses.iter().copied())
+        .filter(|(a, b)| b - a > 1.5 * nominal && holds_edge(*a, *b))
+        .map(|(a, b)| b - a)
+        .sum();
+    let slack_j = 25.0 * stretched;
+    for (what, got, want) in [
+        ("prefill", a.prefill_j, truth[0]),
+        ("decode", a.decode_j, truth[1]),
+    ] {
+        assert!(
+            (got - want).abs() < 0.01 * want + slack_j,
+            "{what} {got} J vs {want} J drawn (slack {slack_j} J for {stretched} s of stretched \
+             intervals across edges)"
+        );
+    }
     let window_j = telemetry.energy(window.0, window.1).total_j;
     assert!(
         a.sum_warning(window_j).is_none(),

@@ -235,8 +235,17 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
         .count() as u64;
     assert_eq!(r.total_output_tokens, in_window);
     assert!(ss.batch_utilisation.unwrap() > 0.5, "{ss:?}");
-    // A CPU run this short is flagged, honestly.
-    assert!(!ss.is_stable && ss.unstable_reason.contains("shorter than 20"));
+    // A window shorter than the methodology's 20 s is flagged, honestly; whether this one
+    // is follows from its measured length, not from the machine's speed.
+    let short = ss.duration_s < 20.0;
+    assert_eq!(
+        ss.unstable_reason.contains("shorter than 20"),
+        short,
+        "{ss:?}"
+    );
+    if short {
+        assert!(!ss.is_stable, "{ss:?}");
+    }
     let g = r.goodput.as_ref().unwrap();
     assert!(g.requests > 0 && g.requests_meeting_slo == g.requests);
     assert!(
