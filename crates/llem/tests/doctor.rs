@@ -308,7 +308,7 @@ fn the_doctor_asks_every_endpoint_a_study_names() {
     .output()
     .unwrap();
     let r = json(&o);
-    assert_eq!(o.status.code(), Some(1), "{r:#}");
+    assert_eq!(o.status.code(), Some(2), "--check: 2 on a failure; {r:#}");
     let refused = line(
         &r,
         "Study ends (2 configurations)",

@@ -434,29 +434,33 @@ fn a_manifest_the_disk_refuses_fails_the_study_and_resume_repairs_it() {
         &format!(
             "name: refused\nmodel: {MODEL}\n\
              dataset: {{source: synthetic, n_prompts: 2, synthetic: {{input_tokens: 16, output_tokens: 8}}}}\n\
-             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
+             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n\
+             sweep:\n  llamacpp.batch_size: [1, 2]\n\
+             study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}\n"
         ),
     );
     let out = sb.results();
-    let child = sb
+    // Its output to a file: a pipe nobody reads until the end would fill and stop it.
+    let log = sb.path().join("runner.log");
+    let mut child = sb
         .cmd(&["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let pid = child.id();
     let dir = wait_for("the study directory", Duration::from_secs(60), || {
         sb.study_dirs().into_iter().next()
     });
-    wait_for("the cell running", Duration::from_secs(60), || {
+    wait_for("the cell running", Duration::from_secs(120), || {
         let m = try_manifest(&dir)?;
         (m.experiments.first()?.status == CellStatus::Running).then_some(())
     });
     let blocker = dir.join(format!(".manifest.json.tmp-{pid}"));
     std::fs::create_dir_all(blocker.join("occupied")).unwrap();
-    let o = child.wait_with_output().unwrap();
-    let err = stderr(&o);
-    assert_ne!(o.status.code(), Some(0), "{err}");
+    let status = child.wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert_ne!(status.code(), Some(0), "{err}");
     assert!(err.contains("manifest.json"), "{err}");
     assert!(!err.contains("study completed"), "{err}");
     assert_eq!(
@@ -469,9 +473,9 @@ fn a_manifest_the_disk_refuses_fails_the_study_and_resume_repairs_it() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let m = manifest(&dir);
     assert_eq!(m.status, StudyStatus::Completed);
-    assert_eq!(m.summary.completed, 1);
+    assert_eq!(m.summary.completed, 2);
     let sr = study_result(&dir);
-    assert_eq!(sr.experiments.len(), 1);
+    assert_eq!(sr.experiments.len(), 2);
     // The plan's warning reached the cell's result through its spec.
     assert!(
         sr.experiments[0]

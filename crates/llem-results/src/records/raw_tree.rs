@@ -171,7 +171,14 @@ fn walk_named(dir: &Path, canon: &Path, name: &str, sibling: Option<&str>, out: 
             continue;
         };
         let p = e.path();
-        if is_dir {
+        if is_dir && e.file_name() == name {
+            // A directory where the file should be: found, so the reader reports it.
+            out.push(Found {
+                path: p,
+                key: canon.join(e.file_name()),
+                sibling: has_sibling,
+            });
+        } else if is_dir {
             let c = if link {
                 match std::fs::canonicalize(&p) {
                     // A link back up the tree would be walked forever.
