@@ -715,6 +715,43 @@ fn check_run_count(
     Err(d.into())
 }
 
+/// A cell limit shorter than what a cell must wait whatever the engine's speed would kill
+/// every cell by design: refused, naming both numbers.
+fn check_cell_limit(
+    execution: &StudyExecution,
+    fixed_cell_s: f64,
+    root_map: &Map,
+    sources: &SourceMap,
+) -> Result<(), ConfigError> {
+    let limit = execution.experiment_timeout_seconds;
+    if limit > fixed_cell_s {
+        return Ok(());
+    }
+    let mut d = Diagnostic::new(
+        ErrorKind::Rule,
+        format!(
+            "study_execution.experiment_timeout_seconds is {} s, but a cell waits at least {} s \
+             whatever the engine's speed (baseline, thermal floor, and traffic sent for a fixed \
+             time: methodology `windows` sends for its ramp and every window): every cell would \
+             be killed",
+            crate::schema::fmt_num(limit),
+            crate::schema::fmt_num(fixed_cell_s)
+        ),
+    )
+    .with_help(format!(
+        "raise it above {} s (leave it out and llem derives it), or shorten the windows",
+        crate::schema::fmt_num(fixed_cell_s)
+    ));
+    if let Some(n) = root_map
+        .get("study_execution")
+        .and_then(|e| e.as_map())
+        .and_then(|m| m.get("experiment_timeout_seconds"))
+    {
+        d = d.at(sources.location(n.span));
+    }
+    Err(d.into())
+}
+
 /// The error of a plan with no valid configuration: every distinct problem, at most 12.
 fn all_invalid(kind: PlanKind, n_points: usize, skipped: &[SkippedPoint]) -> ConfigError {
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
@@ -745,20 +782,37 @@ fn resolve_execution(
     study: bool,
     dedup: bool,
     launches_server: bool,
+    fixed_cell_s: f64,
 ) -> StudyExecution {
     // A cell that launches a server must be allowed the server's start on top of the
-    // measurement, or a cold start is killed as a timeout.
+    // measurement, or a cold start is killed as a timeout; and every cell its fixed waits
+    // (a `windows` run sends for the ramp and every window), or each is killed by design.
+    let mut parts: Vec<String> = Vec::new();
+    let mut timeout = execution::DEFAULT_EXPERIMENT_TIMEOUT_S;
+    if launches_server {
+        timeout += execution::SERVER_READY_TIMEOUT_S;
+        parts.push(format!(
+            "server start up to {} s",
+            crate::schema::fmt_num(execution::SERVER_READY_TIMEOUT_S)
+        ));
+    }
+    if fixed_cell_s > 0.0 {
+        timeout += fixed_cell_s;
+        parts.push(format!(
+            "{} s of fixed waits (baseline, thermal floor, timed traffic)",
+            crate::schema::fmt_num(fixed_cell_s)
+        ));
+    }
     let (timeout, derivation) = match exec_yaml.experiment_timeout_seconds {
         Some(t) => (t, None),
-        None if launches_server => (
-            execution::SERVER_READY_TIMEOUT_S + execution::DEFAULT_EXPERIMENT_TIMEOUT_S,
-            Some(format!(
-                "server start up to {} s + {} s",
-                crate::schema::fmt_num(execution::SERVER_READY_TIMEOUT_S),
+        None if parts.is_empty() => (timeout, None),
+        None => {
+            parts.push(format!(
+                "{} s",
                 crate::schema::fmt_num(execution::DEFAULT_EXPERIMENT_TIMEOUT_S)
-            )),
-        ),
-        None => (execution::DEFAULT_EXPERIMENT_TIMEOUT_S, None),
+            ));
+            (timeout, Some(parts.join(" + ")))
+        }
     };
     StudyExecution {
         n_cycles: req
@@ -907,6 +961,11 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let launches_server = finished.configs.iter().any(|c| {
         c.config.is_served() && !matches!(c.config.runner(), Some(RunnerSpec::External { .. }))
     });
+    let fixed_cell_s = finished
+        .configs
+        .iter()
+        .map(|c| c.config.fixed_cell_seconds())
+        .fold(0.0, f64::max);
     let execution = resolve_execution(
         req,
         &exec_yaml,
@@ -914,7 +973,12 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         kind == PlanKind::Study,
         dedup,
         launches_server,
+        fixed_cell_s,
     );
+    // A single experiment runs in this process, without a cell limit.
+    if kind == PlanKind::Study {
+        check_cell_limit(&execution, fixed_cell_s, &root_map, &sources)?;
+    }
     if launches_server
         && execution.experiment_timeout_derivation.is_none()
         && execution.experiment_timeout_seconds <= execution::SERVER_READY_TIMEOUT_S
@@ -997,6 +1061,79 @@ struct ConfigurationView<'a> {
     config: &'a ExperimentConfig,
 }
 
+/// What a plan's running time can be said to be before it runs (`--dry-run`, text and
+/// JSON alike).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DurationEstimate {
+    /// Waits that do not depend on the engine's speed, s: baselines (each run when fresh,
+    /// once when cached), thermal floors, the gaps between runs and cycles, and traffic sent
+    /// for a fixed time. The least the plan can take.
+    pub fixed_s: f64,
+    /// Whether timed traffic is part of `fixed_s`.
+    pub timed_traffic: bool,
+    /// Prompts (or requests) whose inference comes on top of `fixed_s`.
+    pub prompts: u64,
+    /// Every run at its cell limit, plus the gaps, s: the most the plan can take.
+    pub upper_s: f64,
+}
+
+impl StudyPlan {
+    /// Estimates the plan's running time: the fixed waits, and an upper bound.
+    pub fn duration(&self) -> DurationEstimate {
+        let e = &self.execution;
+        let mut fixed = 0.0;
+        let mut timed_traffic = false;
+        let mut prompts = 0u64;
+        let mut baseline_cached = false;
+        for r in &self.runs {
+            let Some(c) = self.configs.get(r.config) else {
+                continue;
+            };
+            let cfg = &c.config;
+            if cfg.baseline.enabled && cfg.energy_sampler.is_some() {
+                match cfg.baseline.strategy {
+                    crate::BaselineStrategy::Fresh => fixed += cfg.baseline.duration_seconds,
+                    _ if !baseline_cached => {
+                        baseline_cached = true;
+                        fixed += cfg.baseline.duration_seconds;
+                    }
+                    _ => {}
+                }
+            }
+            if cfg.warmup.enabled {
+                fixed += cfg.warmup.thermal_floor_seconds;
+            }
+            let traffic = cfg.is_served().then(|| cfg.effective_traffic());
+            match traffic.as_ref().and_then(|t| t.duration_seconds) {
+                Some(d) if traffic.as_ref().is_some_and(|t| t.n_requests.is_none()) => {
+                    fixed += d;
+                    timed_traffic = true;
+                }
+                _ => {
+                    prompts += u64::from(
+                        traffic
+                            .as_ref()
+                            .and_then(|t| t.n_requests)
+                            .unwrap_or(cfg.dataset.n_prompts),
+                    );
+                }
+            }
+        }
+        let n = self.runs.len() as f64;
+        let cycles = f64::from(e.n_cycles.max(1));
+        let gaps = (n - cycles).max(0.0) * e.experiment_gap_seconds
+            + (cycles - 1.0).max(0.0) * e.cycle_gap_seconds;
+        let fixed_s = fixed + gaps;
+        DurationEstimate {
+            fixed_s,
+            timed_traffic,
+            prompts,
+            // A single experiment has no cell limit; its least is then its most known.
+            upper_s: (n * e.experiment_timeout_seconds + gaps).max(fixed_s),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct PlanView<'a> {
     llem_version: &'static str,
@@ -1011,6 +1148,7 @@ struct PlanView<'a> {
     shuffle_seed: Option<u64>,
     output_dir: &'a str,
     execution: &'a StudyExecution,
+    duration_estimate: DurationEstimate,
     configurations: ConfigurationsView<'a>,
     runs: RunsView<'a>,
     skipped: &'a [SkippedPoint],
@@ -1100,6 +1238,7 @@ impl Serialize for PlanJson<'_> {
             shuffle_seed: p.shuffle_seed,
             output_dir: &p.output_dir,
             execution: &p.execution,
+            duration_estimate: p.duration(),
             configurations: ConfigurationsView(p),
             runs: RunsView {
                 plan: p,

@@ -233,6 +233,7 @@ pub fn check(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Ve
     check_engine_sections(cfg, out);
     check_runners(cfg, out);
     check_traffic(cfg, out);
+    rate_methodology_warning(cfg, warnings);
     check_common(cfg, out, warnings);
     check_dtype(cfg, out, warnings);
     if let Some(t) = &cfg.transformers {
@@ -244,6 +245,28 @@ pub fn check(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Ve
     if let Some(l) = &cfg.llamacpp {
         check_llamacpp(cfg, l, out, warnings);
     }
+}
+
+/// `steady_state` at a request rate: the ML.ENERGY rule trusts a window only when the batch
+/// is nearly full, which an open-loop rate below the server's capacity never makes it, so
+/// every rate of a sweep would read as unstable. Said before the night is spent.
+fn rate_methodology_warning(cfg: &ExperimentConfig, warnings: &mut Vec<String>) {
+    if cfg.measurement.methodology != crate::Methodology::SteadyState || !cfg.is_served() {
+        return;
+    }
+    let t = cfg.effective_traffic();
+    if t.arrival == crate::Arrival::AllAtOnce || t.rate_qps.is_none() {
+        return;
+    }
+    warnings.push(format!(
+        "measurement.methodology steady_state with traffic at {} req/s ({}): the steady state \
+         is trusted only at a batch utilisation of 85 % or more, which a rate below the \
+         server's capacity does not reach, so such a cell reads as unstable; to measure a \
+         deployment at given rates use methodology `windows` (docs/serving.md, \"my server at \
+         three rates\")",
+        crate::schema::fmt_num(t.rate_qps.unwrap_or_default()),
+        t.arrival
+    ));
 }
 
 fn check_engine_sections(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {

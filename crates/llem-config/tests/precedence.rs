@@ -142,7 +142,8 @@ fn study_and_experiment_defaults() {
     assert_eq!(p.execution.experiment_gap_seconds, 60.0);
     assert_eq!(p.execution.cycle_gap_seconds, 300.0);
     assert_eq!(p.execution.max_consecutive_failures, 10);
-    assert_eq!(p.execution.experiment_timeout_seconds, 600.0);
+    // 600 s for the run, on top of the default baseline (30 s) and thermal floor (60 s).
+    assert_eq!(p.execution.experiment_timeout_seconds, 690.0);
 
     let exp = f.write("e.yaml", "model: m\n");
     let p = plan_with(&exp, Overrides::default(), true, &env()).unwrap();
@@ -345,19 +346,33 @@ fn the_experiment_timeout_covers_a_launched_servers_start() {
     let launched =
         common::plan_text("name: s\nmodel: m.gguf\nengine: llamacpp\nrunners: {llamacpp: local}\n")
             .unwrap();
-    assert_eq!(launched.execution.experiment_timeout_seconds, 1800.0);
+    assert_eq!(launched.execution.experiment_timeout_seconds, 1890.0);
     assert_eq!(
         launched.execution.experiment_timeout_derivation.as_deref(),
-        Some("server start up to 1200 s + 600 s")
+        Some(
+            "server start up to 1200 s + 90 s of fixed waits (baseline, thermal floor, timed \
+             traffic) + 600 s"
+        )
     );
     let external = common::plan_text(
         "name: s\nmodel: m\nengine: openai\nrunners: {openai: \"external:http://127.0.0.1:1\"}\n",
     )
     .unwrap();
-    assert_eq!(external.execution.experiment_timeout_seconds, 600.0);
-    assert!(external.execution.experiment_timeout_derivation.is_none());
-    let embedded = common::plan_text("name: s\nmodel: m.gguf\n").unwrap();
+    assert_eq!(external.execution.experiment_timeout_seconds, 690.0);
+    assert!(
+        !external
+            .execution
+            .experiment_timeout_derivation
+            .as_deref()
+            .unwrap_or_default()
+            .contains("server start")
+    );
+    let embedded = common::plan_text(
+        "name: s\nmodel: m.gguf\nbaseline: {enabled: false}\nwarmup: {enabled: false}\n",
+    )
+    .unwrap();
     assert_eq!(embedded.execution.experiment_timeout_seconds, 600.0);
+    assert!(embedded.execution.experiment_timeout_derivation.is_none());
 
     let short = common::plan_text(
         "name: s\nmodel: m.gguf\nengine: llamacpp\nrunners: {llamacpp: local}\n\
@@ -372,5 +387,81 @@ fn the_experiment_timeout_covers_a_launched_servers_start() {
             .any(|w| w.contains("(900 s) is no longer than the wait for a launched server")),
         "{:?}",
         short.warnings
+    );
+}
+
+/// A study of methodology `windows` needs its ramp and every window in each cell: the cell
+/// limit is derived from that (never below what a cell must wait), the dry-run JSON carries
+/// the duration estimate with its least no larger than its most, and a limit given below
+/// what a cell must wait is refused, naming both numbers.
+#[test]
+fn the_cell_limit_follows_from_what_the_methodology_needs() {
+    let study = "model: m\nengine: openai\nrunners: {openai: \"external:http://127.0.0.1:9\"}\n\
+                 measurement: {methodology: windows}\nbaseline: {enabled: false}\n\
+                 warmup: {enabled: false}\ntraffic: {arrival: poisson}\n\
+                 sweep:\n  traffic.rate_qps: [1, 2, 4]\n";
+    let p = llem_config_plan(study).unwrap();
+    let fixed = p.configs[0].config.fixed_cell_seconds();
+    // The defaults: a 30 s ramp and 3 windows of 240 s.
+    assert_eq!(fixed, 30.0 + 3.0 * 240.0);
+    let e = &p.execution;
+    assert!(e.experiment_timeout_seconds > fixed, "{e:?}");
+    assert!(
+        e.experiment_timeout_derivation
+            .as_deref()
+            .is_some_and(|d| d.contains("fixed waits")),
+        "{e:?}"
+    );
+    let json = serde_json::to_value(&p).unwrap();
+    let d = &json["duration_estimate"];
+    let (least, most) = (
+        d["fixed_s"].as_f64().unwrap(),
+        d["upper_s"].as_f64().unwrap(),
+    );
+    assert!(least >= 3.0 * fixed && least <= most, "{d}");
+    assert_eq!(d["timed_traffic"], true);
+
+    let given = format!("{study}study_execution: {{experiment_timeout_seconds: 600}}\n");
+    let refused = llem_config_plan(&given).unwrap_err().to_string();
+    assert!(
+        refused.contains("experiment_timeout_seconds is 600 s, but a cell waits at least 750 s"),
+        "{refused}"
+    );
+}
+
+fn llem_config_plan(text: &str) -> Result<llem_config::StudyPlan, llem_config::ConfigError> {
+    common::plan_text(text)
+}
+
+/// `steady_state` at a request rate is said to be the wrong tool before the run: such a
+/// cell cannot fill the batch its stability rule asks for. `windows` draws no such warning.
+#[test]
+fn a_rate_sweep_under_steady_state_is_warned_about_at_plan_time() {
+    let base = "model: m\nengine: openai\nrunners: {openai: \"external:http://127.0.0.1:9\"}\n\
+                traffic: {arrival: poisson, rate_qps: [1, 2, 4]}\n";
+    let steady = common::plan_text(&format!(
+        "{base}measurement: {{methodology: steady_state}}\n"
+    ))
+    .unwrap();
+    assert_eq!(steady.configs.len(), 3);
+    for c in &steady.configs {
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("methodology steady_state with traffic at")
+                    && w.contains("use methodology `windows`")),
+            "{:?}",
+            c.warnings
+        );
+    }
+    let windows =
+        common::plan_text(&format!("{base}measurement: {{methodology: windows}}\n")).unwrap();
+    assert!(
+        windows
+            .configs
+            .iter()
+            .all(|c| c.warnings.iter().all(|w| !w.contains("steady_state"))),
+        "{:?}",
+        windows.configs[0].warnings
     );
 }

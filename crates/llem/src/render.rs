@@ -135,7 +135,7 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
         "  limits             {} s per experiment{derived}, {breaker}{wall}",
         fmt_num(e.experiment_timeout_seconds)
     );
-    let d = duration(plan);
+    let d = plan.duration();
     let _ = writeln!(
         out,
         "  duration           at least {} of fixed waits (baselines, thermal floors, gaps{}) plus \
@@ -151,73 +151,6 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
     );
     let _ = writeln!(out, "  results            {}", plan.output_dir);
     out
-}
-
-/// What a plan's running time can be said to be before it runs.
-pub struct Duration {
-    /// Waits that do not depend on the engine's speed, s: baselines (each run when fresh,
-    /// once when cached), thermal floors, the gaps between runs and cycles, and traffic sent
-    /// for a fixed time.
-    pub fixed_s: f64,
-    /// Whether timed traffic is part of `fixed_s`.
-    pub timed_traffic: bool,
-    /// Prompts (or requests) whose inference comes on top.
-    pub prompts: u64,
-    /// Every run at its timeout, plus the gaps, s.
-    pub upper_s: f64,
-}
-
-/// Estimates `plan`'s running time: the fixed waits, and an upper bound.
-pub fn duration(plan: &StudyPlan) -> Duration {
-    let e = &plan.execution;
-    let mut fixed = 0.0;
-    let mut timed_traffic = false;
-    let mut prompts = 0u64;
-    let mut baseline_cached = false;
-    for r in &plan.runs {
-        let Some(c) = plan.configs.get(r.config) else {
-            continue;
-        };
-        let cfg = &c.config;
-        if cfg.baseline.enabled && cfg.energy_sampler.is_some() {
-            match cfg.baseline.strategy {
-                llem_config::BaselineStrategy::Fresh => fixed += cfg.baseline.duration_seconds,
-                _ if !baseline_cached => {
-                    baseline_cached = true;
-                    fixed += cfg.baseline.duration_seconds;
-                }
-                _ => {}
-            }
-        }
-        if cfg.warmup.enabled {
-            fixed += cfg.warmup.thermal_floor_seconds;
-        }
-        let traffic = cfg.is_served().then(|| cfg.effective_traffic());
-        match traffic.as_ref().and_then(|t| t.duration_seconds) {
-            Some(d) if traffic.as_ref().is_some_and(|t| t.n_requests.is_none()) => {
-                fixed += d;
-                timed_traffic = true;
-            }
-            _ => {
-                prompts += u64::from(
-                    traffic
-                        .as_ref()
-                        .and_then(|t| t.n_requests)
-                        .unwrap_or(cfg.dataset.n_prompts),
-                );
-            }
-        }
-    }
-    let n = plan.runs.len() as f64;
-    let cycles = f64::from(e.n_cycles.max(1));
-    let gaps = (n - cycles).max(0.0) * e.experiment_gap_seconds
-        + (cycles - 1.0).max(0.0) * e.cycle_gap_seconds;
-    Duration {
-        fixed_s: fixed + gaps,
-        timed_traffic,
-        prompts,
-        upper_s: n * e.experiment_timeout_seconds + gaps,
-    }
 }
 
 /// What the memory column holds, and why a `?` is one (each reason once).

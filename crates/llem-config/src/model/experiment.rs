@@ -169,6 +169,27 @@ impl ExperimentConfig {
         self.runners.get(&self.engine)
     }
 
+    /// Seconds a cell of this configuration waits whatever the engine's speed: its baseline
+    /// (when measured; a cached one is measured by the first cell), its thermal floor, and
+    /// traffic sent for a fixed time (methodology `windows`: the ramp and every window).
+    /// A cell limit below this kills every cell.
+    pub fn fixed_cell_seconds(&self) -> f64 {
+        let mut s = 0.0;
+        if self.baseline.enabled && self.energy_sampler.is_some() {
+            s += self.baseline.duration_seconds;
+        }
+        if self.warmup.enabled {
+            s += self.warmup.thermal_floor_seconds;
+        }
+        if self.is_served() {
+            let t = self.effective_traffic();
+            if let (Some(d), None) = (t.duration_seconds, t.n_requests) {
+                s += d;
+            }
+        }
+        s
+    }
+
     /// The traffic a served run sends: `traffic:` (defaults when absent), with methodology
     /// `windows` sending for the ramp and every window unless a duration is given.
     pub fn effective_traffic(&self) -> TrafficConfig {
