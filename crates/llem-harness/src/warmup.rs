@@ -4,8 +4,11 @@
 //!
 //! Prompts go in batches of the measurement's batch size, so warmup exercises the same
 //! kernels (batch shape) the measurement will; the last batch holds what is left. Each
-//! prompt is one latency sample: its end-to-end time, and per output token for the CV, so
-//! sampled replies of varying lengths still converge.
+//! prompt's end-to-end time is recorded; the CV is judged over **batches** (each batch's mean
+//! latency per output token, so sampled replies of varying lengths still converge): the
+//! prompts of one batch share its passes, so their latencies are one observation, and a CV
+//! over them would be near 0 by construction. The window holds the batches of the last
+//! `window_size` prompts, and never fewer than two.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -48,29 +51,33 @@ struct Rule {
 }
 
 impl Rule {
-    fn of(cfg: &ExperimentConfig) -> Rule {
+    fn of(cfg: &ExperimentConfig, batch: usize) -> Rule {
         let w = &cfg.warmup;
         let fixed = !w.convergence_detection;
         Rule {
             fixed,
             limit: if fixed { w.n_warmup } else { w.max_prompts },
             min_prompts: w.min_prompts as usize,
-            window: (w.window_size as usize).max(2),
+            // The batches holding the last `window_size` prompts, at least two.
+            window: (w.window_size as usize).div_ceil(batch.max(1)).max(2),
             threshold: w.cv_threshold,
         }
     }
 
-    /// CV of the last window of per-token latencies, and whether it converged.
-    fn judge(&self, per_token_ms: &[f64]) -> (f64, bool) {
-        if per_token_ms.len() < 2 {
-            return (0.0, self.fixed);
+    /// CV of the last window of batches' per-token latencies (null with fewer than two
+    /// batches), and whether it is under the target after enough prompts. In fixed mode the
+    /// same judgement is reported; it does not end the warmup.
+    fn judge(&self, per_batch_ms: &[f64], prompts: usize) -> (Option<f64>, bool) {
+        if per_batch_ms.len() < 2 {
+            return (None, false);
         }
-        let recent = per_token_ms
-            .get(per_token_ms.len().saturating_sub(self.window)..)
+        let recent = per_batch_ms
+            .get(per_batch_ms.len().saturating_sub(self.window)..)
             .unwrap_or_default();
-        let cv = stats::cv(recent).unwrap_or(0.0);
-        let converged = self.fixed
-            || (per_token_ms.len() >= self.min_prompts.max(self.window) && cv < self.threshold);
+        let cv = stats::cv(recent);
+        let converged = per_batch_ms.len() >= self.window
+            && (self.fixed || prompts >= self.min_prompts)
+            && cv.is_some_and(|cv| cv < self.threshold);
         (cv, converged)
     }
 }
@@ -88,8 +95,8 @@ pub(crate) fn run(
     if !w.enabled || workload.prompts.is_empty() {
         return Ok(None);
     }
-    let rule = Rule::of(cfg);
     let batch = (workload.batching.batch_size as usize).max(1);
+    let rule = Rule::of(cfg, batch);
     progress.event(Event::Start {
         phase: Phase::Warmup,
         total: Some(u64::from(rule.limit)),
@@ -102,8 +109,8 @@ pub(crate) fn run(
             )
         },
     });
-    let (mut latencies_ms, mut per_token_ms) = (Vec::new(), Vec::new());
-    let (mut final_cv, mut converged) = (0.0, rule.fixed);
+    let (mut latencies_ms, mut per_batch_ms) = (Vec::new(), Vec::new());
+    let (mut final_cv, mut converged) = (None, false);
     let mut sent = 0usize;
     while sent < rule.limit as usize {
         if cancel.load(Ordering::Relaxed) {
@@ -121,13 +128,17 @@ pub(crate) fn run(
         };
         session.run(&workload.with_prompts(prompts), &mut sink)?;
         sink.records.sort_by_key(|r| r.request_id);
+        let mut per_token: Vec<f64> = Vec::with_capacity(sink.records.len());
         for r in &sink.records {
             let ms = (r.end_s - r.submit_s).max(0.0) * 1000.0;
             latencies_ms.push(ms);
-            per_token_ms.push(ms / f64::from(r.output_tokens.max(1)));
+            per_token.push(ms / f64::from(r.output_tokens.max(1)));
+        }
+        if !per_token.is_empty() {
+            per_batch_ms.push(per_token.iter().sum::<f64>() / per_token.len() as f64);
         }
         sent += n;
-        (final_cv, converged) = rule.judge(&per_token_ms);
+        (final_cv, converged) = rule.judge(&per_batch_ms, sent);
         progress.event(Event::Advance {
             done: sent as u64,
             tokens: 0,
@@ -139,10 +150,14 @@ pub(crate) fn run(
         }
     }
     let done = u32::try_from(sent).unwrap_or(u32::MAX);
+    let cv_text = final_cv.map_or_else(
+        || "CV not measured (one batch)".to_string(),
+        |cv| format!("CV {cv:.3} over batches"),
+    );
     progress.event(Event::Finish {
         phase: Phase::Warmup,
         summary: format!(
-            "{done} prompts, CV {final_cv:.3}{}",
+            "{done} prompts, {cv_text}{}",
             if rule.fixed {
                 ""
             } else if converged {
@@ -185,15 +200,42 @@ mod tests {
     }
 
     #[test]
-    fn convergence_needs_min_prompts_and_a_steady_window() {
+    fn convergence_needs_min_prompts_and_a_steady_window_of_batches() {
         let r = rule(false);
-        // Steady, but fewer than min_prompts samples.
-        assert!(!r.judge(&[10.0, 10.0, 10.0, 10.0]).1);
-        assert!(r.judge(&[10.0, 10.0, 10.0, 10.0, 10.0]).1);
-        // Five samples, the last three spread too far.
-        let (cv, ok) = r.judge(&[10.0, 10.0, 5.0, 10.0, 15.0]);
-        assert!(!ok && cv > 0.05, "{cv}");
-        // Fixed mode is done whenever its prompts are.
-        assert!(rule(true).judge(&[1.0, 9.0]).1);
+        // Steady, but fewer than min_prompts prompts (batches of one).
+        assert!(!r.judge(&[10.0, 10.0, 10.0, 10.0], 4).1);
+        assert!(r.judge(&[10.0, 10.0, 10.0, 10.0, 10.0], 5).1);
+        // Five batches, the last three spread too far.
+        let (cv, ok) = r.judge(&[10.0, 10.0, 5.0, 10.0, 15.0], 5);
+        assert!(!ok && cv.unwrap() > 0.05, "{cv:?}");
+        // Fixed mode reports the same judgement; it is not converged by definition.
+        assert_eq!(rule(true).judge(&[1.0, 9.0], 2), (Some(0.8), false));
+    }
+
+    /// The batched embedded engine gives every prompt of a batch its batch's latency: one
+    /// batch is one observation, so a window inside it cannot converge (its CV over prompts
+    /// would be 0.000 by construction).
+    #[test]
+    fn one_batch_is_one_sample_and_cannot_converge() {
+        let cfg: ExperimentConfig = serde_json::from_value(serde_json::json!({
+            "model": "m.gguf",
+            "warmup": {"convergence_detection": true, "window_size": 3, "min_prompts": 3}
+        }))
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        let r = Rule::of(&cfg, 8);
+        assert_eq!(
+            r.window, 2,
+            "the last 3 prompts lie in at most 2 batches of 8"
+        );
+        assert_eq!(r.judge(&[12.5], 8), (None, false));
+        let (cv, ok) = r.judge(&[12.5, 12.5], 16);
+        assert!(ok && cv == Some(0.0));
+        // A fixed warmup of one batch says nothing about convergence either.
+        let fixed = Rule::of(
+            &serde_json::from_value(serde_json::json!({"model": "m.gguf"}))
+                .unwrap_or_else(|e| unreachable!("{e}")),
+            4,
+        );
+        assert_eq!(fixed.judge(&[12.5], 4), (None, false));
     }
 }

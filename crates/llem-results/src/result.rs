@@ -571,10 +571,12 @@ pub struct ThermalThrottleInfo {
 /// How the warmup ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WarmupResult {
-    /// Latency CV fell below the target (always true in fixed mode once it completed).
+    /// The CV of the last window of batches fell below the target (judged the same way in
+    /// fixed mode, where it does not end the warmup; false with fewer than two batches).
     pub converged: bool,
-    /// CV of the last window of warmup latencies.
-    pub final_cv: f64,
+    /// CV of the last window of batches' per-token latencies; null with fewer than two
+    /// batches (the prompts of one batch share its latency: no CV can be taken over them).
+    pub final_cv: Option<f64>,
     /// Warmup prompts run.
     pub iterations_completed: u32,
     /// Configured CV target.

@@ -289,6 +289,8 @@ fn quickstart_result_agrees_with_its_sidecars() {
     let w = r.warmup_result.as_ref().unwrap();
     assert_eq!(w.iterations_completed, 4);
     assert_eq!(w.latencies_ms.len(), 4);
+    // One batch of 4 is one observation: no CV, and nothing claimed converged.
+    assert_eq!((w.final_cv, w.converged), (None, false), "{w:?}");
     assert!(r.reproducibility_notes.contains("estimate"));
     assert_eq!(
         r.environment.model.as_ref().unwrap().dtype.as_deref(),
