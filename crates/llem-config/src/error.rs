@@ -94,13 +94,14 @@ impl fmt::Display for Diagnostic {
             writeln!(f, "{pad}--> {loc}")?;
             if let Some(text) = &loc.line_text {
                 let col = loc.column.saturating_sub(1) as usize;
-                let caret = caret_width(text, col);
+                let (shown, col) = snippet(text, col);
+                let caret = caret_width(&shown, col).min(SNIPPET_CHARS);
                 writeln!(f, "{pad} |")?;
-                writeln!(f, "{:>gutter$} | {}", loc.line, text)?;
+                writeln!(f, "{:>gutter$} | {}", loc.line, shown)?;
                 writeln!(
                     f,
                     "{pad} | {}{}",
-                    " ".repeat(text.chars().take(col).count()),
+                    " ".repeat(shown.chars().take(col).count()),
                     "^".repeat(caret)
                 )?;
             }
@@ -110,6 +111,32 @@ impl fmt::Display for Diagnostic {
         }
         Ok(())
     }
+}
+
+/// Characters of a source line quoted around the error at most: a 4 MB one-line file must
+/// not print 4 MB per error.
+const SNIPPET_CHARS: usize = 120;
+
+/// The part of `line` quoted for column `col` (0-based, in characters), with `…` where it is
+/// cut, and the column within it.
+fn snippet(line: &str, col: usize) -> (String, usize) {
+    let n = line.chars().count();
+    if n <= SNIPPET_CHARS {
+        return (line.to_string(), col);
+    }
+    let start = col
+        .saturating_sub(SNIPPET_CHARS / 3)
+        .min(n.saturating_sub(SNIPPET_CHARS));
+    let mut s: String = line.chars().skip(start).take(SNIPPET_CHARS).collect();
+    let mut at = col - start.min(col);
+    if start > 0 {
+        s.insert(0, '…');
+        at += 1;
+    }
+    if start + SNIPPET_CHARS < n {
+        s.push('…');
+    }
+    (s, at)
 }
 
 /// Width of the token starting at `col`, so the caret underlines a key or value.
@@ -219,5 +246,34 @@ mod tests {
         assert!(text.contains("3 |   dtypee: float16"), "{text}");
         assert!(text.contains("  |   ^^^^^^\n"), "{text}");
         assert!(text.contains("help: did you mean `dtype`?"), "{text}");
+    }
+
+    /// A one-line file's errors quote a window around the column, not the whole line.
+    #[test]
+    fn long_lines_are_cut_around_the_error() {
+        let line = format!("decoder: {{{}, tempratur: 1}}", "k: 1, ".repeat(100_000));
+        let col = line.find("tempratur").unwrap() + 1;
+        let d = Diagnostic::new(ErrorKind::UnknownKey, "unknown key `tempratur`").at(Location {
+            file: "one.yaml".into(),
+            line: 1,
+            column: col as u32,
+            line_text: Some(line),
+        });
+        let text = d.to_string();
+        assert!(text.len() < 600, "{} bytes", text.len());
+        assert!(text.contains("one.yaml:1:"), "{text}");
+        let quoted = text.lines().nth(3).unwrap();
+        let caret = text.lines().nth(4).unwrap();
+        assert!(
+            quoted.contains("| …") && quoted.ends_with("tempratur: 1}"),
+            "{quoted}"
+        );
+        // The caret still stands under the key.
+        let at = caret.find('^').unwrap();
+        assert_eq!(
+            quoted.chars().skip(at).take(9).collect::<String>(),
+            "tempratur",
+            "{quoted}\n{caret}"
+        );
     }
 }

@@ -353,16 +353,25 @@ fn finish(
     })))
 }
 
+/// Unknown top-level keys reported by name at most; the rest are counted.
+const MAX_UNKNOWN_KEYS_REPORTED: usize = 10;
+
 fn check_root_keys(root: &Node, sources: &SourceMap) -> Result<(), ConfigError> {
     let Some(map) = root.as_map() else {
         return Ok(());
     };
+    let mut diagnostics: Vec<Diagnostic> = Vec::new();
+    let mut unknown = 0usize;
     for e in &map.entries {
         let k = &*e.key;
         if ExperimentConfig::KEYS.contains(&k)
             || STUDY_KEYS.contains(&k)
             || crate::aliases::ROOT_ALIAS_KEYS.contains(&k)
         {
+            continue;
+        }
+        unknown += 1;
+        if diagnostics.len() == MAX_UNKNOWN_KEYS_REPORTED {
             continue;
         }
         let candidates = ExperimentConfig::KEYS
@@ -377,9 +386,23 @@ fn check_root_keys(root: &Node, sources: &SourceMap) -> Result<(), ConfigError> 
         } else if let Some(hint) = section_hint(k) {
             d = d.with_help(hint);
         }
-        return Err(d.into());
+        diagnostics.push(d);
     }
-    Ok(())
+    if unknown > diagnostics.len() {
+        diagnostics.push(Diagnostic::new(
+            ErrorKind::UnknownKey,
+            format!(
+                "and {} more unknown top-level keys (the first {} are listed)",
+                unknown - diagnostics.len(),
+                diagnostics.len()
+            ),
+        ));
+    }
+    if diagnostics.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError { diagnostics })
+    }
 }
 
 /// "`batch_size` is a key of `llamacpp`, `transformers`" for keys written at the wrong level.

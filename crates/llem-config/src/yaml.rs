@@ -420,10 +420,49 @@ enum Frame {
         span: Span,
         anchor: usize,
         entries: Vec<Entry>,
+        index: KeyIndex,
         key: Option<(Arc<str>, Span, bool)>,
         merges: Vec<Node>,
         size: usize,
     },
+}
+
+/// Where a key stands among a mapping's entries: a scan while the mapping is small, a hash
+/// index once it is not, so a file of 100 000 keys is checked for duplicates in linear time.
+#[derive(Default)]
+struct KeyIndex(Option<HashMap<Arc<str>, usize>>);
+
+impl KeyIndex {
+    /// Entries past which the index is built.
+    const SCAN_LIMIT: usize = 16;
+
+    fn find(&self, entries: &[Entry], key: &str) -> Option<usize> {
+        match &self.0 {
+            Some(ix) => ix.get(key).copied(),
+            None => entries.iter().position(|e| &*e.key == key),
+        }
+    }
+
+    /// Records the entry just pushed.
+    fn pushed(&mut self, entries: &[Entry]) {
+        match &mut self.0 {
+            Some(ix) => {
+                if let Some(e) = entries.last() {
+                    ix.insert(e.key.clone(), entries.len() - 1);
+                }
+            }
+            None if entries.len() > Self::SCAN_LIMIT => {
+                self.0 = Some(
+                    entries
+                        .iter()
+                        .enumerate()
+                        .map(|(i, e)| (e.key.clone(), i))
+                        .collect(),
+                );
+            }
+            None => {}
+        }
+    }
 }
 
 struct Builder {
@@ -431,6 +470,8 @@ struct Builder {
     anchors: HashMap<usize, (Node, usize)>,
     root: Option<Node>,
     total: usize,
+    /// Whether an alias was expanded (the size limit then speaks of aliases).
+    aliased: bool,
 }
 
 /// Parses one YAML document into a tree. An empty document is a null node.
@@ -440,6 +481,7 @@ pub fn parse(text: &str, source: SourceId) -> Result<Node, YamlError> {
         anchors: HashMap::new(),
         root: None,
         total: 0,
+        aliased: false,
     };
     let mut documents = 0usize;
     for item in Parser::new_from_str(text) {
@@ -477,6 +519,7 @@ pub fn parse(text: &str, source: SourceId) -> Result<Node, YamlError> {
                     message: "alias refers to an anchor that is not defined before it".into(),
                     span,
                 })?;
+                b.aliased = true;
                 b.finish(node, 0, size)?;
             }
             Event::SequenceStart(anchor, _) => {
@@ -492,6 +535,7 @@ pub fn parse(text: &str, source: SourceId) -> Result<Node, YamlError> {
                     span,
                     anchor,
                     entries: Vec::new(),
+                    index: KeyIndex::default(),
                     key: None,
                     merges: Vec::new(),
                     size: 1,
@@ -574,6 +618,11 @@ fn scalar_node(value: &str, style: ScalarStyle, tag: Option<&Tag>, span: Span) -
 fn apply_merges(entries: &mut Vec<Entry>, merges: &[Node]) -> Result<(), YamlError> {
     // YAML merge keys: keys written in the mapping win; among merged mappings the earlier
     // one wins. Walk sources in order and only add keys not present yet.
+    if merges.is_empty() {
+        return Ok(());
+    }
+    let mut present: std::collections::HashSet<Arc<str>> =
+        entries.iter().map(|e| e.key.clone()).collect();
     for source in merges {
         let maps: Vec<&Node> = match &source.kind {
             NodeKind::Map(_) => vec![source],
@@ -593,7 +642,7 @@ fn apply_merges(entries: &mut Vec<Entry>, merges: &[Node]) -> Result<(), YamlErr
                 });
             };
             for e in &map.entries {
-                if !entries.iter().any(|x| x.key == e.key) {
+                if present.insert(e.key.clone()) {
                     entries.push(e.clone());
                 }
             }
@@ -627,10 +676,14 @@ impl Builder {
         self.total = self.total.saturating_add(size);
         if self.total > MAX_NODES {
             return Err(YamlError {
-                message: format!(
-                    "the document expands to more than {MAX_NODES} values (through aliases); \
-                     refusing to load it"
-                ),
+                message: if self.aliased {
+                    format!(
+                        "the document expands to more than {MAX_NODES} values (through \
+                         aliases); refusing to load it"
+                    )
+                } else {
+                    format!("the document holds more than {MAX_NODES} values; refusing to load it")
+                },
                 span: node.span,
             });
         }
@@ -651,6 +704,7 @@ impl Builder {
             }
             Some(Frame::Map {
                 entries,
+                index,
                 key,
                 merges,
                 size: acc,
@@ -680,7 +734,7 @@ impl Builder {
                         Ok(())
                     }
                     Some((k, key_span, false)) => {
-                        if let Some(first) = entries.iter().find(|e| e.key == k) {
+                        if let Some(first) = index.find(entries, &k).and_then(|i| entries.get(i)) {
                             return Err(YamlError {
                                 message: format!(
                                     "duplicate key `{k}` (first written at line {})",
@@ -694,6 +748,7 @@ impl Builder {
                             key_span,
                             value: node,
                         });
+                        index.pushed(entries);
                         Ok(())
                     }
                 }
@@ -760,6 +815,40 @@ mod tests {
         }
         let e = parse(&doc, SourceId(0)).unwrap_err();
         assert!(e.message.contains("expands to more than"));
+        assert!(e.message.contains("through aliases"));
+        // A plain file that is simply too large says so, without blaming aliases.
+        let big = "[".to_string() + &"1,".repeat(2_000_001) + "1]";
+        let e = parse(&big, SourceId(0)).unwrap_err();
+        assert!(
+            e.message.contains("holds more than") && !e.message.contains("alias"),
+            "{}",
+            e.message
+        );
+    }
+
+    /// Past the scan limit the keys are indexed: a duplicate among 50 000 keys is found and
+    /// named with the line of the first, and merges keep the written keys.
+    #[test]
+    fn duplicates_in_large_mappings_are_found() {
+        let mut doc: String = (0..50_000).map(|i| format!("k{i}: {i}\n")).collect();
+        doc.push_str("k123: again\n");
+        let e = parse(&doc, SourceId(0)).unwrap_err();
+        assert!(
+            e.message
+                .contains("duplicate key `k123` (first written at line 124)"),
+            "{}",
+            e.message
+        );
+        let merged: String = "base: &b {a: 1, b: 2}\nm:\n  <<: *b\n".to_string()
+            + &(0..40)
+                .map(|i| format!("  x{i}: {i}\n"))
+                .collect::<String>()
+            + "  a: 9\n";
+        let n = p(&merged);
+        let m = n.get_path(&["m"]).unwrap().as_map().unwrap();
+        assert_eq!(m.entries.len(), 42);
+        assert_eq!(m.get("a").unwrap().as_str(), Some("9"));
+        assert_eq!(m.get("b").unwrap().as_str(), Some("2"));
     }
 
     #[test]

@@ -856,3 +856,31 @@ fn rate_levels_in_place_are_one_configuration_each() {
     assert!(e.to_string().contains("rate levels are given twice"), "{e}");
     assert_eq!(at(&e).0, 3);
 }
+
+/// A file of 100 000 unknown keys (1.5 MB, under the size cap) is one error listing the first
+/// ten, each with its line and nearest key, and counting the rest; the checks are linear
+/// (they took 66 s for this file, quadratic in its keys; see the issue note for timings).
+#[test]
+fn many_unknown_keys_are_listed_first_ten_and_counted() {
+    let mut text = String::from("model: m.gguf\ndtyp: float16\n");
+    for i in 0..100_000 {
+        text.push_str(&format!("unknown_key_{i}: 1\n"));
+    }
+    let e = err(&text);
+    assert_eq!(e.diagnostics.len(), 11, "{:?}", e.diagnostics.last());
+    assert_eq!(e.diagnostics[0].message, "unknown key `dtyp`");
+    assert_eq!(
+        e.diagnostics[0].help.as_deref(),
+        Some("did you mean `dtype`?")
+    );
+    assert_eq!(at(&e), (2, 1));
+    assert_eq!(
+        e.diagnostics[9].location.as_ref().unwrap().line,
+        11,
+        "the tenth unknown key"
+    );
+    assert_eq!(
+        e.diagnostics[10].message,
+        "and 99991 more unknown top-level keys (the first 10 are listed)"
+    );
+}
