@@ -7,6 +7,7 @@
 
 mod aliases;
 mod canonical;
+pub mod credentials;
 mod de;
 pub mod dialect07;
 pub mod emit;

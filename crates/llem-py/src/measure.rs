@@ -155,6 +155,7 @@ fn study(
     let launcher = embed::Launcher {
         program,
         args: launcher_args.into_iter().map(OsString::from).collect(),
+        env: Vec::new(),
     };
     let interrupts = Arc::new(AtomicUsize::new(0));
     let stop = || {

@@ -81,6 +81,16 @@ pub fn write_new(
             path: src.clone(),
             source,
         })?;
+        // The copy keeps the file as written, less the credentials of its runner URLs.
+        let secrets = llem_config::credentials::secrets(plan.configs.iter().map(|c| &c.config));
+        let bytes = if secrets.is_empty() {
+            bytes
+        } else {
+            let known: Vec<&str> = secrets.iter().map(String::as_str).collect();
+            llem_config::redact::text(&String::from_utf8_lossy(&bytes), &known)
+                .into_owned()
+                .into_bytes()
+        };
         llem_results::write_atomic(&dir.join(STUDY_YAML), &bytes)?;
     }
     llem_results::write_json_atomic(&dir.join(PLAN), plan)?;

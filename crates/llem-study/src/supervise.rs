@@ -23,6 +23,9 @@ pub struct Launcher {
     pub program: PathBuf,
     /// Arguments before the spec path (the hidden subcommand).
     pub args: Vec<OsString>,
+    /// Variables set for the cell on top of the runner's environment (the runner URLs'
+    /// credentials, which its spec file does not hold).
+    pub env: Vec<(String, String)>,
 }
 
 /// What the runner asks of a running cell.
@@ -122,6 +125,7 @@ fn spawn(launcher: &Launcher, spec_path: &Path, log_path: &Path) -> Result<Child
         .args(&launcher.args)
         .arg(spec_path)
         .env(PARENT_PID_ENV, std::process::id().to_string())
+        .envs(launcher.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))

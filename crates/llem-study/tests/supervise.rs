@@ -14,6 +14,7 @@ fn sh(script: &str) -> Launcher {
     Launcher {
         program: "sh".into(),
         args: vec!["-c".into(), script.into(), "cell".into()],
+        env: Vec::new(),
     }
 }
 

@@ -358,6 +358,90 @@ fn a_killed_cell_does_not_leave_its_server_running() {
     assert_eq!(m["experiments"][0]["error_type"], "Crashed", "{m}");
 }
 
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Credentials in a runner URL are used for the requests (the server demands them: every
+/// cell of the study, each in its own process, got them) and reach no file and no terminal:
+/// not effective_config.json, result.json, cell_spec.json, the plan, the manifest, nor the
+/// dry-run (text and JSON).
+#[test]
+fn credentials_in_a_runner_url_are_used_and_never_written() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let secret = "s3cr3t-pw-0123";
+    let url = fake_openai::spawn(fake_openai::FakeConfig {
+        first_token_ms: 5,
+        gap_ms: 2,
+        basic_auth: Some(format!("user:{secret}")),
+        ..fake_openai::FakeConfig::default()
+    });
+    let with_userinfo = url.replacen("http://", &format!("http://user:{secret}@"), 1);
+    let home = tempfile::tempdir().unwrap();
+    let out = home.path().join("results");
+    let cfg = home.path().join("creds.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: creds\nmodel: fake-model\nengine: openai\n\
+             runners: {{openai: \"external:{with_userinfo}\"}}\n\
+             dataset: {{source: synthetic, n_prompts: 4, synthetic: {{input_tokens: 8, output_tokens: 4}}}}\n\
+             warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n\
+             sweep: {{traffic.max_concurrency: [1, 2]}}\n\
+             study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}\n"
+        ),
+    )
+    .unwrap();
+    let server = PathBuf::from("/nonexistent");
+    let mut printed = String::new();
+    for extra in [&["--dry-run"][..], &["--dry-run", "--json"][..]] {
+        let o = llem_command(home.path(), &server)
+            .args(["run", cfg.to_str().unwrap(), "-o", out.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        printed.push_str(&String::from_utf8_lossy(&o.stdout));
+        printed.push_str(&String::from_utf8_lossy(&o.stderr));
+    }
+    assert!(printed.contains("user:[REDACTED]@127.0.0.1"), "{printed}");
+    let o = run_quiet(home.path(), &cfg, &out);
+    printed.push_str(&String::from_utf8_lossy(&o.stdout));
+    printed.push_str(&String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{printed}");
+    let results = results_in(&out);
+    assert_eq!(results.len(), 2);
+    for r in &results {
+        assert_eq!(
+            r.total_output_tokens, 16,
+            "the server answered every request"
+        );
+        let endpoint = &r.traffic.as_ref().unwrap().endpoint;
+        assert!(endpoint.contains("user:[REDACTED]@"), "{endpoint}");
+    }
+    assert!(!printed.contains(secret), "{printed}");
+    let files = files_under(&out);
+    assert!(files.iter().any(|f| f.ends_with("cell_spec.json")));
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{} holds the password",
+            f.display()
+        );
+    }
+}
+
 /// `engine: openai` against an external URL (the zero-compute server, which exposes vLLM's
 /// gauges): the steady-state batch and KV usage come from the scraped metrics, and goodput
 /// agrees with a recount from `requests.parquet`.

@@ -92,24 +92,17 @@ impl fmt::Display for RunnerSpec {
             RunnerSpec::Local => f.write_str("local"),
             RunnerSpec::Docker { image: None } => f.write_str("docker"),
             RunnerSpec::Docker { image: Some(i) } => write!(f, "docker:{i}"),
-            RunnerSpec::External { url } => write!(f, "external:{url}"),
+            // Written and printed without credentials (crate::credentials).
+            RunnerSpec::External { url } => {
+                write!(f, "external:{}", crate::credentials::redact_url(url))
+            }
         }
     }
 }
 
-/// Where the userinfo of an `http(s)://user:key@host/...` URL lies, as a byte range (the
-/// `@` excluded); `None` when the URL carries none.
-fn userinfo_range(url: &str) -> Option<std::ops::Range<usize>> {
-    let start = url.find("://")? + 3;
-    let rest = url.get(start..)?;
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let at = rest.get(..authority_end)?.rfind('@')?;
-    Some(start..start + at)
-}
-
 /// The URL without its userinfo: the server it names, whoever logs in.
 pub fn url_without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
-    match userinfo_range(url) {
+    match crate::credentials::userinfo_range(url) {
         Some(r) => format!(
             "{}{}",
             url.get(..r.start).unwrap_or_default(),

@@ -423,7 +423,7 @@ impl ServerEngine {
                             reason: format!(
                                 "nothing answers at {} (for {:.0} s): {}; start the server, or \
                                  check the URL in runners:",
-                                llem_config::redact::text(&self.endpoint.base_url, &[]),
+                                llem_config::credentials::redact_url(&self.endpoint.base_url),
                                 start.elapsed().as_secs_f64(),
                                 llem_config::redact::text(&f.message, &[])
                             ),
@@ -454,7 +454,7 @@ impl ServerEngine {
                     model: self.cfg.model.clone(),
                     reason: format!(
                         "{} did not become healthy {} (last: {last}){}",
-                        llem_config::redact::text(&self.endpoint.base_url, &[]),
+                        llem_config::credentials::redact_url(&self.endpoint.base_url),
                         if hung {
                             format!(
                                 "and logged nothing for {:.0} s",

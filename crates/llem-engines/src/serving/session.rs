@@ -209,7 +209,8 @@ impl ServerSession<'_> {
             achieved_rate_qps: (send_span > 0.0 && sent > 1).then(|| (sent - 1) as f64 / send_span),
             dispatch_lag_p50_ms: stats::percentile(&lags_ms, 50.0),
             dispatch_lag_p99_ms: stats::percentile(&lags_ms, 99.0),
-            endpoint: self.engine.endpoint.base_url.clone(),
+            endpoint: llem_config::credentials::redact_url(&self.engine.endpoint.base_url)
+                .into_owned(),
             api: if requests.iter().any(|r| r.api == Api::Chat) {
                 "chat_completions".into()
             } else {

@@ -50,6 +50,9 @@ pub struct FakeConfig {
     pub role_chunk: bool,
     /// Answer 401 unless requests carry `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
+    /// Answer 401 unless requests carry `Authorization: Basic <user:password>` (what a
+    /// client sends for `http://user:password@host`).
+    pub basic_auth: Option<String>,
 }
 
 impl Default for FakeConfig {
@@ -62,6 +65,7 @@ impl Default for FakeConfig {
             continuous_usage: false,
             role_chunk: true,
             api_key: None,
+            basic_auth: None,
         }
     }
 }
@@ -141,12 +145,39 @@ async fn metrics(State(s): State<Arc<AppState>>) -> String {
 }
 
 fn authorised(s: &AppState, headers: &HeaderMap) -> bool {
-    s.cfg.api_key.as_ref().is_none_or(|k| {
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            == Some(format!("Bearer {k}").as_str())
-    })
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    s.cfg
+        .api_key
+        .as_ref()
+        .is_none_or(|k| auth == Some(format!("Bearer {k}").as_str()))
+        && s.cfg
+            .basic_auth
+            .as_ref()
+            .is_none_or(|u| auth == Some(format!("Basic {}", base64(u.as_bytes())).as_str()))
+}
+
+/// Standard base64 with padding (RFC 4648), for the Basic scheme.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// p50 and p99 of the server's send lateness since the last call, then forgets them.

@@ -132,7 +132,7 @@ fn supervise_cell(
         _ => StopRequest::Kill(StopCause::User),
     };
     supervise::run_cell(
-        &run.opts.launcher,
+        &run.launcher,
         spec_path,
         &cell.join(layout::CELL_LOG),
         run.limits,

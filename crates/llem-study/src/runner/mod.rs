@@ -268,6 +268,8 @@ enum AfterFailure {
 pub(super) struct StudyRun<'a> {
     plan: &'a StudyPlan,
     opts: &'a StudyOptions,
+    /// The options' launcher, with the runner URLs' credentials for the cells.
+    launcher: crate::supervise::Launcher,
     /// The study directory.
     dir: PathBuf,
     /// When the wall-clock limit passes.
@@ -281,9 +283,18 @@ pub(super) struct StudyRun<'a> {
 impl<'a> StudyRun<'a> {
     fn new(plan: &'a StudyPlan, opts: &'a StudyOptions, dir: PathBuf) -> StudyRun<'a> {
         let exec = &plan.execution;
+        let mut launcher = opts.launcher.clone();
+        if let Some(v) =
+            llem_config::credentials::credentials_env(plan.configs.iter().map(|c| &c.config))
+        {
+            launcher
+                .env
+                .push((llem_config::credentials::RUNNER_CREDENTIALS_ENV.into(), v));
+        }
         StudyRun {
             plan,
             opts,
+            launcher,
             dir,
             deadline: exec
                 .wall_clock_timeout_hours

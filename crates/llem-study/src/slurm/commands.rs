@@ -17,8 +17,18 @@ fn failed(command: &str, message: String) -> StudyError {
 
 /// Runs a Slurm command; its stdout, or an error with what it printed on stderr.
 fn run<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S]) -> Result<String, StudyError> {
+    run_with(program, args, &[])
+}
+
+/// [`run`] with variables added to the command's environment.
+fn run_with<S: AsRef<std::ffi::OsStr>>(
+    program: &str,
+    args: &[S],
+    env: &[(String, String)],
+) -> Result<String, StudyError> {
     let out = Command::new(program)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| {
@@ -47,11 +57,12 @@ fn run<S: AsRef<std::ffi::OsStr>>(program: &str, args: &[S]) -> Result<String, S
     }
 }
 
-/// Submits with `sbatch --parsable ARGS`; the job id.
-pub fn sbatch(args: &[String]) -> Result<String, StudyError> {
+/// Submits with `sbatch --parsable ARGS`; the job id. `env` is added to the environment
+/// sbatch hands the job (its default `--export=ALL`), never written into a script.
+pub fn sbatch(args: &[String], env: &[(String, String)]) -> Result<String, StudyError> {
     let mut all = vec!["--parsable".to_string()];
     all.extend(args.iter().cloned());
-    let out = run("sbatch", &all)?;
+    let out = run_with("sbatch", &all, env)?;
     parse_job_id(&out)
         .ok_or_else(|| failed("sbatch", format!("printed no job id: {:?}", out.trim_end())))
 }

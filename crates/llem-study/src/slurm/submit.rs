@@ -290,6 +290,17 @@ pub fn submit(
     llem_results::write_json_atomic(&dir.join(layout::MANIFEST), &manifest)?;
 
     let exec = &plan.execution;
+    // The runner URLs' credentials go to the tasks in their environment, not in a file.
+    let credentials: Vec<(String, String)> =
+        llem_config::credentials::credentials_env(plan.configs.iter().map(|c| &c.config))
+            .map(|v| {
+                (
+                    llem_config::credentials::RUNNER_CREDENTIALS_ENV.to_string(),
+                    v,
+                )
+            })
+            .into_iter()
+            .collect();
     let number = jobs.submissions.len() as u32 + 1;
     let sub_dir = record::submission_dir(&dir, number);
     std::fs::create_dir_all(&sub_dir).map_err(|source| StudyError::Io {
@@ -367,7 +378,7 @@ pub fn submit(
             &sub_dir.join(format!("cycle-{}_%a.out", a.cycle)),
         );
         args.push(script.display().to_string());
-        let job = match commands::sbatch(&args) {
+        let job = match commands::sbatch(&args, &credentials) {
             Ok(j) => j,
             Err(e) => {
                 // Half a study queued would run without its later cycles: take it back.
@@ -403,7 +414,7 @@ pub fn submit(
     ];
     common_args(&slurm.options, &mut args, false);
     args.push(compile_script.display().to_string());
-    record.compile_job = Some(commands::sbatch(&args).inspect_err(|e| {
+    record.compile_job = Some(commands::sbatch(&args, &[]).inspect_err(|e| {
         let _ = commands::cancel(&ids);
         refused(&dir, &mut manifest, e);
     })?);

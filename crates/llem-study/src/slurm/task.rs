@@ -382,9 +382,12 @@ pub fn run_task(
         None => None,
     };
     let mut command = jobs.command.iter();
+    // The runner URLs' credentials reach the task in its environment (sbatch passes the
+    // submitter's), and the cell inherits them.
     let launcher = Launcher {
         program: command.next().map(PathBuf::from).unwrap_or_default(),
         args: command.map(Into::into).chain(["__cell".into()]).collect(),
+        env: Vec::new(),
     };
     let limits = CellLimits {
         timeout: Duration::from_secs_f64(sub.experiment_timeout_s.max(0.001)),

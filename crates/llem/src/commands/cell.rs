@@ -65,10 +65,15 @@ fn fail(error_type: &str, message: String, code: i32) -> i32 {
 pub fn run(args: &CellArgs) -> i32 {
     watch_parent(exit::INTERRUPTED);
     crate::commands::execute::init_logging(1);
-    let spec = match read_spec(&args.spec) {
+    let mut spec = match read_spec(&args.spec) {
         Ok(s) => s,
         Err(e) => return fail("SpecError", e, exit::CONFIG),
     };
+    // The spec holds the runner URL redacted; the runner passed the real one.
+    let credentials = std::env::var(llem_config::credentials::RUNNER_CREDENTIALS_ENV).ok();
+    if let Err(e) = llem_config::credentials::restore(&mut spec.config, credentials.as_deref()) {
+        return fail("SpecError", e, exit::CONFIG);
+    }
     // SIGTERM from the runner (timeout, Ctrl-C) stops at the next decode step; a second one
     // exits at once. SIGINT likewise, for a cell run by hand.
     let cancel = crate::commands::execute::cancel_on_signals();

@@ -175,6 +175,7 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
     let launcher = Launcher {
         program,
         args: vec!["__cell".into()],
+        env: Vec::new(),
     };
     let opts = match study_options(plan, args, resume, launcher, interrupt_counter()) {
         Ok(o) => o,

@@ -98,10 +98,8 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
 }
 
 fn runner_words(cfg: &llem_config::ExperimentConfig) -> String {
-    cfg.runner().map_or_else(
-        || "no runner".into(),
-        |r| format!("runner {}", llem_config::redact::text(&r.to_string(), &[])),
-    )
+    cfg.runner()
+        .map_or_else(|| "no runner".into(), |r| format!("runner {r}"))
 }
 
 /// How long the doctor waits for an endpoint's answer.
@@ -110,7 +108,7 @@ const ENDPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// Whether the server an `external:` runner names answers: nothing to say when it is ready.
 fn endpoint(url: &str) -> Option<Line> {
     use llem_harness::engines::EndpointProbe;
-    let shown = llem_config::redact::text(url, &[]);
+    let shown = llem_config::credentials::redact_url(url);
     match llem_harness::engines::probe_endpoint(url, ENDPOINT_TIMEOUT) {
         EndpointProbe::Ready { .. } => None,
         EndpointProbe::Answering { last } => Some(
