@@ -18,6 +18,8 @@ pub enum Dialect {
     Llem,
     /// The Python llem 0.7's.
     Llem07,
+    /// Seed 004's framework's (`config_name`, `model_name`, `backend`, ...).
+    Seed004,
 }
 
 impl Dialect {
@@ -27,6 +29,9 @@ impl Dialect {
             Dialect::Llem => "llem (seed) YAML",
             Dialect::Llem07 => {
                 "llem 0.7 (llenergymeasure) YAML: task/serving_mode/engine_params, read as llem's own"
+            }
+            Dialect::Seed004 => {
+                "seed 004 YAML: config_name/model_name/backend/fp_precision, read as llem's own"
             }
         }
     }
@@ -103,6 +108,7 @@ fn looks_07(m: &Map) -> bool {
 pub fn detect(root: &Node) -> Dialect {
     match root.as_map() {
         Some(m) if looks_07(m) => Dialect::Llem07,
+        _ if crate::dialect004::detect(root) => Dialect::Seed004,
         _ => Dialect::Llem,
     }
 }
@@ -112,7 +118,7 @@ struct Tx<'a> {
 }
 
 /// An entry being built: key, where the key was written, value.
-type Out = Vec<(String, Span, Node)>;
+pub(crate) type Out = Vec<(String, Span, Node)>;
 
 impl Tx<'_> {
     fn err(&self, kind: ErrorKind, span: Span, msg: impl Into<String>) -> ConfigError {
@@ -609,7 +615,7 @@ fn map_node(m: Map, span: Span) -> Node {
 
 /// Appends `path = value` to `out` as nested mappings under the first key (merged with what
 /// is there when the out-list is folded).
-fn push_path(out: &mut Out, path: &[&str], span: Span, value: &Node) {
+pub(crate) fn push_path(out: &mut Out, path: &[&str], span: Span, value: &Node) {
     let Some((first, rest)) = path.split_first() else {
         return;
     };
@@ -624,7 +630,7 @@ fn push_path(out: &mut Out, path: &[&str], span: Span, value: &Node) {
 
 /// Folds the out-list into one mapping, deep-merging repeated keys (`measurement` from two
 /// 0.7 places).
-fn fold(out: Out, span: Span) -> Node {
+pub(crate) fn fold(out: Out, span: Span) -> Node {
     let mut root = Node::empty_map(span);
     for (k, s, v) in out {
         let mut single = Map::default();
@@ -896,8 +902,12 @@ impl Tx<'_> {
 /// `root` in llem's dialect: unchanged when it already is, translated from llem 0.7's
 /// otherwise.
 pub fn to_llem(root: &Node, sources: &SourceMap) -> Result<(Node, Dialect), ConfigError> {
-    if detect(root) == Dialect::Llem {
-        return Ok((root.clone(), Dialect::Llem));
+    match detect(root) {
+        Dialect::Llem => return Ok((root.clone(), Dialect::Llem)),
+        Dialect::Seed004 => {
+            return Ok((crate::dialect004::to_llem(root, sources)?, Dialect::Seed004));
+        }
+        Dialect::Llem07 => {}
     }
     let tx = Tx { sources };
     let m = tx.map(root, "the file")?;
@@ -1371,11 +1381,20 @@ pub fn convert(path: &std::path::Path, to: Dialect) -> Result<String, ConfigErro
     }
     let tree = match to {
         Dialect::Llem => to_llem(&root, &sources)?.0,
-        Dialect::Llem07 => from_llem(&root, &sources)?,
+        Dialect::Llem07 => from_llem(&to_llem(&root, &sources)?.0, &sources)?,
+        Dialect::Seed004 => {
+            return Err(Diagnostic::new(
+                ErrorKind::Rule,
+                "llem reads seed 004's dialect but does not write it: convert to llem's (seed) \
+                 YAML or llem 0.7's",
+            )
+            .into());
+        }
     };
     let what = match to {
         Dialect::Llem => "llem's (seed) YAML",
         Dialect::Llem07 => "llem 0.7 (llenergymeasure) YAML",
+        Dialect::Seed004 => "seed 004 YAML",
     };
     Ok(format!(
         "# {} as {what}, written by `llem config convert` (comments are not carried).\n{}",

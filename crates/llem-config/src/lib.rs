@@ -9,6 +9,7 @@ mod aliases;
 mod canonical;
 pub mod credentials;
 mod de;
+pub mod dialect004;
 pub mod dialect07;
 pub mod emit;
 mod error;

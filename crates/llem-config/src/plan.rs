@@ -1274,6 +1274,7 @@ impl Serialize for PlanJson<'_> {
             dialect: match p.dialect {
                 crate::dialect07::Dialect::Llem => "llem",
                 crate::dialect07::Dialect::Llem07 => "llem07",
+                crate::dialect07::Dialect::Seed004 => "seed004",
             },
         }
         .serialize(s)
