@@ -186,6 +186,7 @@ pub(crate) fn run(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -221,7 +222,7 @@ mod tests {
             "model": "m.gguf",
             "warmup": {"convergence_detection": true, "window_size": 3, "min_prompts": 3}
         }))
-        .unwrap_or_else(|e| unreachable!("{e}"));
+        .unwrap();
         let r = Rule::of(&cfg, 8);
         assert_eq!(
             r.window, 2,
@@ -232,8 +233,7 @@ mod tests {
         assert!(ok && cv == Some(0.0));
         // A fixed warmup of one batch says nothing about convergence either.
         let fixed = Rule::of(
-            &serde_json::from_value(serde_json::json!({"model": "m.gguf"}))
-                .unwrap_or_else(|e| unreachable!("{e}")),
+            &serde_json::from_value(serde_json::json!({"model": "m.gguf"})).unwrap(),
             4,
         );
         assert_eq!(fixed.judge(&[12.5], 4), (None, false));

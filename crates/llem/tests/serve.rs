@@ -358,6 +358,94 @@ fn a_killed_cell_does_not_leave_its_server_running() {
     assert_eq!(m["experiments"][0]["error_type"], "Crashed", "{m}");
 }
 
+/// Kills a server the test started when the test ends, however it ends.
+struct Killer(std::process::Child);
+
+impl Drop for Killer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A llama-server somebody else runs (the test starts it, llem reaches it by URL): running
+/// the same seeded prompts again must not measure cached prefill. llem asks the server not
+/// to reuse cached prompts (and erases its slots where the server allows), and the result
+/// says how; neither run's prompts are served from the cache (at 511ea11 nearly every prompt
+/// of a repeat was).
+#[test]
+fn repeated_runs_against_an_external_server_do_not_measure_cached_prefill() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let server = llama_server();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let home = tempfile::tempdir().unwrap();
+    let _running = Killer(
+        Command::new(&server)
+            .args(["-m", model.to_str().unwrap(), "--host", "127.0.0.1"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "-np",
+                "2",
+                "-c",
+                "4096",
+                "-t",
+                "2",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(home.path().join("server.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let cfg = home.path().join("external.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "name: external-llama\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nengine: llamacpp\n\
+             runners: {{llamacpp: \"external:http://127.0.0.1:{port}\"}}\n\
+             dataset: {{source: synthetic, n_prompts: 8, synthetic: {{input_tokens: 96, output_tokens: 4, distribution: fixed}}}}\n\
+             traffic: {{max_concurrency: 2}}\n\
+             warmup: {{n_warmup: 2, thermal_floor_seconds: 0}}\nbaseline: {{enabled: false}}\n"
+        ),
+    )
+    .unwrap();
+    for run in 0..2 {
+        let out = home.path().join(format!("results-{run}"));
+        let o = run_quiet(home.path(), &cfg, &out);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r = results_in(&out).remove(0);
+        let kv = &r.extended_metrics.kv_cache;
+        // A server started without --slot-save-path cannot have its slots erased; every
+        // request then tells it not to reuse a cached prompt, and the result says which.
+        let reset = kv.prefix_cache_reset.as_deref().unwrap_or_default();
+        assert!(
+            reset.starts_with("cache_prompt: false on every request")
+                && reset.contains("--slot-save-path"),
+            "run {run}: {reset:?} {:?}",
+            r.measurement_warnings
+        );
+        // The server reports its cached prompt tokens in usage; a prompt of 96 tokens
+        // shares at most its first token or so with another.
+        let rate = kv.prompt_cache_hit_rate.unwrap();
+        assert!(
+            rate < 0.1,
+            "run {run}: {rate} of prompt tokens from the cache"
+        );
+        assert!(
+            !r.measurement_warnings
+                .iter()
+                .any(|w| w.contains("prefix cache")),
+            "run {run}: {:?}",
+            r.measurement_warnings
+        );
+    }
+}
+
 /// Every file under `dir`, recursively.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -428,6 +516,14 @@ fn credentials_in_a_runner_url_are_used_and_never_written() {
         );
         let endpoint = &r.traffic.as_ref().unwrap().endpoint;
         assert!(endpoint.contains("user:[REDACTED]@"), "{endpoint}");
+        // An `openai` server has no cache reset llem knows: the result says so.
+        assert!(
+            r.measurement_warnings
+                .iter()
+                .any(|w| w.contains("cannot empty the prefix cache of this external openai")),
+            "{:?}",
+            r.measurement_warnings
+        );
     }
     assert!(!printed.contains(secret), "{printed}");
     let files = files_under(&out);

@@ -304,9 +304,24 @@ impl ServerEngine {
                 }),
             });
         };
+        // A server told per request not to reuse its cache needs no reset to be trusted.
+        let per_request = self.spec.is_some_and(|s| {
+            (s.request_fields)(&self.cfg).get("cache_prompt") == Some(&Value::Bool(false))
+        });
         match self.reset_with(reset) {
             Ok(done) => Ok(CacheReset {
                 done: Some(done),
+                warning: None,
+            }),
+            Err(e) if external && per_request => Ok(CacheReset {
+                done: Some(format!(
+                    "cache_prompt: false on every request ({})",
+                    e.to_string()
+                        .trim_start_matches("inference failed: ")
+                        .chars()
+                        .take(300)
+                        .collect::<String>()
+                )),
                 warning: None,
             }),
             Err(e) if external => Ok(CacheReset {

@@ -24,7 +24,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     // Its slots (`-np`): the section's batch size, which the config always holds.
     batch_limit: |cfg| Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
     args,
-    request_fields: super::no_request_fields,
+    request_fields,
     // A CPU run (no layers offloaded) asks Docker for no GPU.
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
     served_model: super::configured_model,
@@ -35,6 +35,15 @@ pub static SPEC: ServerSpec = ServerSpec {
 
 /// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of the
 /// command line built for a configuration that sets every option llem maps.
+/// Every request asks llama-server not to reuse a cached prompt (`cache_prompt: false`):
+/// llem measures each prompt's prefill, and a server someone else runs (without
+/// `--slot-save-path`) cannot have its slots erased between runs.
+fn request_fields(_: &ExperimentConfig) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("cache_prompt".into(), serde_json::Value::Bool(false));
+    m
+}
+
 pub(crate) fn cli_flags() -> Vec<String> {
     let every_option = serde_json::json!({
         "model": "m.gguf",
