@@ -335,8 +335,31 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
 
 /// Writes `result.json`, `effective_config.json`, `timeseries.parquet` (when
 /// `gpu_telemetry`) and `requests.parquet`; the result last, so a directory with a
-/// `result.json` is complete.
+/// `result.json` is complete. When any write fails (a full disk), the artefacts this call
+/// wrote are removed again: a cell holds its whole set or none of it.
 pub fn write(
+    req: &ExperimentRequest<'_>,
+    result: &ExperimentResult,
+    records: &[RequestRecord],
+    telemetry: &Telemetry,
+    server_metrics: &[llem_results::MetricSample],
+) -> Result<(), ResultsError> {
+    let written = write_set(req, result, records, telemetry, server_metrics);
+    if written.is_err() {
+        for name in [
+            layout::EFFECTIVE_CONFIG,
+            layout::TIMESERIES,
+            layout::REQUESTS,
+            layout::SERVER_METRICS,
+            layout::RESULT,
+        ] {
+            let _ = std::fs::remove_file(req.cell_dir.join(name));
+        }
+    }
+    written
+}
+
+fn write_set(
     req: &ExperimentRequest<'_>,
     result: &ExperimentResult,
     records: &[RequestRecord],

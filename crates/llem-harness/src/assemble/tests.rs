@@ -775,3 +775,44 @@ fn a_configured_intensity_is_used_and_one_in_kg_is_flagged() {
         r.measurement_warnings
     );
 }
+
+/// A disk that refuses the last artefact (here: a directory where `result.json`'s temporary
+/// file goes, as a full disk refuses it) leaves no half-set behind: the sidecars written
+/// before it are removed, so a cell directory holds its whole set or nothing of it.
+#[test]
+fn a_failed_write_leaves_no_half_set_of_artefacts() {
+    let cfg = config();
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = request(&cfg);
+    req.cell_dir = dir.path().join("cell");
+    std::fs::create_dir_all(&req.cell_dir).unwrap();
+    let inputs = Inputs::new();
+    let recs = records(2, 4, 1.0);
+    let tel = package_at_10_w();
+    let (result, annotated) = super::assembled(&inputs.measured(&req, &recs, &tel, None));
+    let blocker = req
+        .cell_dir
+        .join(format!(".result.json.tmp-{}", std::process::id()));
+    std::fs::create_dir_all(blocker.join("occupied")).unwrap();
+    let e = super::write(&req, &result, &annotated, &tel, &[]).unwrap_err();
+    assert!(e.to_string().contains("result.json"), "{e}");
+    let left: Vec<String> = std::fs::read_dir(&req.cell_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        left,
+        [blocker.file_name().unwrap().to_string_lossy()],
+        "{left:?}"
+    );
+    std::fs::remove_dir_all(&blocker).unwrap();
+    super::write(&req, &result, &annotated, &tel, &[]).unwrap();
+    for f in [
+        "result.json",
+        "effective_config.json",
+        "requests.parquet",
+        "timeseries.parquet",
+    ] {
+        assert!(req.cell_dir.join(f).is_file(), "{f}");
+    }
+}
