@@ -411,6 +411,15 @@ fn tokens_beyond_the_cap_and_a_stream_without_done_are_warned_about() {
     assert!(!w.contains("max_tokens") && !w.contains("[DONE]"), "{w}");
 }
 
+/// A loopback port nothing listens on (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Reads one HTTP/1.1 request (head and Content-Length body): its request line, or None at
 /// the end of the connection.
 fn read_request(r: &mut std::io::BufReader<std::net::TcpStream>) -> Option<String> {
@@ -696,11 +705,7 @@ fn a_server_that_never_becomes_healthy_fails_with_its_log() {
 #[test]
 fn an_external_url_that_refuses_connections_fails_in_seconds() {
     let _serial = serial();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let cfg = config(
         &format!("http://user:pa55word@127.0.0.1:{port}"),
         serde_json::json!({}),
@@ -734,11 +739,7 @@ fn an_external_url_that_refuses_connections_fails_in_seconds() {
 #[test]
 fn an_external_server_that_is_starting_is_waited_for() {
     let _serial = serial();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let t0 = Instant::now();
     let loading = llem_engines::serving::EXTERNAL_UNREACHABLE_GRACE + Duration::from_secs(3);
     std::thread::spawn(move || {

@@ -286,11 +286,7 @@ fn the_doctor_asks_every_endpoint_a_study_names() {
         std::fs::create_dir_all(home.path().join(d)).unwrap();
     }
     let live = healthy_server();
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let dead = common::free_port();
     std::fs::write(
         home.path().join("ends.yaml"),
         format!(

@@ -377,11 +377,7 @@ impl Drop for Killer {
 fn repeated_runs_against_an_external_server_do_not_measure_cached_prefill() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let server = llama_server();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     let home = tempfile::tempdir().unwrap();
     let _running = Killer(
@@ -444,20 +440,6 @@ fn repeated_runs_against_an_external_server_do_not_measure_cached_prefill() {
             r.measurement_warnings
         );
     }
-}
-
-/// Every file under `dir`, recursively.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Credentials in a runner URL are used for the requests (the server demands them: every
@@ -526,7 +508,7 @@ fn credentials_in_a_runner_url_are_used_and_never_written() {
         );
     }
     assert!(!printed.contains(secret), "{printed}");
-    let files = files_under(&out);
+    let files = common::walk(&out);
     assert!(files.iter().any(|f| f.ends_with("cell_spec.json")));
     for f in files {
         let bytes = std::fs::read(&f).unwrap();

@@ -20,6 +20,15 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A loopback port nothing listens on (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Replaces `path` by rename, so a concurrent reader sees the old or the new value.
 pub fn write_atomically(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
