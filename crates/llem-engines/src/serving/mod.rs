@@ -304,18 +304,16 @@ impl ServerEngine {
                 }),
             });
         };
-        // A server told per request not to reuse its cache needs no reset to be trusted.
-        let per_request = self.spec.is_some_and(|s| {
-            (s.request_fields)(&self.cfg).get("cache_prompt") == Some(&Value::Bool(false))
-        });
-        match self.reset_with(reset) {
-            Ok(done) => Ok(CacheReset {
+        // A server told in every request not to reuse its cache needs no reset to be trusted.
+        let per_request = self.spec.and_then(|s| s.prompt_cache_off);
+        match (self.reset_with(reset), per_request) {
+            (Ok(done), _) => Ok(CacheReset {
                 done: Some(done),
                 warning: None,
             }),
-            Err(e) if external && per_request => Ok(CacheReset {
+            (Err(e), Some(field)) if external => Ok(CacheReset {
                 done: Some(format!(
-                    "cache_prompt: false on every request ({})",
+                    "{field}: false on every request ({})",
                     e.to_string()
                         .trim_start_matches("inference failed: ")
                         .chars()
@@ -324,7 +322,7 @@ impl ServerEngine {
                 )),
                 warning: None,
             }),
-            Err(e) if external => Ok(CacheReset {
+            (Err(e), None) if external => Ok(CacheReset {
                 done: None,
                 warning: Some(format!(
                     "{e}; prompts this external server has seen before (the same random_seed \
@@ -332,7 +330,7 @@ impl ServerEngine {
                      skipped"
                 )),
             }),
-            Err(e) => Err(e),
+            (Err(e), _) => Err(e),
         }
     }
 

@@ -31,6 +31,9 @@ pub(super) fn prepare(
                     .extended
                     .insert("truncate_prompt_tokens".into(), json!(n));
             }
+            if let Some(field) = spec.and_then(|s| s.prompt_cache_off) {
+                params.extended.insert(field.into(), json!(false));
+            }
             let (api, text) = match &p.input {
                 PromptInput::Text { text, chat: true } => (Api::Chat, text.clone()),
                 PromptInput::Text { text, chat: false } => (Api::Completions, text.clone()),

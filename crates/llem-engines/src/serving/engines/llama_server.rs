@@ -24,26 +24,18 @@ pub static SPEC: ServerSpec = ServerSpec {
     // Its slots (`-np`): the section's batch size, which the config always holds.
     batch_limit: |cfg| Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
     args,
-    request_fields,
+    request_fields: super::no_request_fields,
     // A CPU run (no layers offloaded) asks Docker for no GPU.
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
     served_model: super::configured_model,
     lora_listing: super::LoraListing::LoraAdapters,
     prefix_cache_reset: Some(super::PrefixCacheReset::EraseSlots),
+    prompt_cache_off: Some("cache_prompt"),
     flags_version: None,
 };
 
 /// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of the
 /// command line built for a configuration that sets every option llem maps.
-/// Every request asks llama-server not to reuse a cached prompt (`cache_prompt: false`):
-/// llem measures each prompt's prefill, and a server someone else runs (without
-/// `--slot-save-path`) cannot have its slots erased between runs.
-fn request_fields(_: &ExperimentConfig) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("cache_prompt".into(), serde_json::Value::Bool(false));
-    m
-}
-
 pub(crate) fn cli_flags() -> Vec<String> {
     let every_option = serde_json::json!({
         "model": "m.gguf",

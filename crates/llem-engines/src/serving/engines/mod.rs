@@ -118,6 +118,10 @@ pub struct ServerSpec {
     pub lora_listing: LoraListing,
     /// How a server llem started empties its prefix cache before each run.
     pub prefix_cache_reset: Option<PrefixCacheReset>,
+    /// The request field that, sent as `false` in every request, keeps the server from
+    /// reusing a cached prompt (llama-server's `cache_prompt`): the prefill of every prompt
+    /// is measured even on a server whose cache cannot be emptied.
+    pub prompt_cache_off: Option<&'static str>,
     /// The engine version whose CLI llem's flag table was checked against (in a test, against
     /// that version's own parser), which `default_image` also runs; null where no check runs.
     /// A server of another version gets a warning: a flag it lacks stops it at launch, and one

@@ -32,6 +32,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         route: "/flush_cache",
         env: &[],
     }),
+    prompt_cache_off: None,
     flags_version: Some("0.5.23"),
 };
 

@@ -25,6 +25,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
+    prompt_cache_off: None,
     flags_version: None,
 };
 

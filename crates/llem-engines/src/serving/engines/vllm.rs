@@ -39,6 +39,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         route: "/reset_prefix_cache",
         env: &[("VLLM_SERVER_DEV_MODE", "1")],
     }),
+    prompt_cache_off: None,
     flags_version: Some("0.32.0"),
 };
 
