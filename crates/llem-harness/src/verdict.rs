@@ -57,8 +57,8 @@ pub(crate) fn check_window(
     window: &crate::window::Window,
     workload_span: (f64, f64),
 ) -> Result<(), HarnessError> {
-    let whole = (window.start_s, window.end_s) == workload_span;
-    let shares = crate::window::shares(records, (!whole).then_some((window.start_s, window.end_s)));
+    let shares =
+        crate::window::window_shares(records, (window.start_s, window.end_s), workload_span);
     let (_, output) = crate::window::tokens_of(&shares);
     if output > 0 {
         return Ok(());

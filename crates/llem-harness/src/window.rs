@@ -74,6 +74,17 @@ pub fn shares(records: &[RequestRecord], window: Option<(f64, f64)>) -> Vec<Toke
         .collect()
 }
 
+/// Each request's share of the measured `window`: by arrival time inside a sub-window, and
+/// by the counts when the window is the whole workload span (not every engine stamps every
+/// token). What the headline's tokens, its FLOPs and the empty-window check all count.
+pub fn window_shares(
+    records: &[RequestRecord],
+    window: (f64, f64),
+    workload_span: (f64, f64),
+) -> Vec<TokenShare> {
+    shares(records, (window != workload_span).then_some(window))
+}
+
 /// Input and output tokens of a set of shares.
 pub fn tokens_of(shares: &[TokenShare]) -> (u64, u64) {
     shares.iter().fold((0, 0), |(i, o), s| {

@@ -111,14 +111,6 @@ impl Measured<'_> {
     }
 }
 
-/// Each request's share of the window. A sub-window holds the tokens that arrived inside
-/// it; the whole run holds them all (by the counts, without relying on every engine
-/// stamping every token).
-fn shares(m: &Measured<'_>) -> Vec<crate::window::TokenShare> {
-    let whole = m.window == m.workload_span;
-    crate::window::shares(m.records, (!whole).then_some(m.window))
-}
-
 /// `x / d` when both are positive.
 fn per(x: f64, d: u64) -> Option<f64> {
     (x > 0.0 && d > 0).then(|| x / d as f64)
@@ -178,7 +170,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let duration = (t1 - t0).max(0.0);
     // One slice for tokens and FLOPs, so that per-token and per-second figures divide like
     // by like.
-    let shares = shares(m);
+    let shares = crate::window::window_shares(m.records, m.window, m.workload_span);
     let (input, output) = crate::window::tokens_of(&shares);
     // Baselines are subtracted per scope below; the window's own figure is the system's.
     let summary = llem_energy::window(m.telemetry, t0, t1, None);
