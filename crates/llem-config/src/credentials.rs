@@ -16,7 +16,7 @@ pub const RUNNER_CREDENTIALS_ENV: &str = "LLEM_RUNNER_CREDENTIALS";
 
 /// Where the userinfo of an `http(s)://userinfo@host/...` URL lies, as a byte range (the
 /// `@` excluded); `None` when the URL carries none.
-pub(crate) fn userinfo_range(url: &str) -> Option<std::ops::Range<usize>> {
+fn userinfo_range(url: &str) -> Option<std::ops::Range<usize>> {
     let start = url.find("://")? + 3;
     let rest = url.get(start..)?;
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -52,23 +52,35 @@ pub fn is_redacted(url: &str) -> bool {
         .is_some_and(|u| u.ends_with(REDACTED))
 }
 
-/// The value of [`RUNNER_CREDENTIALS_ENV`] for these configurations: each runner URL that
-/// carries credentials, under its redacted form; `None` when none does.
-pub fn credentials_env<'a>(
+/// The runner URLs of these configurations that carry usable credentials.
+fn credentialed_urls<'a>(
     configs: impl IntoIterator<Item = &'a ExperimentConfig>,
-) -> Option<String> {
-    let mut map: BTreeMap<String, String> = BTreeMap::new();
-    for c in configs {
-        for (_, r) in c.runners.iter() {
-            if let RunnerSpec::External { url } = r
-                && userinfo_range(url).is_some()
-                && !is_redacted(url)
-            {
-                map.insert(redact_url(url).into_owned(), url.clone());
+) -> impl Iterator<Item = &'a str> {
+    configs.into_iter().flat_map(|c| {
+        c.runners.iter().filter_map(|(_, r)| match r {
+            RunnerSpec::External { url } if userinfo_range(url).is_some() && !is_redacted(url) => {
+                Some(url.as_str())
             }
-        }
-    }
-    (!map.is_empty()).then(|| serde_json::to_string(&map).unwrap_or_default())
+            _ => None,
+        })
+    })
+}
+
+/// The variable ([`RUNNER_CREDENTIALS_ENV`], value) that hands a process started for these
+/// configurations their runner URLs: each URL that carries credentials, under its redacted
+/// form; `None` when none does.
+pub fn env_var<'a>(
+    configs: impl IntoIterator<Item = &'a ExperimentConfig>,
+) -> Option<(String, String)> {
+    let map: BTreeMap<String, &str> = credentialed_urls(configs)
+        .map(|url| (redact_url(url).into_owned(), url))
+        .collect();
+    (!map.is_empty()).then(|| {
+        (
+            RUNNER_CREDENTIALS_ENV.to_string(),
+            serde_json::to_string(&map).unwrap_or_default(),
+        )
+    })
 }
 
 /// The secrets in these configurations' runner URLs (each userinfo's password, or the
@@ -76,21 +88,28 @@ pub fn credentials_env<'a>(
 /// study file).
 pub fn secrets<'a>(configs: impl IntoIterator<Item = &'a ExperimentConfig>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for c in configs {
-        for (_, r) in c.runners.iter() {
-            let RunnerSpec::External { url } = r else {
-                continue;
-            };
-            let Some(info) = userinfo_range(url).and_then(|r| url.get(r)) else {
-                continue;
-            };
-            let secret = info.split_once(':').map_or(info, |(_, p)| p);
-            if !secret.is_empty() && secret != REDACTED && !out.iter().any(|s| s == secret) {
-                out.push(secret.to_string());
-            }
+    for url in credentialed_urls(configs) {
+        let Some(info) = userinfo_range(url).and_then(|r| url.get(r)) else {
+            continue;
+        };
+        let secret = info.split_once(':').map_or(info, |(_, p)| p);
+        if !secret.is_empty() && !out.iter().any(|s| s == secret) {
+            out.push(secret.to_string());
         }
     }
     out
+}
+
+/// The URL without its userinfo: the server it names, whoever logs in.
+pub fn url_without_userinfo(url: &str) -> Cow<'_, str> {
+    match userinfo_range(url) {
+        Some(r) => Cow::Owned(format!(
+            "{}{}",
+            url.get(..r.start).unwrap_or_default(),
+            url.get(r.end + 1..).unwrap_or_default()
+        )),
+        None => Cow::Borrowed(url),
+    }
 }
 
 /// Puts the credentials back into a configuration read from a file (a cell's spec), from
@@ -156,7 +175,8 @@ mod tests {
             "{written}"
         );
         assert!(!written.contains("s3cr3t"));
-        let env = credentials_env([&c]).unwrap();
+        let (name, env) = env_var([&c]).unwrap();
+        assert_eq!(name, RUNNER_CREDENTIALS_ENV);
         // Read back: unusable until restored.
         let mut read: ExperimentConfig = serde_json::from_str(&written).unwrap();
         let e = restore(&mut read.clone(), None).unwrap_err();
@@ -165,7 +185,7 @@ mod tests {
         assert_eq!(read.runners, c.runners);
         // Nothing to restore: nothing asked.
         c.runners = Default::default();
-        assert!(credentials_env([&c]).is_none());
+        assert!(env_var([&c]).is_none());
         restore(&mut c, None).unwrap();
     }
 }

@@ -100,19 +100,6 @@ impl fmt::Display for RunnerSpec {
     }
 }
 
-/// The URL without its userinfo: the server it names, whoever logs in.
-pub fn url_without_userinfo(url: &str) -> std::borrow::Cow<'_, str> {
-    match crate::credentials::userinfo_range(url) {
-        Some(r) => format!(
-            "{}{}",
-            url.get(..r.start).unwrap_or_default(),
-            url.get(r.end + 1..).unwrap_or_default()
-        )
-        .into(),
-        None => url.into(),
-    }
-}
-
 impl RunnerSpec {
     /// What this runner adds to an `engine` configuration's identity: nothing on the engine's
     /// default runner (so configurations that name none keep their hashes), else its name with
@@ -126,7 +113,9 @@ impl RunnerSpec {
             RunnerSpec::Docker { image: None } => {
                 image.map_or_else(|| "docker".to_string(), |i| format!("docker:{i}"))
             }
-            RunnerSpec::External { url } => format!("external:{}", url_without_userinfo(url)),
+            RunnerSpec::External { url } => {
+                format!("external:{}", crate::credentials::url_without_userinfo(url))
+            }
             other => other.to_string(),
         })
     }

@@ -284,13 +284,9 @@ impl<'a> StudyRun<'a> {
     fn new(plan: &'a StudyPlan, opts: &'a StudyOptions, dir: PathBuf) -> StudyRun<'a> {
         let exec = &plan.execution;
         let mut launcher = opts.launcher.clone();
-        if let Some(v) =
-            llem_config::credentials::credentials_env(plan.configs.iter().map(|c| &c.config))
-        {
-            launcher
-                .env
-                .push((llem_config::credentials::RUNNER_CREDENTIALS_ENV.into(), v));
-        }
+        launcher.env.extend(llem_config::credentials::env_var(
+            plan.configs.iter().map(|c| &c.config),
+        ));
         StudyRun {
             plan,
             opts,

@@ -292,13 +292,7 @@ pub fn submit(
     let exec = &plan.execution;
     // The runner URLs' credentials go to the tasks in their environment, not in a file.
     let credentials: Vec<(String, String)> =
-        llem_config::credentials::credentials_env(plan.configs.iter().map(|c| &c.config))
-            .map(|v| {
-                (
-                    llem_config::credentials::RUNNER_CREDENTIALS_ENV.to_string(),
-                    v,
-                )
-            })
+        llem_config::credentials::env_var(plan.configs.iter().map(|c| &c.config))
             .into_iter()
             .collect();
     let number = jobs.submissions.len() as u32 + 1;
