@@ -27,6 +27,78 @@ pub fn experiment_schema() -> &'static Value {
     })
 }
 
+/// The schema node `node` stands for: through `$ref` and the `anyOf`/`oneOf`/`allOf` that
+/// optional and aliased fields are written as, to the first alternative with properties or
+/// open keys.
+fn schema_target<'a>(root: &'a Value, node: &'a Value, depth: usize) -> &'a Value {
+    if depth > 16 {
+        return node;
+    }
+    if let Some(r) = node.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or_default();
+        if let Some(def) = root.get("$defs").and_then(|d| d.get(name)) {
+            return schema_target(root, def, depth + 1);
+        }
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for alt in node
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let t = schema_target(root, alt, depth + 1);
+            if t.get("properties").is_some() || t.get("additionalProperties").is_some() {
+                return t;
+            }
+        }
+    }
+    node
+}
+
+/// Why dotted `path` (`decoder.preset`) is not a path of the experiment configuration, with
+/// the nearest key at the first segment that is unknown; `None` when it is one. A mapping
+/// with open keys (`runners.<engine>`, `passthrough_kwargs.*`) takes any key below it.
+pub fn experiment_path_error(path: &str) -> Option<String> {
+    let root = experiment_schema();
+    let mut node = root;
+    let mut walked: Vec<&str> = Vec::new();
+    for seg in path.split('.') {
+        let here = schema_target(root, node, 0);
+        let props = here.get("properties").and_then(Value::as_object);
+        if let Some(next) = props.and_then(|p| p.get(seg)) {
+            node = next;
+            walked.push(seg);
+            continue;
+        }
+        if here
+            .get("additionalProperties")
+            .is_some_and(|a| a != &Value::Bool(false))
+        {
+            return None;
+        }
+        let Some(props) = props else {
+            return Some(format!("`{}` holds no keys", walked.join(".")));
+        };
+        let at = if walked.is_empty() {
+            String::new()
+        } else {
+            format!(" under `{}`", walked.join("."))
+        };
+        return Some(
+            match crate::error::did_you_mean(seg, props.keys().map(String::as_str)) {
+                Some(k) => {
+                    let mut full = walked.clone();
+                    full.push(k);
+                    format!("no key `{seg}`{at} (did you mean `{}`?)", full.join("."))
+                }
+                None => format!("no key `{seg}`{at}"),
+            },
+        );
+    }
+    None
+}
+
 /// JSON Schema of the `study_execution:` block.
 pub fn study_execution_schema() -> &'static Value {
     static S: OnceLock<Value> = OnceLock::new();
@@ -477,5 +549,17 @@ mod tests {
         }
         assert!(s["$defs"]["TensorRtConfig"]["properties"]["quant_config"].is_object());
         assert!(s["$defs"]["StudyExecutionConfig"]["properties"]["n_cycles"].is_object());
+    }
+
+    #[test]
+    fn configuration_paths_are_checked_to_their_last_segment() {
+        assert_eq!(experiment_path_error("decoder.preset"), None);
+        assert_eq!(experiment_path_error("vllm.engine.max_num_seqs"), None);
+        assert_eq!(experiment_path_error("passthrough_kwargs.anything"), None);
+        assert_eq!(
+            experiment_path_error("decoder.presett").as_deref(),
+            Some("no key `presett` under `decoder` (did you mean `decoder.preset`?)")
+        );
+        assert!(experiment_path_error("model.x").is_some());
     }
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use super::collection::Collection;
 use super::run::{FieldValue, LlmRun, all_fields, field_kind};
 use super::{LoadIssue, RecordsError};
-use serde_json::Value;
 
 /// A collection of runs (cheap to clone and filter).
 #[derive(Clone, Debug, Default)]
@@ -233,7 +232,7 @@ impl Runs {
             if field_kind(name).is_some() || !name.contains('.') {
                 continue;
             }
-            let Some(why) = config_path_error(name) else {
+            let Some(why) = llem_config::schema::experiment_path_error(name) else {
                 continue;
             };
             let held = self
@@ -300,85 +299,6 @@ pub fn is_config_path(name: &str) -> bool {
             .get("properties")
             .and_then(|p| p.get(first))
             .is_some()
-}
-
-/// The schema node `node` stands for: through `$ref` and the `anyOf`/`oneOf`/`allOf` that
-/// optional and aliased fields are written as, to the first alternative with properties or
-/// open keys.
-fn schema_target<'a>(root: &'a Value, node: &'a Value, depth: usize) -> &'a Value {
-    if depth > 16 {
-        return node;
-    }
-    if let Some(r) = node.get("$ref").and_then(Value::as_str) {
-        let name = r.rsplit('/').next().unwrap_or_default();
-        let def = root
-            .get("$defs")
-            .or_else(|| root.get("definitions"))
-            .and_then(|d| d.get(name));
-        if let Some(def) = def {
-            return schema_target(root, def, depth + 1);
-        }
-    }
-    for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(alts) = node.get(key).and_then(Value::as_array) {
-            for alt in alts {
-                let t = schema_target(root, alt, depth + 1);
-                if t.get("properties").is_some() || t.get("additionalProperties").is_some() {
-                    return t;
-                }
-            }
-        }
-    }
-    node
-}
-
-/// Why `name` (`decoder.preset`) is not a path of the experiment configuration, with the
-/// nearest key at the first segment that is unknown; `None` when it is one. A mapping with
-/// open keys (`runners.<engine>`, `extra.*`) takes any key below it.
-fn config_path_error(name: &str) -> Option<String> {
-    let root = llem_config::schema::experiment_schema();
-    let mut node = root;
-    let mut walked: Vec<&str> = Vec::new();
-    for seg in name.split('.') {
-        let here = schema_target(root, node, 0);
-        let props = here.get("properties").and_then(Value::as_object);
-        match props.and_then(|p| p.get(seg)) {
-            Some(next) => node = next,
-            None if here
-                .get("additionalProperties")
-                .is_some_and(|a| a != &Value::Bool(false)) =>
-            {
-                return None;
-            }
-            None => {
-                let at = if walked.is_empty() {
-                    String::new()
-                } else {
-                    format!(" under `{}`", walked.join("."))
-                };
-                let nearest = props
-                    .into_iter()
-                    .flat_map(|p| p.keys())
-                    .map(|k| (strsim::jaro_winkler(k, seg), k))
-                    .filter(|(score, _)| *score > 0.7)
-                    .max_by(|a, b| a.0.total_cmp(&b.0))
-                    .map(|(_, k)| {
-                        let mut full = walked.clone();
-                        full.push(k);
-                        full.join(".")
-                    });
-                return Some(match nearest {
-                    Some(k) => format!("no key `{seg}`{at} (did you mean `{k}`?)"),
-                    None if props.is_none() => {
-                        format!("`{}` holds no keys", walked.join("."))
-                    }
-                    None => format!("no key `{seg}`{at}"),
-                });
-            }
-        }
-        walked.push(seg);
-    }
-    None
 }
 
 /// An error naming the nearest field when `name` is neither a record field nor a
