@@ -11,6 +11,7 @@ pub mod credentials;
 mod de;
 pub mod dialect004;
 pub mod dialect07;
+pub mod duration;
 pub mod emit;
 mod error;
 pub mod files;

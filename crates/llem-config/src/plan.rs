@@ -1084,79 +1084,6 @@ struct ConfigurationView<'a> {
     config: &'a ExperimentConfig,
 }
 
-/// What a plan's running time can be said to be before it runs (`--dry-run`, text and
-/// JSON alike).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct DurationEstimate {
-    /// Waits that do not depend on the engine's speed, s: baselines (each run when fresh,
-    /// once when cached), thermal floors, the gaps between runs and cycles, and traffic sent
-    /// for a fixed time. The least the plan can take.
-    pub fixed_s: f64,
-    /// Whether timed traffic is part of `fixed_s`.
-    pub timed_traffic: bool,
-    /// Prompts (or requests) whose inference comes on top of `fixed_s`.
-    pub prompts: u64,
-    /// Every run at its cell limit, plus the gaps, s: the most the plan can take.
-    pub upper_s: f64,
-}
-
-impl StudyPlan {
-    /// Estimates the plan's running time: the fixed waits, and an upper bound.
-    pub fn duration(&self) -> DurationEstimate {
-        let e = &self.execution;
-        let mut fixed = 0.0;
-        let mut timed_traffic = false;
-        let mut prompts = 0u64;
-        let mut baseline_cached = false;
-        for r in &self.runs {
-            let Some(c) = self.configs.get(r.config) else {
-                continue;
-            };
-            let cfg = &c.config;
-            if cfg.baseline.enabled && cfg.energy_sampler.is_some() {
-                match cfg.baseline.strategy {
-                    crate::BaselineStrategy::Fresh => fixed += cfg.baseline.duration_seconds,
-                    _ if !baseline_cached => {
-                        baseline_cached = true;
-                        fixed += cfg.baseline.duration_seconds;
-                    }
-                    _ => {}
-                }
-            }
-            if cfg.warmup.enabled {
-                fixed += cfg.warmup.thermal_floor_seconds;
-            }
-            let traffic = cfg.is_served().then(|| cfg.effective_traffic());
-            match traffic.as_ref().and_then(|t| t.duration_seconds) {
-                Some(d) if traffic.as_ref().is_some_and(|t| t.n_requests.is_none()) => {
-                    fixed += d;
-                    timed_traffic = true;
-                }
-                _ => {
-                    prompts += u64::from(
-                        traffic
-                            .as_ref()
-                            .and_then(|t| t.n_requests)
-                            .unwrap_or(cfg.dataset.n_prompts),
-                    );
-                }
-            }
-        }
-        let n = self.runs.len() as f64;
-        let cycles = f64::from(e.n_cycles.max(1));
-        let gaps = (n - cycles).max(0.0) * e.experiment_gap_seconds
-            + (cycles - 1.0).max(0.0) * e.cycle_gap_seconds;
-        let fixed_s = fixed + gaps;
-        DurationEstimate {
-            fixed_s,
-            timed_traffic,
-            prompts,
-            // A single experiment has no cell limit; its least is then its most known.
-            upper_s: (n * e.experiment_timeout_seconds + gaps).max(fixed_s),
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct PlanView<'a> {
     llem_version: &'static str,
@@ -1171,7 +1098,7 @@ struct PlanView<'a> {
     shuffle_seed: Option<u64>,
     output_dir: &'a str,
     execution: &'a StudyExecution,
-    duration_estimate: DurationEstimate,
+    duration_estimate: crate::duration::DurationEstimate,
     configurations: ConfigurationsView<'a>,
     runs: RunsView<'a>,
     skipped: &'a [SkippedPoint],

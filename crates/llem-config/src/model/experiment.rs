@@ -174,20 +174,38 @@ impl ExperimentConfig {
     /// traffic sent for a fixed time (methodology `windows`: the ramp and every window).
     /// A cell limit below this kills every cell.
     pub fn fixed_cell_seconds(&self) -> f64 {
-        let mut s = 0.0;
-        if self.baseline.enabled && self.energy_sampler.is_some() {
-            s += self.baseline.duration_seconds;
-        }
+        self.baseline_seconds().unwrap_or(0.0)
+            + self.thermal_floor_seconds()
+            + self.timed_traffic_seconds().unwrap_or(0.0)
+    }
+
+    /// Seconds of idle baseline a run measures, when it measures one (enabled, with a
+    /// sampler); a cached strategy measures it in the first cell only.
+    pub fn baseline_seconds(&self) -> Option<f64> {
+        (self.baseline.enabled && self.energy_sampler.is_some())
+            .then_some(self.baseline.duration_seconds)
+    }
+
+    /// Seconds of thermal floor after warmup (0 without warmup).
+    pub fn thermal_floor_seconds(&self) -> f64 {
         if self.warmup.enabled {
-            s += self.warmup.thermal_floor_seconds;
+            self.warmup.thermal_floor_seconds
+        } else {
+            0.0
         }
-        if self.is_served() {
-            let t = self.effective_traffic();
-            if let (Some(d), None) = (t.duration_seconds, t.n_requests) {
-                s += d;
-            }
+    }
+
+    /// Seconds a served run sends traffic for, when it sends for a time rather than a
+    /// number of requests.
+    pub fn timed_traffic_seconds(&self) -> Option<f64> {
+        if !self.is_served() {
+            return None;
         }
-        s
+        let t = self.effective_traffic();
+        t.n_requests
+            .is_none()
+            .then_some(t.duration_seconds)
+            .flatten()
     }
 
     /// The traffic a served run sends: `traffic:` (defaults when absent), with methodology
