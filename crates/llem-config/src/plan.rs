@@ -720,7 +720,7 @@ fn check_run_count(
     if runs <= MAX_RUNS {
         return Ok(());
     }
-    let mut d = Diagnostic::new(
+    let d = Diagnostic::new(
         ErrorKind::Rule,
         format!(
             "the plan has {runs} runs ({configs} configurations x {n_cycles} cycles); llem \
@@ -728,14 +728,19 @@ fn check_run_count(
         ),
     )
     .with_help("split the study, or lower `study_execution.n_cycles`");
-    if let Some(n) = root_map
+    Err(at_execution_key(d, root_map, sources, "n_cycles").into())
+}
+
+/// `d` located at `study_execution.<key>` when the file writes it there.
+fn at_execution_key(d: Diagnostic, root_map: &Map, sources: &SourceMap, key: &str) -> Diagnostic {
+    match root_map
         .get("study_execution")
         .and_then(|e| e.as_map())
-        .and_then(|m| m.get("n_cycles"))
+        .and_then(|m| m.get(key))
     {
-        d = d.at(sources.location(n.span));
+        Some(n) => d.at(sources.location(n.span)),
+        None => d,
     }
-    Err(d.into())
 }
 
 /// A cell limit shorter than what a cell must wait whatever the engine's speed would kill
@@ -750,7 +755,7 @@ fn check_cell_limit(
     if limit > fixed_cell_s {
         return Ok(());
     }
-    let mut d = Diagnostic::new(
+    let d = Diagnostic::new(
         ErrorKind::Rule,
         format!(
             "study_execution.experiment_timeout_seconds is {} s, but a cell waits at least {} s \
@@ -765,14 +770,7 @@ fn check_cell_limit(
         "raise it above {} s (leave it out and llem derives it), or shorten the windows",
         crate::schema::fmt_num(fixed_cell_s)
     ));
-    if let Some(n) = root_map
-        .get("study_execution")
-        .and_then(|e| e.as_map())
-        .and_then(|m| m.get("experiment_timeout_seconds"))
-    {
-        d = d.at(sources.location(n.span));
-    }
-    Err(d.into())
+    Err(at_execution_key(d, root_map, sources, "experiment_timeout_seconds").into())
 }
 
 /// The error of a plan with no valid configuration: every distinct problem, at most 12.
