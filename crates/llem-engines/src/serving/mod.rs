@@ -107,7 +107,10 @@ struct CallFailure {
 /// A healthy server and the client that talks to it.
 pub struct ServerEngine {
     rt: tokio::runtime::Runtime,
+    /// The workload's client, whose pool keeps connections between requests.
     http: reqwest::Client,
+    /// The client for requests outside the workload (health, slots, metrics, resets).
+    control: reqwest::Client,
     endpoint: Arc<Endpoint>,
     process: Option<Mutex<ServerProcess>>,
     /// The engine's launch and metrics; null for a plain OpenAI-compatible URL.
@@ -157,6 +160,14 @@ impl ServerEngine {
             .tcp_nodelay(true)
             .build()
             .map_err(|e| EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
+        // Requests outside the workload come seconds apart, longer than a server keeps an
+        // idle connection open: a pooled one may be closed under the request ("connection
+        // closed before message completed"), so each opens a connection of its own.
+        let control = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| EngineError::Config(format!("cannot build the HTTP client: {e}")))?;
         let runner = cfg.runner().cloned().ok_or_else(|| {
             EngineError::Config(format!(
                 "engine `{}` needs runners: {{{}: \"external:<url>\"}}",
@@ -199,6 +210,7 @@ impl ServerEngine {
         let mut engine = ServerEngine {
             rt,
             http,
+            control,
             endpoint: Arc::new(Endpoint {
                 base_url,
                 api_key,
@@ -265,7 +277,7 @@ impl ServerEngine {
         timeout: Duration,
     ) -> Result<(u16, String), CallFailure> {
         let url = format!("{}{}", self.endpoint.base_url, path);
-        let mut rb = self.http.request(method, &url).timeout(timeout);
+        let mut rb = self.control.request(method, &url).timeout(timeout);
         if let Some(k) = &self.endpoint.api_key {
             rb = rb.bearer_auth(k);
         }
