@@ -12,7 +12,7 @@ use crate::redact::REDACTED;
 
 /// Environment variable through which a study hands its cells the runner URLs with their
 /// credentials: a JSON object from each URL as written (redacted) to the URL itself.
-pub const RUNNER_CREDENTIALS_ENV: &str = "LLEM_RUNNER_CREDENTIALS";
+pub const RUNNER_CREDENTIALS_ENV: &str = "LLEM_CELL_CREDENTIALS";
 
 /// Where the userinfo of an `http(s)://userinfo@host/...` URL lies, as a byte range (the
 /// `@` excluded); `None` when the URL carries none.

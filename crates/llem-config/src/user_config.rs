@@ -188,6 +188,8 @@ const OTHER_ENV: &[&str] = &[
     "LLEM_WORKER_TIMEOUT_S",
     "LLEM_LLAMA_SERVER",
     "LLEM_API_KEY",
+    // Set by a study for its cells; outside `LLEM_RUNNER_*`, which names user config keys.
+    crate::credentials::RUNNER_CREDENTIALS_ENV,
 ];
 
 /// Every `LLEM_*` variable llem knows (per-engine ones spelled with `<ENGINE>`).
@@ -440,6 +442,20 @@ mod tests {
         }
         let s = settings("", &[("LLEM_CPU_TDP_W", "350")]).unwrap();
         assert_eq!(s.config.measurement.cpu_tdp_w, Some(350.0));
+    }
+
+    /// The variable a study hands its cells their runner credentials in is not user
+    /// configuration: a cell reads the user config with it set, and gets the file's values.
+    #[test]
+    fn the_cells_credentials_variable_is_not_a_runner() {
+        let s = settings(
+            "measurement:\n  datacenter_pue: 1.3\n",
+            &[(crate::credentials::RUNNER_CREDENTIALS_ENV, "{}")],
+        )
+        .unwrap();
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        assert!(s.config.runners.is_empty());
+        assert_eq!(s.config.measurement.datacenter_pue, Some(1.3));
     }
 
     #[test]
