@@ -17,7 +17,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
 "$venv/bin/pip" install -q "$wheel"
-cargo build -q --release -p llem-results --example mlenergy_tree
+cargo build -q --release -p llem-records --example mlenergy_tree
 for shape in bench sparse; do
   tree="$out/$shape-$n"
   if [ ! -d "$tree/llm" ]; then

@@ -12,7 +12,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q "mlenergy-data==0.4.0"
 fi
-cargo build -q --release -p llem-results --example mlenergy_tree --example records_bench
+cargo build -q --release -p llem-records --example mlenergy_tree --example records_bench
 bin=target/release/examples
 tree="$out/tree-$n"
 if [ ! -d "$tree/llm" ]; then

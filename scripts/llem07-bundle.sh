@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates crates/llem-results/tests/fixtures/llem07-study/: a real result bundle (bundle
+# Regenerates crates/llem-records/tests/fixtures/llem07-study/: a real result bundle (bundle
 # 2.0) of the Python llenergymeasure 0.7.0, run here on a machine without a GPU, for the tests
 # of llem's reader of llem 0.7 results. What stands in for what:
 #   - the GPU driver: llem's NVML stand-in (crates/llem-energy/tests/support/nvml_standin.c),
@@ -14,7 +14,7 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-$repo/target/pyenv-engines/bin/python}
-out=$repo/crates/llem-results/tests/fixtures/llem07-study
+out=$repo/crates/llem-records/tests/fixtures/llem07-study
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

@@ -16,7 +16,7 @@ python3 -m venv "$venv"
   'ipykernel>=6' 'jupyter_client>=8' 'ipywidgets>=8'
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
-cargo run --quiet -p llem-results --example mlenergy_tree -- parity "$tree/parity"
+cargo run --quiet -p llem-records --example mlenergy_tree -- parity "$tree/parity"
 # From outside the checkout, so `import llem` can only be the installed wheel.
 cd "$tree"
 LLEM_PARITY_TREE="$tree/parity" "$OLDPWD/$venv/bin/python" -m pytest -q -p no:cacheprovider \

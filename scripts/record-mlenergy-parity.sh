@@ -11,7 +11,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 tree="$(mktemp -d)"
 trap 'rm -rf "$tree"' EXIT
-cargo run -q -p llem-results --example mlenergy_tree -- parity "$tree"
+cargo run -q -p llem-records --example mlenergy_tree -- parity "$tree"
 "$venv/bin/python" scripts/mlenergy_parity.py "$tree" 2>/dev/null \
-  > crates/llem-results/tests/fixtures/mlenergy_parity.json
-echo "wrote crates/llem-results/tests/fixtures/mlenergy_parity.json"
+  > crates/llem-records/tests/fixtures/mlenergy_parity.json
+echo "wrote crates/llem-records/tests/fixtures/mlenergy_parity.json"

@@ -192,6 +192,9 @@ pub struct StudyPlan {
     pub schedule: Option<crate::schedule::ScheduleSpec>,
     /// The YAML dialect the file is written in.
     pub dialect: crate::dialect07::Dialect,
+    /// The user config the plan was made with (`LLEM_*` variables applied): the cells run
+    /// with the same one, read once.
+    pub user: UserConfig,
 }
 
 impl StudyPlan {
@@ -1049,6 +1052,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         warnings,
         schedule,
         dialect,
+        user: user.config,
     })
 }
 

@@ -7,7 +7,7 @@ use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringB
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_array::{ArrayRef, RecordBatch, RecordBatchIterator};
 use arrow_schema::{ArrowError, DataType, Field, Schema};
-use llem_results::records::{FieldKind, FieldValue};
+use llem_records::{FieldKind, FieldValue};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 

@@ -5,12 +5,12 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use llem_results::records::diffusion::{self, DIFFUSION_FIELDS};
-use llem_results::records::diffusion_runs::resolve_diffusion_field;
-use llem_results::records::extract::RunKey;
-use llem_results::records::raw_tree::RawOptions;
-use llem_results::records::runs::resolve_field;
-use llem_results::records::{
+use llem_records::diffusion::{self, DIFFUSION_FIELDS};
+use llem_records::diffusion_runs::resolve_diffusion_field;
+use llem_records::extract::RunKey;
+use llem_records::raw_tree::RawOptions;
+use llem_records::runs::resolve_field;
+use llem_records::{
     DiffusionRun, DiffusionRuns, FieldKind, FieldValue, LlmRun, LoadIssue, RecordsError, Runs,
 };
 use pyo3::prelude::*;
@@ -111,7 +111,7 @@ impl NativeRuns {
     fn fields(&self) -> Vec<(String, FieldKind)> {
         match &self.kind {
             Kind::Llm(r) => {
-                let mut v: Vec<(String, FieldKind)> = llem_results::records::run::all_fields()
+                let mut v: Vec<(String, FieldKind)> = llem_records::run::all_fields()
                     .map(|(n, k)| (n.to_string(), k))
                     .collect();
                 v.extend(r.swept_paths().into_iter().map(|p| (p, FieldKind::OptStr)));
@@ -217,7 +217,7 @@ impl NativeRuns {
     #[staticmethod]
     fn from_directory(py: Python<'_>, root: PathBuf) -> PyResult<Loaded> {
         let l = py
-            .detach(|| llem_results::records::load_any(std::slice::from_ref(&root)))
+            .detach(|| llem_records::load_any(std::slice::from_ref(&root)))
             .map_err(records_error)?;
         let issues = issues_of(&l.issues);
         Ok((
@@ -396,7 +396,7 @@ impl NativeRuns {
     /// One field's values, in run order.
     fn column<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyList>> {
         let f = match &self.kind {
-            Kind::Llm(_) if llem_results::records::runs::is_config_path(name) => name,
+            Kind::Llm(_) if llem_records::runs::is_config_path(name) => name,
             _ => self.resolve(name)?,
         };
         let out = PyList::empty(py);

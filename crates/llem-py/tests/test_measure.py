@@ -77,6 +77,55 @@ def test_a_config_error_keeps_file_line_column_and_the_nearest_key(sandbox):
     assert not (sandbox / "results").exists()
 
 
+def test_a_bad_argument_is_a_python_error_that_names_it(sandbox):
+    # Keyword arguments become typed options, never command-line strings: a bad value is a
+    # ValueError or TypeError naming the argument, before anything runs.
+    study = dict(TINY, name="args", sweep={"llamacpp.batch_size": [1, 2]})
+    with pytest.raises(ValueError, match="^cycles: -1 ") as e:
+        llem.run_study(study, cycles=-1, progress=False)
+    assert not isinstance(e.value, llem.ConfigError)
+    with pytest.raises(TypeError, match="^cycles must be an int, not bool"):
+        llem.run_study(study, cycles=True, progress=False)
+    with pytest.raises(ValueError, match="^timeout_hours: "):
+        llem.run_study(study, timeout_hours=0, progress=False)
+    with pytest.raises(TypeError, match="^gaps must be True or False, not int"):
+        llem.run_study(study, gaps=0, progress=False)
+    with pytest.raises(ValueError, match="^resume_dir: "):
+        llem.run_study(study, resume=True, resume_dir=str(sandbox), progress=False)
+    with pytest.raises(ValueError, match="^order: "):
+        llem.plan(study, order="sideways")
+    with pytest.raises(ValueError, match="^sampling_interval: "):
+        llem.run_experiment(TINY, sampling_interval="fast", progress=False)
+    with pytest.raises(TypeError, match="^progress must be"):
+        llem.run_experiment(TINY, progress=42)
+    with pytest.raises(TypeError, match="^config must be a path or a dict"):
+        llem.plan(42)
+    # An output directory that looks like a flag is a directory like any other.
+    p = llem.plan(dict(study, output_dir="-x"))
+    assert p["output_dir"] == "-x"
+    assert not (sandbox / "results").exists() and not (sandbox / "-x").exists()
+
+
+def test_a_missing_file_is_file_not_found_and_config_errors_are_structured(sandbox):
+    with pytest.raises(FileNotFoundError, match="nothere.yaml") as e:
+        llem.run_study(sandbox / "nothere.yaml", progress=False)
+    assert e.value.errno == 2 and "nothere.yaml" in e.value.filename
+    with pytest.raises(FileNotFoundError):
+        llem.plan(str(sandbox / "nothere.yaml"))
+    yaml = sandbox / "bad.yaml"
+    yaml.write_text("name: bad\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nmax_output_tokns: 4\n")
+    with pytest.raises(llem.ConfigError) as e:
+        llem.run_study(yaml, progress=False)
+    (first,) = e.value.errors
+    assert first["file"] == str(yaml) and (first["line"], first["column"]) == (3, 1), first
+    assert first["kind"] == "unknown_key" and "max_output_tokns" in first["message"], first
+    assert "max_output_tokens" in first["help"], first
+    # A dict's errors name the dict, in the list as in the message.
+    with pytest.raises(llem.ConfigError) as e:
+        llem.plan(dict(TINY, max_output_tokns=4))
+    assert [d["file"] for d in e.value.errors] == ["<dict>"], e.value.errors
+
+
 def test_a_slurm_study_is_refused_not_run_here(sandbox):
     study = dict(TINY, name="cluster", sweep={"llamacpp.batch_size": [1, 2]},
                  study_execution={"executor": {"slurm": {"partition": "gpu"}}})

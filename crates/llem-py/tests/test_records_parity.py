@@ -21,7 +21,7 @@ TREE = os.environ.get("LLEM_PARITY_TREE")
 def tree():
     if not TREE or not Path(TREE).is_dir():
         pytest.fail(
-            "LLEM_PARITY_TREE must name the tree `cargo run -p llem-results --example "
+            "LLEM_PARITY_TREE must name the tree `cargo run -p llem-records --example "
             "mlenergy_tree -- parity DIR` writes (scripts/python-tests.sh does)"
         )
     return Path(TREE)
@@ -151,7 +151,7 @@ def test_mlenergy_runs_and_llem07_bundles_load_into_one_collection(tree, tmp_pat
     from conftest import REPO
 
     shutil.copytree(tree, tmp_path / "mlenergy")
-    shutil.copytree(REPO / "crates/llem-results/tests/fixtures/llem07-study", tmp_path / "llem07")
+    shutil.copytree(REPO / "crates/llem-records/tests/fixtures/llem07-study", tmp_path / "llem07")
     runs = llem.records.LLMRuns.from_directory(tmp_path, stable_only=False)
     ref = reference.LLMRuns.from_raw_results(tree, stable_only=False, n_workers=1)
     by_source = {k: len(v) for k, v in runs.group_by("source").items()}

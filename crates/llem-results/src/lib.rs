@@ -1,14 +1,13 @@
 //! llem's on-disk results: atomically written JSON and Parquet sidecars.
 //!
 //! This crate owns file formats, not measurements: it knows the columns of
-//! `timeseries.parquet`, not how a sensor produced them.
+//! `timeseries.parquet`, not how a sensor produced them. Reading collections of results back
+//! (the records API, exports, the report) is `llem-records`.
 
 mod atomic;
 pub mod layout;
 pub mod manifest;
-mod parquet_io;
-pub mod records;
-pub mod report;
+pub mod parquet_io;
 pub mod requests;
 pub mod result;
 mod server_metrics;

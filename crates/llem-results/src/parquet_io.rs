@@ -14,7 +14,7 @@ use crate::ResultsError;
 use crate::atomic::write_atomic_with;
 
 /// A Parquet error about `path`.
-pub(crate) fn parquet_error(path: &Path, message: String) -> ResultsError {
+pub fn parquet_error(path: &Path, message: String) -> ResultsError {
     ResultsError::Parquet {
         path: path.to_path_buf(),
         message,
@@ -34,7 +34,7 @@ fn properties(metadata: &[(&str, String)]) -> WriterProperties {
 }
 
 /// Writes `batch` to `path` atomically, zstd-compressed, with `metadata` as key/value pairs.
-pub(crate) fn write_batch(
+pub fn write_batch(
     path: &Path,
     batch: &RecordBatch,
     metadata: &[(&str, String)],
@@ -50,10 +50,7 @@ pub(crate) fn write_batch(
 }
 
 /// The bytes of a Parquet file holding `batch`, written as [`write_batch`] writes them.
-pub(crate) fn encode_batch(
-    batch: &RecordBatch,
-    metadata: &[(&str, String)],
-) -> Result<Vec<u8>, String> {
+pub fn encode_batch(batch: &RecordBatch, metadata: &[(&str, String)]) -> Result<Vec<u8>, String> {
     let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties(metadata)))
         .map_err(|e| e.to_string())?;
     w.write(batch).map_err(|e| e.to_string())?;
@@ -61,7 +58,7 @@ pub(crate) fn encode_batch(
 }
 
 /// The record batches of `path`, read whole.
-pub(crate) fn open(path: &Path) -> Result<std::vec::IntoIter<Batch>, ResultsError> {
+pub fn open(path: &Path) -> Result<std::vec::IntoIter<Batch>, ResultsError> {
     let file = llem_config::files::open_regular(path).map_err(|source| ResultsError::Io {
         what: "cannot open",
         path: path.to_path_buf(),
@@ -95,7 +92,7 @@ pub(crate) fn open(path: &Path) -> Result<std::vec::IntoIter<Batch>, ResultsErro
 type Batch = Result<RecordBatch, arrow_schema::ArrowError>;
 
 /// The column `name` of `batch` as array type `T`.
-pub(crate) fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+pub fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
     batch
         .column_by_name(name)
         .ok_or_else(|| format!("missing column {name}"))?

@@ -6,12 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use llem_config::{Engine, ExperimentOrder};
 
 /// Version string: package version and git commit.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (",
-    env!("LLEM_GIT_COMMIT"),
-    ")"
-);
+pub const VERSION: &str = llem_app::host::VERSION_LINE;
 
 /// llem measures what LLM inference costs: energy, throughput, latency and FLOPs.
 #[derive(Debug, Parser)]
@@ -281,26 +276,6 @@ pub struct SlurmArgs {
     /// A further sbatch argument, repeatable: --slurm-arg=--qos=high.
     #[arg(long = "slurm-arg", help_heading = "Slurm", allow_hyphen_values = true)]
     pub extra: Vec<String>,
-}
-
-impl SlurmArgs {
-    /// The flags given, by name, for the refusal when the executor is local.
-    pub fn given(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        for (set, name) in [
-            (self.partition.is_some(), "--partition"),
-            (self.gres.is_some(), "--gres"),
-            (self.time.is_some(), "--time"),
-            (self.account.is_some(), "--account"),
-            (self.max_parallel.is_some(), "--max-parallel"),
-            (!self.extra.is_empty(), "--slurm-arg"),
-        ] {
-            if set {
-                v.push(name);
-            }
-        }
-        v
-    }
 }
 
 fn parse_slurm_time(s: &str) -> Result<String, String> {

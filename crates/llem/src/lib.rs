@@ -1,6 +1,6 @@
 //! `llem`: measure what LLM inference costs. The CLI, as a library: the `llem` binary is
-//! [`cli_main`], and the Python package (`llem-py`) drives the same commands through
-//! [`embed`], so a notebook measures exactly as the terminal does.
+//! [`cli_main`] (the Python package's `llem` script runs it too). It parses arguments into
+//! `llem-app`'s typed options, calls it, and prints.
 
 // std's print macros panic when the write fails (a full disk under a cell's log, a closed
 // terminal); the panic then fails to print too and the process aborts, hiding the cause.
@@ -33,15 +33,12 @@ macro_rules! print {
 mod cli;
 mod commands;
 mod doctor;
-pub mod embed;
-mod engine_log;
 mod exit;
 #[cfg(test)]
 #[path = "../../../fuzz/mutate.rs"]
 #[allow(dead_code)]
 mod fuzz_mutate;
-mod memory;
-mod paths;
+mod options;
 mod progress;
 mod render;
 mod study_view;

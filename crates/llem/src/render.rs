@@ -202,7 +202,7 @@ pub fn plan_to(plan: &StudyPlan, out: &mut dyn Write) -> std::fmt::Result {
                 .map(ToString::to_string)
                 .unwrap_or_default(),
             c.config.model.clone(),
-            crate::memory::cell(c.memory.as_deref()),
+            memory_cell(c.memory.as_deref()),
             c.label.clone(),
         ]
     };
@@ -295,5 +295,14 @@ pub struct IoText<'a, W: std::io::Write>(pub &'a mut W);
 impl<W: std::io::Write> Write for IoText<'_, W> {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
         self.0.write_all(s.as_bytes()).map_err(|_| std::fmt::Error)
+    }
+}
+
+/// `1.23 GiB`, or `?` when unknown.
+fn memory_cell(m: Option<&llem_config::plan::MemoryView>) -> String {
+    match m.and_then(|m| m.total_gib) {
+        Some(g) if g >= 10.0 => format!("{g:.1} GiB"),
+        Some(g) => format!("{g:.2} GiB"),
+        None => "?".into(),
     }
 }

@@ -410,9 +410,7 @@ pub fn summary_table_in(r: &StudyResult, width: usize) -> String {
         "TTFT p50 ms",
     ];
     let _ = writeln!(out, "\n mean ± 95 % CI over cycles (Student t):");
-    out.push_str(&llem_results::records::table::fit_table(
-        &head, &rows, width,
-    ));
+    out.push_str(&llem_records::table::fit_table(&head, &rows, width));
     let _ = writeln!(
         out,
         " raw ± CI+bound: the interval and each cycle's measurement bound (resolution, coverage, \

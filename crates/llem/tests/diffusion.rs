@@ -162,7 +162,7 @@ fn diffusion_runs_are_listed_queried_exported_and_charted() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let back = llem_results::records::diffusion::read_parquet(&pq, None).unwrap();
+    let back = llem_records::diffusion::read_parquet(&pq, None).unwrap();
     assert_eq!(back.len(), 3);
 
     // An LLM view of the directory says what it leaves out.

@@ -9,7 +9,7 @@
     clippy::panic
 )]
 
-#[path = "../../llem-results/tests/support/mlenergy_tree.rs"]
+#[path = "../../llem-records/tests/support/mlenergy_tree.rs"]
 #[allow(dead_code)]
 mod tree;
 
@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::assets;
-use llem_results::records::runs::Condition;
-use llem_results::records::{Runs, load_any};
+use llem_records::runs::Condition;
+use llem_records::{Runs, load_any};
 
 fn llem(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_llem"))
@@ -194,7 +194,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
         for p in &swept {
             assert_eq!(a.field(p), b.field(p), "{p}");
         }
-        let strip = |r: &llem_results::records::LlmRun| {
+        let strip = |r: &llem_records::LlmRun| {
             let mut r = r.clone();
             r.extra.config = None;
             r

@@ -44,10 +44,10 @@ ProgressArg = Union[bool, Callable[[dict], None], None]
 
 
 class _ConfigFile:
-    """The configuration as `llem run` arguments naming a file the core can plan: a path as
-    given, or a dict (and keyword arguments) written as JSON, which is YAML, to a temporary
-    file removed afterwards, whose relative paths (`base:`, `_extends`) resolve against the
-    working directory, as the caller wrote them."""
+    """The configuration as a file the core can plan, and the directory its relative paths
+    resolve against: a path as given, or a dict (and keyword arguments) written as JSON, which
+    is YAML, to a temporary file removed afterwards, whose relative paths (`base:`,
+    `_extends`) resolve against the working directory, as the caller wrote them."""
 
     def __init__(self, config: Config, fields: Dict[str, Any]) -> None:
         self._tmp: Optional[tempfile.TemporaryDirectory] = None
@@ -57,7 +57,11 @@ class _ConfigFile:
                     "give a configuration file or keyword arguments, not both "
                     "(pass a dict to combine them)"
                 )
-            self.args = [os.fspath(config)]
+            if not isinstance(config, (str, os.PathLike)):
+                raise TypeError(
+                    f"config must be a path or a dict, not {type(config).__name__}"
+                )
+            self.args = (os.fspath(config), None)
             return
         merged: Dict[str, Any] = dict(config or {})
         merged.update(fields)
@@ -73,32 +77,38 @@ class _ConfigFile:
             raise ConfigError(f"the configuration is not plain data: {e}") from None
         path.write_text(text + "\n")
         self._written = str(path)
-        self.args = [self._written, "--config-dir", os.getcwd()]
+        self.args = (self._written, os.getcwd())
 
-    def __enter__(self) -> List[str]:
+    def __enter__(self) -> "tuple[str, Optional[str]]":
         return self.args
 
     def __exit__(self, _type: Any, exc: Any, _tb: Any) -> None:
         if self._tmp is None:
             return
         self._tmp.cleanup()
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, (ConfigError, FileNotFoundError)) and not getattr(
+            exc, "_llem_renamed", False
+        ):
             # The file it names is gone: name the dict (line and column are of its JSON).
-            raise ConfigError(str(exc).replace(self._written, "<dict>")) from None
+            raise _renamed(exc, self._written) from None
 
 
-def _flags(**opts: Any) -> List[str]:
-    """`llem run` flags for the options that are set."""
-    out: List[str] = []
-    for name, value in opts.items():
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False:
-            continue
-        if value is True:
-            out.append(flag)
-        else:
-            out += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
-    return out
+def _renamed(exc: BaseException, written: str) -> BaseException:
+    """`exc` again, naming `<dict>` where it named the temporary file, `.errors` included."""
+    text = str(exc).replace(written, "<dict>")
+    if isinstance(exc, FileNotFoundError):
+        # A missing base: or _extends file of the dict: its own name is kept.
+        text = (exc.strerror or text).replace(written, "<dict>")
+        new: BaseException = FileNotFoundError(exc.errno, text)
+        new.filename = exc.filename  # type: ignore[attr-defined]
+    else:
+        new = ConfigError(text)
+    new.errors = [  # type: ignore[attr-defined]
+        dict(d, file="<dict>") if d.get("file") == written else d
+        for d in getattr(exc, "errors", None) or []
+    ]
+    new._llem_renamed = True  # type: ignore[attr-defined]
+    return new
 
 
 def _warn(lines: List[str]) -> None:
@@ -125,13 +135,16 @@ def run_experiment(
     10})`). `progress`: bars (default), `False` for none, or a function given each event.
     `lock=False` takes no device locks. The GIL is released while it runs; Ctrl-C stops the
     engine at its next step, removes the run's partial files and raises `KeyboardInterrupt`.
-    Invalid configurations raise `ConfigError` (with file:line:col), failures `LlemError`."""
+    A missing file raises `FileNotFoundError`; an invalid configuration `ConfigError`, whose
+    `.errors` lists each problem (file, line, column, message, help); an invalid argument
+    `ValueError` or `TypeError` naming it; a failed measurement `LlemError`."""
     bar = _sink(progress)
     try:
-        with _ConfigFile(config, fields) as config_args:
-            args = config_args + _flags(no_lock=not lock, interval=sampling_interval)
-            args += ["-v"] * int(verbose)
-            text, cell_dir = _native.measure(args, bar, _warn)
+        with _ConfigFile(config, fields) as (path, config_dir):
+            text, cell_dir = _native.measure(
+                path, config_dir, bar, _warn,
+                lock=lock, sampling_interval=sampling_interval, verbose=verbose,
+            )
     finally:
         getattr(bar, "close", lambda: None)()
     return ExperimentResult(json.loads(text), Path(cell_dir).absolute())
@@ -161,24 +174,15 @@ def run_study(
     manifest (resume with `resume_dir=`) and raises `KeyboardInterrupt`."""
     bar = _sink(progress)
     try:
-        with _ConfigFile(config, {}) as config_args:
-            args = config_args + _flags(
-                cycles=cycles,
-                order=order,
-                output=output_dir,
-                resume=resume,
-                resume_dir=resume_dir,
-                fail_fast=fail_fast,
-                no_circuit_breaker=not circuit_breaker,
-                timeout=timeout_hours,
-                no_gaps=not gaps,
-                no_lock=not lock,
-                interval=sampling_interval,
-            )
+        with _ConfigFile(config, {}) as (path, config_dir):
             # Each cell runs this package's CLI in a fresh interpreter (`python -m llem
             # __cell SPEC`), so a crashed engine never takes the notebook down.
             study_dir, _status = _native.study(
-                args, sys.executable, ["-m", "llem", "__cell"], bar, _warn
+                path, config_dir, sys.executable, ["-m", "llem", "__cell"], bar, _warn,
+                cycles=cycles, order=order, output_dir=output_dir, resume=resume,
+                resume_dir=resume_dir, fail_fast=fail_fast, circuit_breaker=circuit_breaker,
+                timeout_hours=timeout_hours, gaps=gaps, lock=lock,
+                sampling_interval=sampling_interval,
             )
     finally:
         getattr(bar, "close", lambda: None)()
@@ -196,7 +200,9 @@ def plan(
 ) -> Dict[str, Any]:
     """The dry run: what `llem run --dry-run --json` prints, as a dict (configurations,
     runs in execution order, memory estimates, warnings). Runs nothing."""
-    with _ConfigFile(config, fields) as config_args:
-        text, plan_warnings = _native.plan(config_args + _flags(cycles=cycles, order=order), per_run_config)
+    with _ConfigFile(config, fields) as (path, config_dir):
+        text, plan_warnings = _native.plan(
+            path, config_dir, cycles=cycles, order=order, per_run_config=per_run_config
+        )
     _warn(plan_warnings)
     return json.loads(text)

@@ -1,14 +1,17 @@
 """Type stubs of `llem._native`, the Rust core (crates/llem-py/src). The public API is the
 pure-Python layer (`llem`, `llem.records`); these are what it calls."""
 
-from typing import Any, Callable, List, Optional, Tuple
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 class LlemError(RuntimeError):
     """A measurement, study or load failed; the message is llem's."""
 
 class ConfigError(ValueError):
-    """An invalid configuration or option: the message names file:line:col and the nearest
-    valid key."""
+    """An invalid configuration: the message names file:line:col and the nearest valid key;
+    `.errors` lists each problem as a dict (file, line, column, kind, message, help)."""
+
+    errors: List[Dict[str, Any]]
 
 def cli(argv: List[str]) -> int:
     """Runs the `llem` command line (program name first); returns its exit code."""
@@ -16,21 +19,50 @@ def cli(argv: List[str]) -> int:
 def version() -> str:
     """The llem version this module was built from."""
 
-def plan(args: List[str], per_run_config: bool = False) -> Tuple[str, List[str]]:
-    """`(plan as JSON, warnings)` for `llem run` arguments."""
+Path = Union[str, "os.PathLike[str]"]
+
+def plan(
+    config: str,
+    config_dir: Optional[str] = None,
+    *,
+    cycles: Optional[int] = None,
+    order: Optional[str] = None,
+    per_run_config: Optional[bool] = None,
+) -> Tuple[str, List[str]]:
+    """`(plan as JSON, warnings)` of a configuration file."""
 
 def measure(
-    args: List[str], on_event: Callable[[str], Any], on_plan: Callable[[List[str]], Any]
+    config: str,
+    config_dir: Optional[str],
+    on_event: Callable[[str], Any],
+    on_plan: Callable[[List[str]], Any],
+    *,
+    lock: Optional[bool] = None,
+    sampling_interval: Optional[str] = None,
+    verbose: Optional[int] = None,
 ) -> Tuple[str, str]:
     """Measures one experiment in this process: `(result.json text, cell dir)`; `on_plan` is
     given the configuration warnings before it starts."""
 
 def study(
-    args: List[str],
+    config: str,
+    config_dir: Optional[str],
     program: str,
     launcher_args: List[str],
     on_event: Callable[[str], Any],
     on_plan: Callable[[List[str]], Any],
+    *,
+    cycles: Optional[int] = None,
+    order: Optional[str] = None,
+    output_dir: Optional[Path] = None,
+    resume: Optional[bool] = None,
+    resume_dir: Optional[Path] = None,
+    fail_fast: Optional[bool] = None,
+    circuit_breaker: Optional[bool] = None,
+    timeout_hours: Optional[float] = None,
+    gaps: Optional[bool] = None,
+    lock: Optional[bool] = None,
+    sampling_interval: Optional[str] = None,
 ) -> Tuple[str, str]:
     """Runs a study, cells as `program launcher_args... SPEC`: `(dir, status)`; `on_plan` is
     given the configuration warnings before it starts."""

@@ -116,4 +116,8 @@ def sink(progress: "bool | Callable[[dict], None] | None") -> Callable[[str], No
     the caller's own function, given each event as a dict."""
     if callable(progress):
         return lambda s: progress(json.loads(s))
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(
+            f"progress must be True, False, None or a function, not {type(progress).__name__}"
+        )
     return Progress(enabled=progress is not False)

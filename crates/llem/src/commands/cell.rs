@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use llem_harness::{Event, HarnessError, Progress};
+use llem_app::{Event, Progress};
+use llem_harness::HarnessError;
 use llem_study::CellMessage;
 use llem_study::child::{emit, read_spec, watch_parent};
 
@@ -16,39 +17,7 @@ struct JsonLines;
 
 impl Progress for JsonLines {
     fn event(&mut self, e: Event) {
-        emit(&message_of(e));
-    }
-}
-
-/// A harness event as the JSON line a cell reports it with.
-pub fn message_of(e: Event) -> CellMessage {
-    match e {
-        Event::Start {
-            phase,
-            total,
-            detail,
-        } => CellMessage::Phase {
-            phase: phase.as_str().to_string(),
-            total,
-            detail,
-        },
-        Event::Advance {
-            done,
-            tokens,
-            elapsed_s,
-            power_w,
-        } => CellMessage::Advance {
-            done,
-            tokens,
-            elapsed_s,
-            power_w,
-        },
-        Event::Finish { phase, summary } => CellMessage::PhaseDone {
-            phase: phase.as_str().to_string(),
-            summary,
-        },
-        Event::Note(message) => CellMessage::Note { message },
-        Event::ServerStarted { pgid, container } => CellMessage::Server { pgid, container },
+        emit(&llem_app::events::cell_message(e));
     }
 }
 
@@ -64,7 +33,7 @@ fn fail(error_type: &str, message: String, code: i32) -> i32 {
 /// Runs one cell; returns the exit code.
 pub fn run(args: &CellArgs) -> i32 {
     watch_parent(exit::INTERRUPTED);
-    crate::commands::execute::init_logging(1);
+    llem_app::logging::init(1);
     let mut spec = match read_spec(&args.spec) {
         Ok(s) => s,
         Err(e) => return fail("SpecError", e, exit::CONFIG),
@@ -77,14 +46,24 @@ pub fn run(args: &CellArgs) -> i32 {
     // SIGTERM from the runner (timeout, Ctrl-C) stops at the next decode step; a second one
     // exits at once. SIGINT likewise, for a cell run by hand.
     let cancel = crate::commands::execute::cancel_on_signals();
-    let request = crate::commands::execute::experiment_request(
-        crate::commands::execute::CellTarget {
+    // The plan was checked with the user config; a file broken since fails the cell, never
+    // quietly measures with defaults.
+    let user = match llem_config::UserSettings::load(
+        &llem_config::Env::from_process(),
+        &mut llem_config::source::SourceMap::new(),
+    ) {
+        Ok(u) => u.config,
+        Err(e) => return fail("ConfigError", e.to_string(), exit::CONFIG),
+    };
+    let request = llem_app::single::experiment_request(
+        llem_app::single::CellTarget {
             config: &spec.config,
             config_hash: &spec.config_hash,
             experiment_id: spec.experiment_id.clone(),
             cell_dir: spec.cell_dir.clone(),
             plan_warnings: spec.plan_warnings.clone(),
         },
+        &user,
         spec.baseline_cache_dir.clone(),
         Duration::from_secs_f64((spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0)),
         cancel,

@@ -114,7 +114,7 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
     let _ = writeln!(
         out,
         "  build        {} ({})",
-        env!("LLEM_TARGET"),
+        llem_app::host::TARGET,
         if cfg!(debug_assertions) {
             "debug"
         } else {

@@ -1,37 +1,15 @@
 //! `llem run` without `--dry-run`: measure the planned experiment and print its headline.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use llem_app::ResumeFrom;
 use llem_config::StudyPlan;
-use llem_energy::SensorEnv;
-use llem_harness::{ExperimentRequest, HarnessError};
 use llem_results::ExperimentResult;
-use llem_results::layout;
 
 use crate::cli::RunArgs;
 use crate::exit;
-
-/// Logs to stderr at info (`-v`) or debug (`-vv`); `LLEM_LOG` overrides the filter. Engine
-/// warnings are kept for error messages at any verbosity ([`crate::engine_log`]).
-pub fn init_logging(verbose: u8) {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    use tracing_subscriber::{EnvFilter, Layer as _};
-    let printed = (verbose > 0).then(|| {
-        let level = if verbose == 1 { "info" } else { "debug" };
-        let filter = EnvFilter::try_from_env("LLEM_LOG").unwrap_or_else(|_| EnvFilter::new(level));
-        tracing_subscriber::fmt::layer()
-            .with_writer(std::io::stderr)
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_filter(filter)
-    });
-    let _ = tracing_subscriber::registry()
-        .with(printed)
-        .with(crate::engine_log::EngineWarnings)
-        .try_init();
-}
 
 fn opt(v: Option<f64>, unit: &str, digits: usize) -> String {
     v.map_or_else(|| "-".to_string(), |x| format!("{x:.digits$} {unit}"))
@@ -182,192 +160,10 @@ pub fn cancel_on_signals() -> Arc<AtomicBool> {
     cancel
 }
 
-/// The user config file with `LLEM_*` variables applied (defaults when it cannot be read;
-/// planning has already reported a broken file).
-pub fn user_config() -> llem_config::user_config::UserConfig {
-    llem_config::UserSettings::load(
-        &llem_config::Env::from_process(),
-        &mut llem_config::source::SourceMap::new(),
-    )
-    .map(|u| u.config)
-    .unwrap_or_default()
-}
-
-/// `output.model_cache_dir` of the user config, `~` expanded.
-pub fn model_cache_dir(u: &llem_config::user_config::UserConfig) -> Option<PathBuf> {
-    let d = u.output.model_cache_dir.as_deref()?;
-    match d.strip_prefix("~/") {
-        Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
-        None => Some(PathBuf::from(d)),
-    }
-}
-
-/// The cell an experiment request is for.
-pub struct CellTarget<'a> {
-    /// The resolved config.
-    pub config: &'a llem_config::ExperimentConfig,
-    /// Its `measurement_config_hash`.
-    pub config_hash: &'a str,
-    /// `experiment_id` for the result.
-    pub experiment_id: String,
-    /// The cell directory.
-    pub cell_dir: PathBuf,
-    /// The plan's warnings about this configuration.
-    pub plan_warnings: Vec<String>,
-}
-
-/// The one way this binary builds an [`ExperimentRequest`], for `llem run` of one experiment
-/// and for a study's cell process alike: this machine's sensors, assets and user config.
-pub fn experiment_request(
-    cell: CellTarget<'_>,
-    baseline_cache_dir: PathBuf,
-    sampling_interval: std::time::Duration,
-    cancel: Arc<AtomicBool>,
-    runnable_checked: bool,
-) -> ExperimentRequest<'_> {
-    let user = user_config();
-    ExperimentRequest {
-        config: cell.config,
-        config_hash: cell.config_hash,
-        experiment_id: cell.experiment_id,
-        cell_dir: cell.cell_dir,
-        assets_dir: crate::paths::assets_dir(),
-        cache_dir: baseline_cache_dir,
-        sensor_env: SensorEnv::from_process(user.measurement.cpu_tdp_w),
-        sampling_interval,
-        llem_version: env!("CARGO_PKG_VERSION"),
-        git_commit: Some(env!("LLEM_GIT_COMMIT")),
-        cancel,
-        python: user.python.clone(),
-        model_cache_dir: model_cache_dir(&user),
-        runnable_checked,
-        carbon_intensity_gco2_kwh: user.measurement.carbon_intensity_gco2_kwh,
-        datacenter_pue: user.measurement.datacenter_pue,
-        plan_warnings: cell.plan_warnings,
-    }
-}
-
-/// Removes directories this run created but left empty (a failed or cancelled run).
-fn remove_if_empty(dirs: &[&Path]) {
-    for d in dirs {
-        let _ = std::fs::remove_dir(d);
-    }
-}
-
-/// Why one experiment measured nothing.
-pub enum SingleError {
-    /// Before the harness ran: the plan holds no experiment, a device lock or the run
-    /// directory could not be had.
-    Setup(String),
-    /// The harness failed (or was cancelled).
-    Harness(HarnessError),
-}
-
-impl std::fmt::Display for SingleError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Setup(m) => f.write_str(m),
-            Self::Harness(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl SingleError {
-    /// The exit code `llem run` ends with.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Self::Setup(_) => exit::FAILURE,
-            Self::Harness(HarnessError::Cancelled) => exit::INTERRUPTED,
-            Self::Harness(HarnessError::Config(_) | HarnessError::Dataset(_)) => exit::CONFIG,
-            Self::Harness(_) => exit::FAILURE,
-        }
-    }
-}
-
-/// Measures the plan's one experiment in this process: device locks, a fresh run
-/// directory, then the harness. `cancel` stops it cleanly at the next decode step; a
-/// failed or cancelled run leaves no empty directories behind.
-pub fn measure_one(
-    plan: &StudyPlan,
-    no_lock: bool,
-    interval: std::time::Duration,
-    progress: &mut dyn llem_harness::Progress,
-    cancel: Arc<AtomicBool>,
-) -> Result<llem_harness::ExperimentOutcome, SingleError> {
-    let (Some(run), Some(_)) = (plan.runs.first(), plan.configs.first()) else {
-        return Err(SingleError::Setup("the plan holds no experiment".into()));
-    };
-    let Some(pc) = plan.configs.get(run.config) else {
-        return Err(SingleError::Setup("the plan holds no experiment".into()));
-    };
-    let cfg = &pc.config;
-    // The devices a study would lock are locked for a single run too, before anything is
-    // created: two measurements on one device would each measure the other's load.
-    let _device_locks = if no_lock {
-        None
-    } else {
-        Some(
-            llem_study::lock_for_experiment(
-                &crate::paths::cache_dir().join("locks"),
-                &super::study::lock_resources(plan),
-                &llem_harness::environment::hostname(),
-                format!("experiment '{}'", plan.study_name),
-            )
-            .map_err(|e| SingleError::Setup(e.to_string()))?,
-        )
-    };
-    let hash = pc.digest.short();
-    let stamp = llem_results::time::dir_stamp_utc(llem_results::time::unix_now_s());
-    let results = PathBuf::from(cfg.output_dir.as_deref().unwrap_or(&plan.output_dir));
-    // Claimed now, exclusively: two runs into one directory in the same second must not
-    // share a cell (one result.json would replace the other).
-    let study_dir = layout::create_study_dir(&results, &plan.study_name, &stamp).map_err(|e| {
-        SingleError::Setup(format!(
-            "cannot create a run directory in {}: {e}",
-            results.display()
-        ))
-    })?;
-    let cell_dir = study_dir.join(layout::cell_dir_name(
-        run.index,
-        run.cycle,
-        &cfg.model,
-        cfg.engine.as_str(),
-        &hash,
-    ));
-    let study_name = study_dir.file_name().map_or_else(
-        || plan.study_name.clone(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let experiment_id = layout::experiment_id(&study_name, run.index, run.cycle);
-    let request = experiment_request(
-        CellTarget {
-            config: cfg,
-            config_hash: &hash,
-            experiment_id,
-            cell_dir: cell_dir.clone(),
-            plan_warnings: pc.warnings.clone(),
-        },
-        crate::paths::cache_dir(),
-        interval,
-        cancel,
-        false,
-    );
-    llem_harness::run_experiment(&request, progress).map_err(|e| {
-        remove_if_empty(&[&cell_dir, &study_dir]);
-        SingleError::Harness(e)
-    })
-}
-
 /// Runs the plan's experiment; returns the exit code.
 pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
-    init_logging(args.verbose);
-    let resume = if let Some(d) = &args.resume_dir {
-        Some(llem_study::ResumeFrom::Dir(d.clone()))
-    } else if args.resume {
-        Some(llem_study::ResumeFrom::Latest)
-    } else {
-        None
-    };
+    llem_app::logging::init(args.verbose);
+    let resume = crate::options::resume(args);
     // A study (or any resume) runs each cell in its own process with a manifest; one
     // experiment runs here, in this process.
     let on_slurm = args.executor == Some(crate::cli::ExecutorArg::Slurm)
@@ -375,10 +171,8 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
             plan.execution.executor,
             llem_config::ExecutorConfig::Slurm(_)
         );
-    if plan.runs.len() != 1 || resume.is_some() || on_slurm {
-        let mut plan = plan.clone();
-        super::study::apply_overrides(&mut plan, args);
-        return super::study::run_study(&plan, args, resume.unwrap_or(llem_study::ResumeFrom::New));
+    if !llem_app::plan::is_single(plan) || resume.is_some() || on_slurm {
+        return super::study::run_study(plan, args, resume.unwrap_or(ResumeFrom::New));
     }
     if let Some(pc) = plan.configs.first() {
         for w in &pc.warnings {
@@ -386,17 +180,12 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         }
     }
     let cancel = cancel_on_signals();
+    let opts = crate::options::run(args);
     let outcome = if args.quiet {
-        measure_one(
-            plan,
-            args.no_lock,
-            args.interval,
-            &mut llem_harness::Silent,
-            cancel,
-        )
+        llem_app::run_one(plan, &opts, &mut llem_app::Silent, cancel)
     } else {
         let mut bars = crate::progress::Bars::new();
-        measure_one(plan, args.no_lock, args.interval, &mut bars, cancel)
+        llem_app::run_one(plan, &opts, &mut bars, cancel)
     };
     match outcome {
         Ok(o) => {
@@ -411,7 +200,7 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("llem: {e}");
-            e.exit_code()
+            exit::of(&e)
         }
     }
 }

@@ -34,9 +34,9 @@ pub fn run(args: &MeasureArgs) -> i32 {
             ..llem_config::BaselineConfig::default()
         }),
         measurement: m.clone(),
-        cache_dir: crate::paths::cache_dir(),
+        cache_dir: llem_app::host::cache_dir(),
         output: args.output.clone(),
-        llem_version: env!("CARGO_PKG_VERSION").to_string(),
+        llem_version: llem_app::host::VERSION.to_string(),
     };
     let outcome = measure_command(&req, &mut |d| {
         eprintln!(

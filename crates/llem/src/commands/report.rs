@@ -1,4 +1,4 @@
-//! `llem report DIR -o report.html`: the HTML report of `llem_results::report`.
+//! `llem report DIR -o report.html`: the HTML report of `llem_records::report`.
 
 use crate::cli::ReportArgs;
 use crate::commands::results::{display_name, load_both};
@@ -18,7 +18,7 @@ pub fn run(args: &ReportArgs) -> i32 {
         .title
         .clone()
         .unwrap_or_else(|| format!("llem report: {}", display_name(&args.dir)));
-    let html = llem_results::report::render(&runs, &diffusion, &title);
+    let html = llem_records::report::render(&runs, &diffusion, &title);
     match llem_results::write_atomic(&args.output, html.as_bytes()) {
         Ok(()) => {
             let diffusion_runs = if diffusion.is_empty() {

@@ -1,12 +1,12 @@
-//! `llem results list|show|compare|export|query`: thin wrappers over `llem_results::records`.
+//! `llem results list|show|compare|export|query`: thin wrappers over `llem_records`.
 
 use std::path::{Path, PathBuf};
 
-use llem_results::records::compare::{self, METRICS};
-use llem_results::records::export::{self, Exporter};
-use llem_results::records::runs::Condition;
-use llem_results::records::table::{fit_table, short_number};
-use llem_results::records::{DiffusionRuns, FieldValue, LlmRun, RecordsError, Runs, load_any};
+use llem_records::compare::{self, METRICS};
+use llem_records::export::{self, Exporter};
+use llem_records::runs::Condition;
+use llem_records::table::{fit_table, short_number};
+use llem_records::{DiffusionRuns, FieldValue, LlmRun, RecordsError, Runs, load_any};
 use llem_results::{MetricStatistics, layout};
 
 use crate::cli::{ExportFormat, ResultsArgs, ResultsCommand};
@@ -424,7 +424,7 @@ fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
 /// The configurations of `dir` grouped by `field`, each group against the first.
 fn compare_by(dir: &Path, field: &str, json: bool) -> Result<(), RecordsError> {
     let runs = load(dir)?;
-    let field = llem_results::records::runs::resolve_field(field)?;
+    let field = llem_records::runs::resolve_field(field)?;
     let groups = runs.group_by(&[field])?;
     if groups.len() < 2 {
         return Err(RecordsError::Usage(format!(
@@ -433,7 +433,7 @@ fn compare_by(dir: &Path, field: &str, json: bool) -> Result<(), RecordsError> {
             dir.display()
         )));
     }
-    let name = |g: &llem_results::records::runs::Group| {
+    let name = |g: &llem_records::runs::Group| {
         format!("{field}={}", g.key.first().cloned().unwrap_or_default())
     };
     let Some((first, rest)) = groups.split_first() else {
@@ -586,7 +586,7 @@ fn query(
         .collect::<Result<Vec<_>, _>>()?;
     let fields = group_by
         .iter()
-        .map(|f| llem_results::records::runs::resolve_field(f.trim()).map(String::from))
+        .map(|f| llem_records::runs::resolve_field(f.trim()).map(String::from))
         .collect::<Result<Vec<_>, _>>()?;
     let all = load(dir)?;
     all.check_paths(
@@ -601,7 +601,7 @@ fn query(
     }
     let names: Vec<&str> = fields.iter().map(String::as_str).collect();
     let groups = if names.is_empty() {
-        vec![llem_results::records::runs::Group {
+        vec![llem_records::runs::Group {
             key: Vec::new(),
             runs,
         }]

@@ -1,11 +1,11 @@
 //! The diffusion side of `llem results`: ML.ENERGY's text-to-image and text-to-video runs
 //! listed beside the LLM runs, and queried and exported with `--diffusion`.
 
-use llem_results::records::diffusion_runs::resolve_diffusion_field;
-use llem_results::records::export::{DIFFUSION_HEADLINE, Record};
-use llem_results::records::runs::Condition;
-use llem_results::records::table::{cell, fit_table};
-use llem_results::records::{DiffusionRuns, RecordsError};
+use llem_records::diffusion_runs::resolve_diffusion_field;
+use llem_records::export::{DIFFUSION_HEADLINE, Record};
+use llem_records::runs::Condition;
+use llem_records::table::{cell, fit_table};
+use llem_records::{DiffusionRuns, RecordsError};
 
 use super::results::{emit, terminal_width};
 

@@ -2,53 +2,39 @@
 
 use std::io::Write;
 
-use llem_config::{ConfigError, Env, Overrides, PlanRequest};
+use llem_config::Env;
 
 use crate::cli::RunArgs;
 use crate::exit;
 use crate::render;
 
-/// Plans what `args` name: the file (or `--model` alone) with the command-line overrides.
-pub fn plan_of(args: &RunArgs, env: &Env) -> Result<llem_config::StudyPlan, ConfigError> {
-    llem_config::plan(&PlanRequest {
-        config: args.config.as_deref(),
-        config_dir: args.config_dir.as_deref(),
-        overrides: Overrides {
-            model: args.model.clone(),
-            engine: args.engine,
-            n_prompts: args.n_prompts,
-            output_dir: args.output.clone(),
-            cycles: args.cycles,
-            order: args.order,
-        },
-        dedup: !args.no_dedup,
-        env,
-    })
-}
-
 /// Runs `llem run` and returns the exit code.
 pub fn run(args: &RunArgs) -> i32 {
     let env = Env::from_process();
-    let plan = match plan_of(args, &env) {
+    let plan = match llem_app::plan(&crate::options::plan(args), &env) {
         Ok(p) => p,
-        Err(e) => return config_error(&e, args.json),
+        Err(e) => return plan_error(&e, args.json),
     };
     if let (false, Some(spec)) = (args.dry_run, &plan.schedule) {
         // The file asks to run again and again (the Python llem's daemon mode).
         return super::schedule::run_loop(spec, args, None);
     }
-    let slurm = match super::slurm::resolve(&plan, args) {
+    let slurm = match llem_app::slurm::resolve(
+        &plan,
+        &crate::options::executor(args),
+        &crate::options::slurm(args),
+    ) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("llem: {e}");
-            return exit::CONFIG;
+            return exit::of(&e);
         }
     };
     if !args.dry_run {
         return super::execute::execute(&plan, args);
     }
     let mut plan = plan;
-    crate::memory::fill(&mut plan, model_cache_dir(&env).as_deref());
+    llem_app::memory::fill(&mut plan);
     match slurm {
         None => print_plan(&plan, args),
         Some(o) if args.json => {
@@ -70,18 +56,6 @@ pub fn run(args: &RunArgs) -> i32 {
             code
         }
     }
-}
-
-/// The user config's Hugging Face cache (`output.model_cache_dir`), where model metadata is
-/// looked up offline.
-pub fn model_cache_dir(env: &Env) -> Option<std::path::PathBuf> {
-    let mut sources = llem_config::source::SourceMap::new();
-    llem_config::UserSettings::load(env, &mut sources)
-        .ok()?
-        .config
-        .output
-        .model_cache_dir
-        .map(std::path::PathBuf::from)
 }
 
 /// Prints the plan (`--dry-run`), with the schedule it would run on.
@@ -112,11 +86,11 @@ pub fn print_plan(plan: &llem_config::StudyPlan, args: &RunArgs) -> i32 {
     exit::OK
 }
 
-fn config_error(e: &ConfigError, json: bool) -> i32 {
+fn plan_error(e: &llem_app::AppError, json: bool) -> i32 {
     eprint!("{e}");
     if json {
-        let v = serde_json::json!({ "errors": e.diagnostics });
+        let v = serde_json::json!({ "errors": e.diagnostics() });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     }
-    exit::CONFIG
+    exit::of(e)
 }

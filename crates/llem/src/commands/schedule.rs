@@ -6,9 +6,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::{Timestamp, Zoned};
+use llem_app::ResumeFrom;
 use llem_config::schedule::ScheduleSpec;
 use llem_config::{Env, StudyPlan};
-use llem_study::ResumeFrom;
 use llem_study::schedule::{Next, next_start};
 
 use crate::cli::{RunArgs, ScheduleArgs};
@@ -36,8 +36,7 @@ pub fn run(args: &ScheduleArgs) -> i32 {
     };
     if args.run.dry_run {
         plan.schedule = Some(spec);
-        let env = Env::from_process();
-        crate::memory::fill(&mut plan, super::run::model_cache_dir(&env).as_deref());
+        llem_app::memory::fill(&mut plan);
         return super::run::print_plan(&plan, &args.run);
     }
     run_loop(&spec, &args.run, args.runs)
@@ -67,9 +66,9 @@ fn spec(args: &ScheduleArgs, block: Option<&ScheduleSpec>) -> Option<ScheduleSpe
 }
 
 fn plan(args: &RunArgs) -> Result<StudyPlan, i32> {
-    super::run::plan_of(args, &Env::from_process()).map_err(|e| {
+    llem_app::plan(&crate::options::plan(args), &Env::from_process()).map_err(|e| {
         eprint!("{e}");
-        exit::CONFIG
+        exit::of(&e)
     })
 }
 
@@ -111,10 +110,7 @@ pub fn run_loop(spec: &ScheduleSpec, args: &RunArgs, max_runs: Option<u32>) -> i
         last_start = Some(Timestamp::now());
         // Planned afresh each time: the file may have been edited between runs.
         let code = match plan(args) {
-            Ok(mut plan) => {
-                super::study::apply_overrides(&mut plan, args);
-                super::study::run_study(&plan, args, ResumeFrom::New)
-            }
+            Ok(plan) => super::study::run_study(&plan, args, ResumeFrom::New),
             Err(code) => code,
         };
         done += 1;

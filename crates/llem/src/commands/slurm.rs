@@ -5,87 +5,13 @@
 use std::io::Write;
 use std::path::Path;
 
-use llem_config::{ExecutorConfig, StudyPlan};
-use llem_study::ResumeFrom;
+use llem_config::StudyPlan;
 use llem_study::slurm::record::TaskState;
 use llem_study::slurm::submit::{PlannedArray, dry_run, gpu_hours_reserved, gpus_per_cell};
-use llem_study::slurm::{NodeIdentity, SlurmExecution, SlurmOptions, Submission, TaskArgs};
+use llem_study::slurm::{NodeIdentity, SlurmOptions, Submission, TaskArgs};
 
-use crate::cli::{ExecutorArg, RunArgs, SlurmCompileArgs, SlurmTaskArgs};
+use crate::cli::{RunArgs, SlurmCompileArgs, SlurmTaskArgs};
 use crate::exit;
-
-/// The Slurm settings the study runs with, or `None` for a local run: `--executor` over the
-/// file's `study_execution.executor`, each `--partition`/`--gres`/... over the file's field.
-/// Slurm flags with a local executor are refused, not ignored.
-pub fn resolve(plan: &StudyPlan, args: &RunArgs) -> Result<Option<SlurmOptions>, String> {
-    let from_file = match &plan.execution.executor {
-        ExecutorConfig::Local => None,
-        ExecutorConfig::Slurm(c) => Some(c.clone()),
-    };
-    let slurm = match (args.executor, from_file) {
-        (Some(ExecutorArg::Local), _) | (None, None) => None,
-        (Some(ExecutorArg::Slurm), f) | (None, f @ Some(_)) => Some(f.unwrap_or_default()),
-    };
-    let Some(c) = slurm else {
-        if plan.execution.node_control {
-            return Err(
-                "study_execution.node_control measures a control cell on each node of a \
-                 Slurm study; add --executor slurm, or remove it"
-                    .into(),
-            );
-        }
-        let given = args.slurm.given();
-        if !given.is_empty() {
-            return Err(format!(
-                "{} only apply to a Slurm study; add --executor slurm (or \
-                 study_execution.executor: slurm in the file)",
-                given.join(", ")
-            ));
-        }
-        return Ok(None);
-    };
-    let a = &args.slurm;
-    let mut extra = c.extra;
-    extra.extend(a.extra.iter().cloned());
-    Ok(Some(SlurmOptions {
-        partition: a.partition.clone().or(c.partition),
-        gres: a.gres.clone().or(c.gres),
-        time: a.time.clone().or(c.time),
-        account: a.account.clone().or(c.account),
-        max_parallel: a.max_parallel.or(c.max_parallel),
-        extra,
-    }))
-}
-
-/// The Slurm settings of the study a resume continues, when it was submitted to Slurm and
-/// nothing on the command line or in the file names an executor: a study is resumed where it
-/// ran.
-pub fn recorded_options(plan: &StudyPlan, resume: &ResumeFrom) -> Option<SlurmOptions> {
-    let dir = llem_study::resume_target(plan, Path::new(&plan.output_dir), resume).ok()??;
-    let jobs = llem_study::slurm::compile::jobs_of(&dir).ok()?;
-    jobs.latest().map(|s| s.options.clone())
-}
-
-/// How a compute node starts llem: this very executable (shared storage puts it at the same
-/// path on every node), or `LLEM_SLURM_COMMAND` when the site installs it elsewhere.
-fn node_command() -> Result<Vec<String>, String> {
-    if let Ok(c) = std::env::var("LLEM_SLURM_COMMAND")
-        && !c.trim().is_empty()
-    {
-        return Ok(c.split_whitespace().map(String::from).collect());
-    }
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find the llem executable for the compute nodes: {e}"))?;
-    Ok(vec![exe.display().to_string()])
-}
-
-/// The Slurm executor of a study with these settings.
-pub fn executor(options: SlurmOptions) -> Result<llem_study::Slurm, String> {
-    Ok(llem_study::Slurm(SlurmExecution {
-        options,
-        command: node_command()?,
-    }))
-}
 
 /// What was submitted, and how to follow it; returns the exit code.
 pub fn print_submission(s: &Submission, args: &RunArgs) -> i32 {
@@ -306,7 +232,7 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, String> {
 
 /// `llem __slurm-task DIR SUBMISSION CYCLE`: runs the cell of `SLURM_ARRAY_TASK_ID`.
 pub fn task(a: &SlurmTaskArgs) -> i32 {
-    super::execute::init_logging(0);
+    llem_app::logging::init(0);
     let ids = env_number::<usize>("SLURM_ARRAY_TASK_ID")
         .and_then(|t| env_number::<u64>("SLURM_JOB_ID").map(|j| (t, j)));
     let (task_index, job) = match ids {

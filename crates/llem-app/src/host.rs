@@ -1,0 +1,49 @@
+//! Where llem keeps things on this machine, and what it is built from.
+
+use std::path::PathBuf;
+
+use llem_config::user_config::UserConfig;
+
+/// This package's version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit it was built from (`unknown` outside a checkout).
+pub const GIT_COMMIT: &str = env!("LLEM_GIT_COMMIT");
+/// The target triple it was built for.
+pub const TARGET: &str = env!("LLEM_TARGET");
+/// `version (commit)`, as `--version` prints it.
+pub const VERSION_LINE: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("LLEM_GIT_COMMIT"),
+    ")"
+);
+
+/// `$XDG_CACHE_HOME/llem`, else `~/.cache/llem` (baselines, locks, tools).
+pub fn cache_dir() -> PathBuf {
+    llem_harness::engines::cache_dir()
+}
+
+/// The device locks' directory.
+pub fn lock_dir() -> PathBuf {
+    cache_dir().join("locks")
+}
+
+/// The asset cache (`LLEM_ASSETS`, else `<cache>/assets`).
+pub fn assets_dir() -> PathBuf {
+    llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())
+}
+
+/// `output.model_cache_dir` of the user config (the Hugging Face cache model metadata is
+/// read from offline), `~` expanded.
+pub fn model_cache_dir(user: &UserConfig) -> Option<PathBuf> {
+    let d = user.output.model_cache_dir.as_deref()?;
+    match d.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(rest)),
+        None => Some(PathBuf::from(d)),
+    }
+}
+
+/// This machine's name, as results and locks record it.
+pub fn hostname() -> String {
+    llem_harness::environment::hostname()
+}

@@ -1,0 +1,26 @@
+//! `llem-app`: the one way into llem for every front end. The CLI and the Python package
+//! build typed options ([`PlanOptions`], [`RunOptions`], [`StudyOptions`]), then call
+//! [`plan()`], [`run_one`] or [`run_study`] with an observer for progress and a cancel flag;
+//! what goes wrong comes back as one [`AppError`]. Nothing here parses a command line or
+//! prints.
+
+mod error;
+pub mod events;
+pub mod host;
+pub mod logging;
+pub mod memory;
+pub mod options;
+pub mod plan;
+pub mod single;
+pub mod slurm;
+pub mod study;
+
+pub use error::{AppError, ErrorKind};
+pub use llem_harness::{Event, ExperimentOutcome, Progress, Silent};
+pub use llem_study::{CellMessage, Execution, Observer, StudyEvent, StudyOutcome};
+pub use options::{
+    ExecutorChoice, Launcher, PlanOptions, ResumeFrom, RunOptions, SlurmOverrides, StudyOptions,
+};
+pub use plan::plan;
+pub use single::run_one;
+pub use study::run_study;

@@ -1,0 +1,113 @@
+//! A study: its cells in child processes on this host, or a Slurm job array; new or resumed.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::Duration;
+
+use llem_config::StudyPlan;
+use llem_study::{Execution, Executor, Observer};
+
+use crate::{AppError, StudyOptions, host};
+
+/// Between SIGTERM and SIGKILL for a cell being stopped: long enough for the harness to finish
+/// its decode step and remove its partial files.
+const KILL_GRACE: Duration = Duration::from_secs(10);
+
+/// Devices the cells of `plan` use on this machine, to lock.
+pub fn lock_resources(plan: &StudyPlan) -> Vec<String> {
+    llem_harness::devices::lock_resources(plan.configs.iter().map(|pc| &pc.config))
+}
+
+/// The plan with the caller's fail-fast, circuit-breaker and wall-clock settings over the
+/// file's `study_execution`.
+pub fn with_overrides(plan: &StudyPlan, opts: &StudyOptions) -> StudyPlan {
+    let mut plan = plan.clone();
+    let x = &mut plan.execution;
+    if opts.fail_fast {
+        x.max_consecutive_failures = 1;
+    }
+    if !opts.circuit_breaker {
+        x.max_consecutive_failures = 0;
+    }
+    if let Some(h) = opts.timeout_hours {
+        x.wall_clock_timeout_hours = Some(h);
+    }
+    plan
+}
+
+/// Refuses, before any cell starts, a plan with a configuration that cannot run on this
+/// machine: a typo in a model path would otherwise fail every cell overnight.
+pub fn check_runnable(plan: &StudyPlan) -> Result<(), AppError> {
+    let assets = host::assets_dir();
+    let python = plan.user.python.as_deref();
+    let mut problems: Vec<String> = Vec::new();
+    for pc in &plan.configs {
+        if let Err(e) = llem_harness::lifecycle::check_runnable(&pc.config, &assets, python) {
+            let line = e.to_string();
+            if !problems.contains(&line) {
+                problems.push(line);
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(AppError::NotRunnable(problems))
+    }
+}
+
+/// The study runner's options for `plan`, cells stopped when `interrupts` counts up.
+fn runner_options(
+    plan: &StudyPlan,
+    opts: &StudyOptions,
+    interrupts: Arc<AtomicUsize>,
+) -> llem_study::StudyOptions {
+    let resources = lock_resources(plan);
+    llem_study::StudyOptions {
+        launcher: opts.launcher.clone(),
+        results_dir: plan.output_dir.clone().into(),
+        resume: opts.resume.clone(),
+        lock_dir: opts.lock.then(host::lock_dir),
+        environment: llem_harness::environment::snapshot(
+            &resources,
+            host::VERSION,
+            Some(host::GIT_COMMIT),
+        ),
+        host: host::hostname(),
+        lock_resources: resources,
+        no_gaps: !opts.gaps,
+        kill_grace: KILL_GRACE,
+        sampling_interval: opts.sampling_interval,
+        llem_version: host::VERSION.to_string(),
+        interrupts,
+    }
+}
+
+/// Runs (or resumes) the study `plan` names, here or on Slurm, telling `observer` what
+/// happens. Each increment of `interrupts` is one Ctrl-C: the first stops after the current
+/// cell is terminated, and the study ends `interrupted`, resumable. A study that ends early
+/// (circuit breaker, wall-clock limit, interrupted) is an `Ok` outcome with that status.
+pub fn run_study(
+    plan: &StudyPlan,
+    opts: &StudyOptions,
+    observer: &mut dyn Observer,
+    interrupts: Arc<AtomicUsize>,
+) -> Result<Execution, AppError> {
+    let plan = with_overrides(plan, opts);
+    let slurm = match (
+        crate::slurm::resolve(&plan, &opts.executor, &opts.slurm)?,
+        &opts.executor,
+    ) {
+        (None, crate::ExecutorChoice::AsPlanned) => {
+            crate::slurm::recorded_options(&plan, &opts.resume)
+        }
+        (s, _) => s,
+    };
+    let executor: Box<dyn Executor> = match slurm {
+        Some(options) => Box::new(crate::slurm::executor(options, &opts.launcher.program)),
+        None => Box::new(llem_study::Local),
+    };
+    check_runnable(&plan)?;
+    let runner = runner_options(&plan, opts, interrupts);
+    Ok(executor.execute(&plan, &runner, observer)?)
+}

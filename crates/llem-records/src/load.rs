@@ -1,0 +1,149 @@
+//! Loading whatever a directory holds: a llem study (or single cells), an ML.ENERGY raw tree
+//! (config directory at `ROOT/configs/vllm`), an ML.ENERGY compiled directory
+//! (`runs/llm.parquet`), or a tree holding several of these.
+
+use std::path::{Path, PathBuf};
+
+use super::diffusion::{self, DiffusionRun};
+use super::raw_tree::{self, RawOptions};
+use super::run::LlmRun;
+use super::{LoadIssue, RecordsError, compiled, llem_cells};
+
+/// What was found where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceKind {
+    /// `runs/llm.parquet` (and `runs/diffusion.parquet`).
+    Compiled,
+    /// An ML.ENERGY raw benchmark root (or a directory inside one).
+    Raw,
+    /// llem cells.
+    Llem,
+}
+
+/// The result of [`load_any`].
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// LLM runs of every source, in collection order.
+    pub runs: Vec<LlmRun>,
+    /// Diffusion runs.
+    pub diffusion: Vec<DiffusionRun>,
+    /// Runs found but not loaded.
+    pub issues: Vec<LoadIssue>,
+    /// Each source directory and its kind.
+    pub sources: Vec<(PathBuf, SourceKind)>,
+}
+
+fn is_raw_root(d: &Path) -> bool {
+    let has_current = |dom: &str| {
+        std::fs::read_dir(d.join(dom))
+            .map(|it| it.flatten().any(|e| e.path().join("current").is_dir()))
+            .unwrap_or(false)
+    };
+    has_current("llm") || has_current("diffusion")
+}
+
+/// Walks `dir` for compiled and raw roots (not descending into them).
+fn find_roots(dir: &Path, out: &mut Vec<(PathBuf, SourceKind)>, depth: usize) {
+    if compiled::llm_parquet(dir).is_file() || dir.join("runs").join("diffusion.parquet").is_file()
+    {
+        out.push((dir.to_path_buf(), SourceKind::Compiled));
+        return;
+    }
+    if is_raw_root(dir) {
+        out.push((dir.to_path_buf(), SourceKind::Raw));
+        return;
+    }
+    // llem cells are found separately; a results tree is a handful of levels deep.
+    if depth > 6 || dir.join(llem_results::layout::RESULT).is_file() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut subdirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subdirs.sort();
+    for s in subdirs {
+        find_roots(&s, out, depth + 1);
+    }
+}
+
+/// Loads every source under `dirs`. ML.ENERGY raw roots are loaded together (the stability
+/// cascade crosses roots); llem cells together; compiled files as stored.
+pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
+    let mut out = Loaded::default();
+    let mut raw_roots = Vec::new();
+    let mut llem_dirs = Vec::new();
+    for d in dirs {
+        if !d.is_dir() {
+            return Err(RecordsError::NotFound(d.clone()));
+        }
+        let mut roots = Vec::new();
+        find_roots(d, &mut roots, 0);
+        for (r, k) in &roots {
+            match k {
+                // A compiled file that does not load is one bad file, reported like any
+                // other, not the end of every other source's runs.
+                SourceKind::Compiled => {
+                    let p = compiled::llm_parquet(r);
+                    if p.is_file() {
+                        match compiled::read_parquet(&p, Some(r)) {
+                            Ok((runs, issues)) => {
+                                out.runs.extend(runs);
+                                out.issues.extend(issues);
+                            }
+                            Err(e) => out.issues.push(LoadIssue::new(&p, e.to_string())),
+                        }
+                    }
+                    let dp = r.join("runs").join("diffusion.parquet");
+                    if dp.is_file() {
+                        match diffusion::read_parquet(&dp, Some(r)) {
+                            Ok(runs) => out.diffusion.extend(runs),
+                            Err(e) => out.issues.push(LoadIssue::new(&dp, e.to_string())),
+                        }
+                    }
+                }
+                SourceKind::Raw => raw_roots.push(r.clone()),
+                SourceKind::Llem => {}
+            }
+        }
+        out.sources.extend(roots);
+        let (cells, unfinished) = llem_cells::find_cells(d);
+        if !cells.is_empty() || !unfinished.is_empty() {
+            llem_dirs.push(d.clone());
+            out.sources.push((d.clone(), SourceKind::Llem));
+        } else if out.sources.iter().all(|(s, _)| !s.starts_with(d)) {
+            // A directory inside a raw tree (e.g. ROOT/llm/h100/current/run): sub-root rules.
+            let mut any = Vec::new();
+            raw_tree::find_files(d, "results.json", &mut any);
+            if !any.is_empty() {
+                raw_roots.push(d.clone());
+                out.sources.push((d.clone(), SourceKind::Raw));
+            }
+        }
+    }
+    if !raw_roots.is_empty() {
+        let l = raw_tree::load_raw(&raw_roots, &RawOptions::default())?;
+        out.runs.extend(l.runs);
+        out.issues.extend(l.issues);
+        let (dr, di) = diffusion::load_raw(&raw_roots, None)?;
+        out.diffusion.extend(dr);
+        out.issues.extend(di);
+    }
+    if !llem_dirs.is_empty() {
+        let (mut runs, issues) = llem_cells::load_cells(&llem_dirs)?;
+        super::labels::assign(&mut runs);
+        out.runs.extend(runs);
+        out.issues.extend(issues);
+    }
+    raw_tree::sort_runs(&mut out.runs);
+    if out.sources.is_empty() {
+        return Err(RecordsError::NothingFound(
+            dirs.first().cloned().unwrap_or_default(),
+        ));
+    }
+    Ok(out)
+}
