@@ -20,7 +20,7 @@ pub const VERSION_LINE: &str = concat!(
 
 /// `$XDG_CACHE_HOME/llem`, else `~/.cache/llem` (baselines, locks, tools).
 pub fn cache_dir() -> PathBuf {
-    llem_harness::engines::cache_dir()
+    llem_engines::assets::cache_dir()
 }
 
 /// The device locks' directory.
@@ -30,7 +30,7 @@ pub fn lock_dir() -> PathBuf {
 
 /// The asset cache (`LLEM_ASSETS`, else `<cache>/assets`).
 pub fn assets_dir() -> PathBuf {
-    llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())
+    llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())
 }
 
 /// `output.model_cache_dir` of the user config (the Hugging Face cache model metadata is

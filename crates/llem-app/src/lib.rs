@@ -4,6 +4,9 @@
 //! what goes wrong comes back as one [`AppError`]. Nothing here parses a command line or
 //! prints.
 
+pub mod cell;
+pub mod command;
+pub mod doctor;
 mod error;
 pub mod events;
 pub mod host;
@@ -16,7 +19,7 @@ pub mod slurm;
 pub mod study;
 
 pub use error::{AppError, ErrorKind};
-pub use llem_harness::{Event, ExperimentOutcome, Progress, Silent};
+pub use llem_harness::{Event, ExperimentOutcome, Phase, Progress, Silent};
 pub use llem_study::{CellMessage, Execution, Observer, StudyEvent, StudyOutcome};
 pub use options::{
     ExecutorChoice, Launcher, PlanOptions, ResumeFrom, RunOptions, SlurmOverrides, StudyOptions,

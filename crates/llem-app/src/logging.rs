@@ -1,5 +1,5 @@
 //! Logging for a process that measures: to stderr at the verbosity asked, and the in-process
-//! engine's warnings and errors fed to [`llem_harness::engines::engine_log`] at any
+//! engine's warnings and errors fed to [`llem_engines::engine_log`] at any
 //! verbosity, so a failed load can quote them even when nothing is printed.
 
 use std::fmt::Write as _;
@@ -51,7 +51,7 @@ impl<S: Subscriber> Layer<S> for EngineWarnings {
             Some(m) => format!("{m}: {text}"),
             None => text.to_string(),
         };
-        llem_harness::engines::engine_log::note(said);
+        llem_engines::engine_log::note(said);
     }
 }
 

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use llem_config::StudyPlan;
 use llem_config::plan::MemoryView;
-use llem_harness::engines::{DescribedModel, describe_gguf, describe_model, estimate};
+use llem_engines::llamacpp::describe_gguf;
+use llem_engines::memory::DescribedModel;
+use llem_engines::memory::describe_model;
+use llem_engines::memory::estimate;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

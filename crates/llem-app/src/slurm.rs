@@ -4,7 +4,7 @@ use std::path::Path;
 
 use llem_config::{ExecutorConfig, StudyPlan};
 use llem_study::ResumeFrom;
-use llem_study::slurm::{SlurmExecution, SlurmOptions};
+use llem_study::slurm::{NodeIdentity, SlurmExecution, SlurmOptions};
 
 use crate::{AppError, ExecutorChoice, SlurmOverrides};
 
@@ -79,4 +79,37 @@ pub fn executor(options: SlurmOptions, program: &Path) -> llem_study::Slurm {
         options,
         command: node_command(program),
     })
+}
+
+/// This node as the task sees it: host name, and the GPUs Slurm gave the job (NVML; those
+/// `SLURM_JOB_GPUS` names when it is set).
+pub fn node_identity() -> NodeIdentity {
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(crate::host::hostname);
+    let Ok(nvml) = llem_energy::sensors::nvml::init() else {
+        return NodeIdentity {
+            node,
+            ..NodeIdentity::default()
+        };
+    };
+    let allowed: Option<Vec<u32>> = std::env::var("SLURM_JOB_GPUS")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
+    let gpus = llem_energy::sensors::gpu_state::gpu_states(&nvml)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|g| allowed.as_ref().is_none_or(|a| a.contains(&g.nvml_index)))
+        .map(|g| llem_study::slurm::GpuIdentity {
+            index: g.nvml_index,
+            uuid: g.uuid,
+            name: g.name,
+        })
+        .collect();
+    NodeIdentity {
+        node,
+        gpus,
+        gpu_driver: nvml.sys_driver_version().ok(),
+    }
 }

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use llem_harness::{Event, Phase, Progress};
+use llem_app::{Event, Phase, Progress};
 
 /// Renders harness events on stderr.
 pub struct Bars {

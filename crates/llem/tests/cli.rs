@@ -717,7 +717,7 @@ fn schedule_says_when_it_is_not_told_when() {
 /// Hugging Face cache; `?` with the reason when the metadata is not here.
 #[test]
 fn dry_run_estimates_device_memory() {
-    let assets = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    let assets = llem_app::host::assets_dir();
     let assets = assets.to_str().unwrap();
     let h = Home::new();
     let o = h.llem(

@@ -27,7 +27,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn llama_server() -> PathBuf {
     let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
-    llem_harness::engines::find_llama_server(env.as_ref()).unwrap_or_else(|| {
+    llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
         panic!("llama-server is not installed: run scripts/build-llama-server.sh (make test does)")
     })
 }

@@ -271,7 +271,7 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
 
     let m = manifest(&dir);
     assert_eq!(m.status, StudyStatus::Completed, "{:#?}", m.experiments);
-    let host = llem_harness::environment::hostname();
+    let host = llem_app::host::hostname();
     for (i, e) in m.experiments.iter().enumerate() {
         assert_eq!(e.status, CellStatus::Completed, "{e:?}");
         assert_eq!(e.node.as_deref(), Some(host.as_str()));

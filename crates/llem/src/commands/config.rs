@@ -153,15 +153,15 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
     for e in Engine::ALL {
         let runner = llem_config::RunnerSpec::default_for(*e)
             .map_or_else(|| "external:<url>".to_string(), |r| r.to_string());
-        let state = llem_harness::engines::availability(*e, s.config.python.as_deref());
+        let state = llem_app::doctor::engine_availability(*e, s.config.python.as_deref());
         let _ = writeln!(out, "  {:<13} {:<15} {state}", e.as_str(), runner);
     }
     let _ = writeln!(
         out,
         "\nEnergy sensors (energy_sampler: auto uses GPUs + RAPL, else the estimate)"
     );
-    let senv = llem_energy::SensorEnv::from_process(s.config.measurement.cpu_tdp_w);
-    for family in llem_energy::select::inventory(&senv) {
+    let sensors = llem_app::doctor::sensor_inventory(s.config.measurement.cpu_tdp_w);
+    for family in &sensors.families {
         match &family.unavailable {
             Some(why) => {
                 let _ = writeln!(out, "  {:<13} absent: {why}", family.sampler);
@@ -178,8 +178,8 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
         let _ = writeln!(
             out,
             "  roots: powercap {}, sysfs {} (LLEM_POWERCAP_ROOT, LLEM_SYSFS_ROOT)",
-            senv.powercap_root.display(),
-            senv.sysfs_root.display()
+            sensors.powercap_root.display(),
+            sensors.sysfs_root.display()
         );
     }
 

@@ -1,9 +1,8 @@
 //! `llem measure -- CMD`: the energy of any command, perf-stat style. The pipeline is
-//! [`llem_harness::command`]; this prints its report and maps its failures to exit codes.
+//! [`llem_app::command`]; this prints its report and maps its failures to exit codes.
 
-use llem_config::{EnergySampler, Env, UserSettings, source::SourceMap};
-use llem_energy::SensorEnv;
-use llem_harness::command::{CommandError, CommandRequest, measure_command};
+use llem_app::command::CommandError;
+use llem_config::{Env, UserSettings, source::SourceMap};
 
 use crate::cli::MeasureArgs;
 use crate::exit;
@@ -19,26 +18,15 @@ pub fn run(args: &MeasureArgs) -> i32 {
             return exit::CONFIG;
         }
     };
-    let m = &user.config.measurement;
-    let req = CommandRequest {
+    let opts = llem_app::command::CommandOptions {
         command: args.command.clone(),
-        sampler: args
-            .sampler
-            .or(m.energy_sampler)
-            .unwrap_or(EnergySampler::Auto),
-        sensor_env: SensorEnv::from_process(m.cpu_tdp_w),
+        sampler: args.sampler,
         interval: args.interval,
-        baseline: args.baseline.map(|d| llem_config::BaselineConfig {
-            duration_seconds: d.as_secs_f64(),
-            strategy: args.baseline_strategy,
-            ..llem_config::BaselineConfig::default()
-        }),
-        measurement: m.clone(),
-        cache_dir: llem_app::host::cache_dir(),
+        baseline: args.baseline,
+        baseline_strategy: args.baseline_strategy,
         output: args.output.clone(),
-        llem_version: llem_app::host::VERSION.to_string(),
     };
-    let outcome = measure_command(&req, &mut |d| {
+    let outcome = llem_app::command::measure_command(&opts, &user.config, &mut |d| {
         eprintln!(
             "llem: measuring idle power for {:.1} s ...",
             d.as_secs_f64()

@@ -8,7 +8,7 @@ use std::path::Path;
 use llem_config::StudyPlan;
 use llem_study::slurm::record::TaskState;
 use llem_study::slurm::submit::{PlannedArray, dry_run, gpu_hours_reserved, gpus_per_cell};
-use llem_study::slurm::{NodeIdentity, SlurmOptions, Submission, TaskArgs};
+use llem_study::slurm::{SlurmOptions, Submission, TaskArgs};
 
 use crate::cli::{RunArgs, SlurmCompileArgs, SlurmTaskArgs};
 use crate::exit;
@@ -189,39 +189,6 @@ pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Wri
     }
 }
 
-/// This node as the task sees it: host name, and the GPUs Slurm gave the job (NVML; those
-/// `SLURM_JOB_GPUS` names when it is set).
-fn node_identity() -> NodeIdentity {
-    let node = std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(llem_harness::environment::hostname);
-    let Ok(nvml) = llem_energy::sensors::nvml::init() else {
-        return NodeIdentity {
-            node,
-            ..NodeIdentity::default()
-        };
-    };
-    let allowed: Option<Vec<u32>> = std::env::var("SLURM_JOB_GPUS")
-        .ok()
-        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect());
-    let gpus = llem_energy::sensors::gpu_state::gpu_states(&nvml)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|g| allowed.as_ref().is_none_or(|a| a.contains(&g.nvml_index)))
-        .map(|g| llem_study::slurm::GpuIdentity {
-            index: g.nvml_index,
-            uuid: g.uuid,
-            name: g.name,
-        })
-        .collect();
-    NodeIdentity {
-        node,
-        gpus,
-        gpu_driver: nvml.sys_driver_version().ok(),
-    }
-}
-
 fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, String> {
     std::env::var(name)
         .map_err(|_| format!("{name} is not set: this command runs inside a Slurm array task"))?
@@ -248,7 +215,7 @@ pub fn task(a: &SlurmTaskArgs) -> i32 {
         cycle: a.cycle,
         task_index,
         job_id_raw: job.to_string(),
-        node: node_identity(),
+        node: llem_app::slurm::node_identity(),
         lock_resources: std::env::var("SLURM_JOB_GPUS")
             .ok()
             .filter(|s| !s.trim().is_empty())

@@ -65,7 +65,7 @@ pub fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::Join
 /// The asset cache holding SmolLM2 and ShareGPT (scripts/fetch-assets.sh); fails the test
 /// with the command to run when they are missing.
 pub fn assets() -> PathBuf {
-    let dir = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    let dir = llem_app::host::assets_dir();
     assert!(
         dir.join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
             .is_file()

@@ -21,7 +21,7 @@ fn which(ix: &[usize]) -> String {
 
 /// The checks of every configuration, each outcome once with the configurations it concerns.
 pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>) -> Vec<Line> {
-    let assets = llem_harness::engines::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
+    let assets = llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref());
     // (status, message, fix) -> configuration indices.
     let mut found: BTreeMap<(Status, String, Option<String>), Vec<usize>> = BTreeMap::new();
     // Each endpoint is asked once, however many configurations name it.
@@ -43,7 +43,7 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
             let image = image
                 .clone()
                 .or_else(|| cfg.images.get(&cfg.engine).cloned())
-                .or_else(|| llem_harness::engines::default_image(cfg.engine).map(String::from));
+                .or_else(|| llem_engines::registry::default_image(cfg.engine).map(String::from));
             match (&docker.daemon, image) {
                 (Err(why), _) => lines.push(
                     Line::fail(format!(
@@ -107,9 +107,9 @@ const ENDPOINT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether the server an `external:` runner names answers: nothing to say when it is ready.
 fn endpoint(url: &str) -> Option<Line> {
-    use llem_harness::engines::EndpointProbe;
+    use llem_engines::serving::probe::EndpointProbe;
     let shown = llem_config::credentials::redact_url(url);
-    match llem_harness::engines::probe_endpoint(url, ENDPOINT_TIMEOUT) {
+    match llem_engines::serving::probe::probe(url, ENDPOINT_TIMEOUT) {
         EndpointProbe::Ready { .. } => None,
         EndpointProbe::Answering { last } => Some(
             Line::warn(format!(

@@ -1,18 +1,15 @@
-//! `llem doctor`: is this host ready to measure, and (`llem doctor study.yaml`) is it ready for
-//! this study? Each check is a line marked ok, info, warn or fail, with the exact fix for
-//! anything not ok; `--json` prints the same report, `--check` grades the exit code.
+//! The doctor's checks: is this host ready to measure, and is it ready for this study? Each
+//! check is a line marked ok, info, warn or fail, with the exact fix for anything not ok.
+//! Front ends print the [`Report`] (`llem doctor`, `--json`) and grade it.
 
 mod engines;
 mod host;
 mod probe;
 mod study;
 
-use std::fmt::Write;
-
+use llem_config::StudyPlan;
+use llem_config::user_config::UserConfig;
 use serde::Serialize;
-
-use crate::cli::DoctorArgs;
-use crate::exit;
 
 /// How a check came out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -40,7 +37,8 @@ pub struct Line {
 }
 
 impl Line {
-    fn new(status: Status, message: impl Into<String>) -> Line {
+    /// A check that came out `status`.
+    pub fn new(status: Status, message: impl Into<String>) -> Line {
         Line {
             status,
             message: message.into(),
@@ -64,7 +62,8 @@ impl Line {
         Line::new(Status::Fail, message)
     }
 
-    fn fix(mut self, fix: impl Into<String>) -> Line {
+    /// With what to do about it.
+    pub fn fix(mut self, fix: impl Into<String>) -> Line {
         self.fix = Some(fix.into());
         self
     }
@@ -96,7 +95,8 @@ impl Report {
         }
     }
 
-    fn count(&self, status: Status) -> usize {
+    /// How many checks came out `status`.
+    pub fn count(&self, status: Status) -> usize {
         self.sections
             .iter()
             .flat_map(|s| &s.lines)
@@ -128,85 +128,18 @@ impl Report {
             "sections": self.sections,
         })
     }
-
-    /// The report as text.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        for s in &self.sections {
-            let _ = writeln!(out, "{}", s.title);
-            for l in &s.lines {
-                let mark = match l.status {
-                    Status::Ok => "[ok]  ",
-                    Status::Info => "[info]",
-                    Status::Warn => "[warn]",
-                    Status::Fail => "[fail]",
-                };
-                let _ = writeln!(out, "  {mark} {}", l.message);
-                if let Some(f) = &l.fix {
-                    let _ = writeln!(out, "         -> {f}");
-                }
-            }
-            let _ = writeln!(out);
-        }
-        let _ = writeln!(
-            out,
-            "Summary: {} ok, {} info, {} warning(s), {} failure(s)",
-            self.count(Status::Ok),
-            self.count(Status::Info),
-            self.count(Status::Warn),
-            self.count(Status::Fail)
-        );
-        out
-    }
-
-    /// The exit code: 1 on a failure; with `check`, 0 all ok, 1 warnings, 2 failures.
-    pub fn exit_code(&self, check: bool) -> i32 {
-        match (self.worst(), check) {
-            (Status::Fail, true) => 2,
-            (Status::Warn, true) | (Status::Fail, false) => 1,
-            _ => exit::OK,
-        }
-    }
 }
 
-/// Runs `llem doctor`; returns the exit code.
-pub fn run(args: &DoctorArgs) -> i32 {
-    let env = llem_config::Env::from_process();
-    let mut sources = llem_config::source::SourceMap::new();
-    let settings = match llem_config::UserSettings::load(&env, &mut sources) {
-        Ok(s) => s,
-        Err(e) => {
-            eprint!("{e}");
-            return exit::CONFIG;
-        }
-    };
-    let python = settings.config.python.clone();
-    let plan = match &args.config {
-        None => None,
-        Some(path) => {
-            let request = llem_config::PlanRequest {
-                config: Some(path),
-                config_dir: None,
-                overrides: llem_config::Overrides::default(),
-                dedup: true,
-                env: &env,
-            };
-            match llem_config::plan(&request) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    eprint!("{e}");
-                    return exit::CONFIG;
-                }
-            }
-        }
-    };
-    let senv = llem_energy::SensorEnv::from_process(settings.config.measurement.cpu_tdp_w);
+/// Examines this host and, given a plan, whether its study can run here, with the user
+/// config (`python`, `measurement.cpu_tdp_w`, `output.results_dir`) the plan was made with.
+pub fn examine(plan: Option<&StudyPlan>, user: &UserConfig) -> Report {
+    let python = user.python.clone();
+    let senv = llem_energy::SensorEnv::from_process(user.measurement.cpu_tdp_w);
     let facts = host::Facts::gather(&senv);
     let docker = engines::Docker::probe();
     let results_dir = plan
-        .as_ref()
         .map(|p| p.output_dir.clone())
-        .or_else(|| settings.config.output.results_dir.clone())
+        .or_else(|| user.output.results_dir.clone())
         .unwrap_or_else(|| "./results".into());
 
     let mut report = Report::default();
@@ -221,7 +154,7 @@ pub fn run(args: &DoctorArgs) -> i32 {
             host::clock(),
         ],
     );
-    if let Some(plan) = &plan {
+    if let Some(plan) = plan {
         let n = plan.configs.len();
         let title = format!(
             "Study {} ({n} configuration{})",
@@ -233,16 +166,32 @@ pub fn run(args: &DoctorArgs) -> i32 {
             study::checks(plan, &facts, &docker, python.as_deref()),
         );
     }
+    report
+}
 
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report.to_json()).unwrap_or_default()
-        );
-    } else {
-        print!("{}", report.render());
+/// The energy sensor families this host has, each with its domains or why it is absent.
+pub struct SensorInventory {
+    /// Each family, in `energy_sampler` order.
+    pub families: Vec<llem_energy::select::FamilyReport>,
+    /// The powercap tree looked at (`LLEM_POWERCAP_ROOT`).
+    pub powercap_root: std::path::PathBuf,
+    /// The sysfs root looked at (`LLEM_SYSFS_ROOT`).
+    pub sysfs_root: std::path::PathBuf,
+}
+
+/// Probes every sensor family, for `llem config`.
+pub fn sensor_inventory(cpu_tdp_w: Option<f64>) -> SensorInventory {
+    let senv = llem_energy::SensorEnv::from_process(cpu_tdp_w);
+    SensorInventory {
+        families: llem_energy::select::inventory(&senv),
+        powercap_root: senv.powercap_root.clone(),
+        sysfs_root: senv.sysfs_root.clone(),
     }
-    report.exit_code(args.check)
+}
+
+/// Whether an engine can run on this host, and how (or why not), for `llem config`.
+pub fn engine_availability(engine: llem_config::Engine, python: Option<&str>) -> String {
+    llem_engines::registry::availability(engine, python)
 }
 
 #[cfg(test)]
@@ -251,18 +200,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_exit_code_grades_the_worst_line() {
+    fn the_worst_line_grades_the_report() {
         let mut r = Report::default();
         r.push("a", vec![Line::ok("x"), Line::info("y")]);
-        assert_eq!((r.exit_code(false), r.exit_code(true)), (0, 0));
+        assert_eq!(r.worst(), Status::Info);
         r.push("b", vec![Line::warn("z").fix("do this")]);
-        assert_eq!((r.exit_code(false), r.exit_code(true)), (0, 1));
+        assert_eq!(r.worst(), Status::Warn);
         r.push("c", vec![Line::fail("w")]);
-        assert_eq!((r.exit_code(false), r.exit_code(true)), (1, 2));
+        assert_eq!(r.worst(), Status::Fail);
         let j = r.to_json();
         assert_eq!(j["status"], "fail");
         assert_eq!(j["summary"]["warn"], 1);
         assert_eq!(j["sections"][1]["lines"][0]["fix"], "do this");
-        assert!(r.render().contains("[warn] z\n         -> do this"));
     }
 }

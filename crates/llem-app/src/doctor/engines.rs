@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use llem_config::Engine;
-use llem_harness::engines::{LocalProgram, default_image, local_program};
+use llem_engines::registry::LocalProgram;
+use llem_engines::registry::default_image;
+use llem_engines::registry::local_program;
 
 use super::{Line, probe};
 
@@ -33,7 +35,7 @@ pub fn server_version(engine: Engine, python: &str) -> Option<Result<String, Str
     Some(match local_program(engine)? {
         LocalProgram::Cli(argv) => {
             let program = argv.first()?;
-            match llem_harness::engines::which(program) {
+            match llem_engines::which(program) {
                 Some(path) => version(&path.display().to_string(), &["--version"])
                     .map(|v| format!("{v} ({})", path.display())),
                 None => Err(format!("`{program}` is not on PATH")),
@@ -50,7 +52,7 @@ pub fn server_version(engine: Engine, python: &str) -> Option<Result<String, Str
         }
         LocalProgram::LlamaServer => {
             let explicit = std::env::var_os("LLEM_LLAMA_SERVER").map(std::path::PathBuf::from);
-            match llem_harness::engines::find_llama_server(explicit.as_ref()) {
+            match llem_engines::serving::find_llama_server(explicit.as_ref()) {
                 Some(path) => version(&path.display().to_string(), &["--version"])
                     .map(|v| format!("{v} ({})", path.display())),
                 None => Err(
@@ -134,7 +136,7 @@ pub struct Docker {
 impl Docker {
     /// Asks the CLI and the daemon.
     pub fn probe() -> Docker {
-        let Some(cli) = llem_harness::engines::which("docker") else {
+        let Some(cli) = llem_engines::which("docker") else {
             return Docker {
                 cli: None,
                 daemon: Err("the docker CLI is not on PATH".into()),

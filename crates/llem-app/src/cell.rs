@@ -1,0 +1,70 @@
+//! One study cell, measured in the child process a study started for it: its spec as the
+//! runner wrote it, the runner credentials handed down in the environment, this machine's
+//! user config.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use llem_harness::{ExperimentOutcome, HarnessError, Progress};
+use llem_study::CellSpec;
+
+use crate::AppError;
+use crate::single::{CellTarget, experiment_request};
+
+/// Measures the cell `spec` describes. The spec holds runner URLs redacted; the real ones
+/// come from [`llem_config::credentials::RUNNER_CREDENTIALS_ENV`].
+pub fn run_cell(
+    mut spec: CellSpec,
+    progress: &mut dyn Progress,
+    cancel: Arc<AtomicBool>,
+) -> Result<ExperimentOutcome, AppError> {
+    let credentials = std::env::var(llem_config::credentials::RUNNER_CREDENTIALS_ENV).ok();
+    llem_config::credentials::restore(&mut spec.config, credentials.as_deref())
+        .map_err(|m| AppError::option(llem_config::credentials::RUNNER_CREDENTIALS_ENV, m))?;
+    // The plan was checked with the user config; a file broken since fails the cell, never
+    // quietly measures with defaults.
+    let user = llem_config::UserSettings::load(
+        &llem_config::Env::from_process(),
+        &mut llem_config::source::SourceMap::new(),
+    )
+    .map_err(AppError::Config)?
+    .config;
+    let request = experiment_request(
+        CellTarget {
+            config: &spec.config,
+            config_hash: &spec.config_hash,
+            experiment_id: spec.experiment_id.clone(),
+            cell_dir: spec.cell_dir.clone(),
+            plan_warnings: spec.plan_warnings.clone(),
+        },
+        &user,
+        spec.baseline_cache_dir.clone(),
+        Duration::from_secs_f64((spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0)),
+        cancel,
+        // `run_study` checked every configuration before its first cell.
+        true,
+    );
+    Ok(llem_harness::run_experiment(&request, progress)?)
+}
+
+/// The `error_type` a failed cell reports to its study (the manifest's, as the Python llem
+/// names them).
+pub fn error_type(e: &AppError) -> &'static str {
+    match e {
+        AppError::Harness(h) => match h {
+            HarnessError::Config(_) => "ConfigError",
+            HarnessError::Dataset(_) => "DatasetError",
+            HarnessError::Engine(_) => "EngineError",
+            HarnessError::Energy(_) => "EnergyError",
+            HarnessError::Results(_) => "ResultsError",
+            HarnessError::NothingMeasured(_) => "NothingMeasured",
+            HarnessError::RequestsFailed(_) => "RequestsFailed",
+            HarnessError::Cancelled => "Interrupted",
+        },
+        AppError::Cancelled => "Interrupted",
+        AppError::Option { .. } => "SpecError",
+        AppError::Config(_) | AppError::ConfigNotFound(_) => "ConfigError",
+        _ => "EngineError",
+    }
+}
