@@ -14,7 +14,7 @@ use llem_engines::{Session, Workload};
 use llem_results::result::WarmupGateResult;
 use llem_results::stats;
 
-use crate::lifecycle::HarnessError;
+use crate::error::HarnessError;
 use crate::progress::{Event, Phase, Progress};
 use crate::warmup::Batch;
 

@@ -2,7 +2,6 @@
 //! measurement window → teardown → artefacts.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -10,111 +9,23 @@ use llem_config::model::PhaseSplit;
 use llem_config::{EnergySampler, ExperimentConfig};
 use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
-use llem_engines::workload::dataset::{self, DatasetError, LoadedDataset};
+use llem_engines::workload::dataset::{self, LoadedDataset};
 use llem_engines::{
-    Engine, EngineError, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Step, Workload,
-    registry,
+    Engine, EngineInfo, ModelInfo, RequestSink, RunSummary, Session, Step, Workload, registry,
 };
 use llem_results::result::{PhaseSpan, WarmupResult};
-use llem_results::{ExperimentResult, RequestRecord, ResultsError};
+use llem_results::{RequestRecord, ResultsError};
 
 use crate::assemble::{self, Measured};
 use crate::environment;
+pub use crate::error::HarnessError;
 use crate::progress::{Event, Phase, Progress};
+pub use crate::request::{ExperimentOutcome, ExperimentRequest};
 use crate::verdict;
 use llem_results::layout;
 
 /// The methodology's recommended minimum thermal floor, s.
 pub const RECOMMENDED_THERMAL_FLOOR_S: f64 = 30.0;
-
-/// What to run and where to put it.
-pub struct ExperimentRequest<'a> {
-    /// The resolved config.
-    pub config: &'a ExperimentConfig,
-    /// Its `measurement_config_hash`.
-    pub config_hash: &'a str,
-    /// `experiment_id` for the result.
-    pub experiment_id: String,
-    /// The cell directory (created; must not hold a result yet).
-    pub cell_dir: PathBuf,
-    /// The asset cache (models and datasets by name).
-    pub assets_dir: PathBuf,
-    /// Where the baseline cache lives (`~/.cache/llem`).
-    pub cache_dir: PathBuf,
-    /// Sensor roots and settings.
-    pub sensor_env: SensorEnv,
-    /// Telemetry sampling interval.
-    pub sampling_interval: Duration,
-    /// llem's version.
-    pub llem_version: &'a str,
-    /// The commit llem was built from.
-    pub git_commit: Option<&'a str>,
-    /// Set to stop at the next decode step (Ctrl-C).
-    pub cancel: Arc<AtomicBool>,
-    /// Python for the transformers worker, from the user config (`python:`, `LLEM_PYTHON`).
-    pub python: Option<String>,
-    /// Hugging Face cache from the user config (`output.model_cache_dir`).
-    pub model_cache_dir: Option<PathBuf>,
-    /// The study runner already checked this configuration (a cell process): preflight skips
-    /// the transformers Python probe, which imports torch (seconds) only for the worker to
-    /// import it again.
-    pub runnable_checked: bool,
-    /// Grid carbon intensity from the user config, gCO2/kWh (null: the world average).
-    pub carbon_intensity_gco2_kwh: Option<f64>,
-    /// Data-centre PUE from the user config (null: 1.0).
-    pub datacenter_pue: Option<f64>,
-    /// The plan's warnings about this configuration (settings that will not act as
-    /// written): recorded in the result, whose numbers they concern.
-    pub plan_warnings: Vec<String>,
-}
-
-/// An experiment failed.
-#[derive(Debug, thiserror::Error)]
-pub enum HarnessError {
-    /// The config cannot run here.
-    #[error("{0}")]
-    Config(String),
-    /// The dataset cannot be loaded.
-    #[error(transparent)]
-    Dataset(#[from] DatasetError),
-    /// The engine failed.
-    #[error(transparent)]
-    Engine(EngineError),
-    /// The energy meter failed.
-    #[error("energy meter: {0}")]
-    Energy(String),
-    /// Writing an artefact failed.
-    #[error(transparent)]
-    Results(#[from] ResultsError),
-    /// The run produced nothing to measure: no request returned a token.
-    #[error("{0}")]
-    NothingMeasured(String),
-    /// More requests failed than `measurement.max_failed_request_fraction` allows.
-    #[error("{0}")]
-    RequestsFailed(String),
-    /// Stopped by the user.
-    #[error("cancelled")]
-    Cancelled,
-}
-
-impl From<EngineError> for HarnessError {
-    /// An engine stopped by the user is a cancelled experiment, not a failed one.
-    fn from(e: EngineError) -> HarnessError {
-        match e {
-            EngineError::Cancelled => HarnessError::Cancelled,
-            e => HarnessError::Engine(e),
-        }
-    }
-}
-
-/// What a finished experiment left behind.
-#[derive(Debug)]
-pub struct ExperimentOutcome {
-    /// The result, as written to `result.json`.
-    pub result: ExperimentResult,
-    /// The cell directory.
-    pub cell_dir: PathBuf,
-}
 
 /// Collects the requests of a phase and reports progress at most every 100 ms.
 struct Collector<'a> {

@@ -7,7 +7,7 @@
 
 use llem_results::RequestRecord;
 
-use crate::lifecycle::HarnessError;
+use crate::error::HarnessError;
 
 /// Errors quoted when a run fails: the first few distinct ones, each cut to a line's length
 /// (a server may answer with a whole HTML page).

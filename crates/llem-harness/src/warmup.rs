@@ -18,7 +18,7 @@ use llem_engines::{RequestSink, Session, Workload};
 use llem_results::result::WarmupResult;
 use llem_results::{RequestRecord, stats};
 
-use crate::lifecycle::HarnessError;
+use crate::error::HarnessError;
 use crate::progress::{Event, Phase, Progress};
 
 /// Collects a warmup batch's records.

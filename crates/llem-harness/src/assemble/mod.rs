@@ -19,7 +19,7 @@ use llem_engines::{EngineInfo, ModelInfo, RunSummary};
 use llem_results::result::{Environment, ModelDescription, SCHEMA_VERSION, WarmupResult};
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
-use crate::lifecycle::ExperimentRequest;
+use crate::request::ExperimentRequest;
 use crate::{flops, latency};
 use llem_results::layout;
 

@@ -18,7 +18,7 @@ use llem_engines::{EngineInfo, ModelInfo, RunSummary};
 use llem_results::{FinishReason, RequestRecord};
 
 use super::{HostMemory, Measured, result};
-use crate::lifecycle::ExperimentRequest;
+use crate::request::ExperimentRequest;
 
 /// A domain whose counter rises `watts` J every second, sampled every 0.5 s over [0, 10] s.
 fn counter_series(name: &str, kind: DomainKind, index: u32, watts: f64) -> Series {
