@@ -396,7 +396,7 @@ impl NativeRuns {
     /// One field's values, in run order.
     fn column<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyList>> {
         let f = match &self.kind {
-            Kind::Llm(_) if llem_records::runs::is_config_path(name) => name,
+            Kind::Llm(_) if llem_records::run::is_config_path(name) => name,
             _ => self.resolve(name)?,
         };
         let out = PyList::empty(py);

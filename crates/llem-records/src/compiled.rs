@@ -370,7 +370,7 @@ fn swept_columns(batch: &RecordBatch) -> Result<Vec<(String, Col)>, String> {
     let mut out = Vec::new();
     for (f, a) in schema.fields().iter().zip(batch.columns()) {
         let name = f.name();
-        if super::run::field_kind(name).is_some() || !super::runs::is_config_path(name) {
+        if super::run::field_kind(name).is_some() || !super::run::is_config_path(name) {
             continue;
         }
         let kind = match f.data_type() {
@@ -494,4 +494,32 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
             warnings: t.s("warnings", i),
         },
     })
+}
+
+impl crate::Runs {
+    /// Loads a compiled parquet; relative paths resolve against `base_dir` when given.
+    pub fn from_parquet(
+        path: &std::path::Path,
+        base_dir: Option<&std::path::Path>,
+    ) -> Result<Self, RecordsError> {
+        let (runs, issues) = read_parquet(path, base_dir)?;
+        Ok(Self::new(runs, issues))
+    }
+
+    /// The runs as one Arrow record batch (reference column order, then llem's, then a
+    /// column per configuration path the runs differ in).
+    pub fn to_record_batch(&self) -> Result<arrow_array::RecordBatch, RecordsError> {
+        let v: Vec<&crate::LlmRun> = self.iter().collect();
+        to_record_batch(&v, None, &self.swept_paths()).map_err(RecordsError::Usage)
+    }
+
+    /// Writes `runs/llm.parquet`-style Parquet; paths relative to `base` when given.
+    pub fn write_parquet(
+        &self,
+        path: &std::path::Path,
+        base: Option<&std::path::Path>,
+    ) -> Result<(), RecordsError> {
+        let v: Vec<&crate::LlmRun> = self.iter().collect();
+        write_parquet(&v, path, base, &self.swept_paths())
+    }
 }

@@ -147,3 +147,12 @@ pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
     }
     Ok(out)
 }
+
+impl crate::Runs {
+    /// Loads whatever `dir` holds (llem study/cells, ML.ENERGY raw tree or compiled
+    /// directory, or a tree holding several of these).
+    pub fn from_directory(dir: impl AsRef<Path>) -> Result<Self, RecordsError> {
+        let l = load_any(&[dir.as_ref().to_path_buf()])?;
+        Ok(Self::new(l.runs, l.issues))
+    }
+}

@@ -533,3 +533,15 @@ pub fn derive(
         request_throughput_req_per_sec: usable.map(|l| throughput / l),
     })
 }
+
+/// Whether `name` is a path of an experiment configuration (`decoder.preset`, `dtype`): its
+/// first segment is a top-level key of the experiment schema. llem runs answer it from their
+/// resolved configuration.
+pub fn is_config_path(name: &str) -> bool {
+    let first = name.split('.').next().unwrap_or_default();
+    !first.is_empty()
+        && llem_config::schema::experiment_schema()
+            .get("properties")
+            .and_then(|p| p.get(first))
+            .is_some()
+}

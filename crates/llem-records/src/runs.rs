@@ -2,11 +2,11 @@
 //! vector (no record is copied), keep order, and chain; groups are collections too.
 
 use std::ops::RangeBounds;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::collection::Collection;
-use super::run::{FieldValue, LlmRun, all_fields, field_kind};
+use super::run::{FieldValue, LlmRun, all_fields, field_kind, is_config_path};
 use super::{LoadIssue, RecordsError};
 
 /// A collection of runs (cheap to clone and filter).
@@ -66,13 +66,6 @@ impl Runs {
         }
     }
 
-    /// Loads whatever `dir` holds (llem study/cells, ML.ENERGY raw tree or compiled
-    /// directory, or a tree holding several of these).
-    pub fn from_directory(dir: impl AsRef<Path>) -> Result<Self, RecordsError> {
-        let l = super::load::load_any(&[dir.as_ref().to_path_buf()])?;
-        Ok(Self::new(l.runs, l.issues))
-    }
-
     /// Loads ML.ENERGY raw result trees (reference §2).
     pub fn from_raw_results(
         roots: &[PathBuf],
@@ -80,12 +73,6 @@ impl Runs {
     ) -> Result<Self, RecordsError> {
         let l = super::raw_tree::load_raw(roots, opts)?;
         Ok(Self::new(l.runs, l.issues))
-    }
-
-    /// Loads a compiled parquet; relative paths resolve against `base_dir` when given.
-    pub fn from_parquet(path: &Path, base_dir: Option<&Path>) -> Result<Self, RecordsError> {
-        let (runs, issues) = super::compiled::read_parquet(path, base_dir)?;
-        Ok(Self::new(runs, issues))
     }
 
     /// Number of runs.
@@ -261,13 +248,6 @@ impl Runs {
         RunColumns::of(self.iter(), self.len())
     }
 
-    /// The runs as one Arrow record batch (reference column order, then llem's, then a
-    /// column per configuration path the runs differ in).
-    pub fn to_record_batch(&self) -> Result<arrow_array::RecordBatch, RecordsError> {
-        let v: Vec<&LlmRun> = self.iter().collect();
-        super::compiled::to_record_batch(&v, None, &self.swept_paths()).map_err(RecordsError::Usage)
-    }
-
     /// The configuration paths whose values differ between these runs (what a sweep swept),
     /// in path order; each is a field (`decoder.preset`) and an export column.
     pub fn swept_paths(&self) -> Vec<String> {
@@ -281,24 +261,6 @@ impl Runs {
             .chain(self.swept_paths())
             .collect()
     }
-
-    /// Writes `runs/llm.parquet`-style Parquet; paths relative to `base` when given.
-    pub fn write_parquet(&self, path: &Path, base: Option<&Path>) -> Result<(), RecordsError> {
-        let v: Vec<&LlmRun> = self.iter().collect();
-        super::compiled::write_parquet(&v, path, base, &self.swept_paths())
-    }
-}
-
-/// Whether `name` is a path of an experiment configuration (`decoder.preset`, `dtype`): its
-/// first segment is a top-level key of the experiment schema. llem runs answer it from their
-/// resolved configuration.
-pub fn is_config_path(name: &str) -> bool {
-    let first = name.split('.').next().unwrap_or_default();
-    !first.is_empty()
-        && llem_config::schema::experiment_schema()
-            .get("properties")
-            .and_then(|p| p.get(first))
-            .is_some()
 }
 
 /// An error naming the nearest field when `name` is neither a record field nor a
