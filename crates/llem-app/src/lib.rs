@@ -14,6 +14,7 @@ pub mod logging;
 pub mod memory;
 pub mod options;
 pub mod plan;
+pub mod schedule;
 pub mod single;
 pub mod slurm;
 pub mod study;

@@ -2,14 +2,9 @@
 //! at intervals or times of day, each run a new study directory, in the foreground until
 //! Ctrl-C, `--runs N` or the schedule's total duration.
 
-use std::sync::atomic::Ordering;
-use std::time::Duration;
-
-use jiff::{Timestamp, Zoned};
 use llem_app::ResumeFrom;
 use llem_config::schedule::ScheduleSpec;
 use llem_config::{Env, StudyPlan};
-use llem_study::schedule::{Next, next_start};
 
 use crate::cli::{RunArgs, ScheduleArgs};
 use crate::exit;
@@ -74,55 +69,49 @@ fn plan(args: &RunArgs) -> Result<StudyPlan, i32> {
 
 /// Runs the study whenever `spec` says, until Ctrl-C, `max_runs` or the total duration.
 pub fn run_loop(spec: &ScheduleSpec, args: &RunArgs, max_runs: Option<u32>) -> i32 {
+    use llem_app::schedule::{RunEnd, ScheduleEnd, ScheduleEvent, run_schedule};
     eprintln!("llem: schedule {}", spec.describe());
     let interrupts = super::study::interrupt_counter();
-    let began = Timestamp::now();
-    let mut last_start: Option<Timestamp> = None;
-    let mut done = 0u32;
     let mut worst = exit::OK;
-    loop {
-        let now = Zoned::now();
-        let next = match next_start(spec, last_start, began, &now) {
-            Some(Next::At(z)) => z,
-            Some(Next::Over) => {
-                eprintln!("llem: schedule over (its total duration is spent) after {done} runs");
-                return worst;
-            }
-            None => {
-                eprintln!("llem: cannot compute the next start time");
-                return exit::FAILURE;
-            }
-        };
-        if next.timestamp() > now.timestamp() {
+    let end = run_schedule(
+        spec,
+        max_runs,
+        &interrupts,
+        &mut |ScheduleEvent::Waiting { next, done }| {
             eprintln!(
-                "llem: next run at {} ({} runs so far); Ctrl-C to stop",
+                "llem: next run at {} ({done} runs so far); Ctrl-C to stop",
                 next.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                done
             );
-        }
-        while Timestamp::now() < next.timestamp() {
-            if interrupts.load(Ordering::SeqCst) > 0 {
-                eprintln!("llem: schedule stopped after {done} runs");
-                return exit::INTERRUPTED;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        last_start = Some(Timestamp::now());
+        },
         // Planned afresh each time: the file may have been edited between runs.
-        let code = match plan(args) {
-            Ok(plan) => super::study::run_study(&plan, args, ResumeFrom::New),
-            Err(code) => code,
-        };
-        done += 1;
-        if code == exit::INTERRUPTED || interrupts.load(Ordering::SeqCst) > 0 {
+        &mut || {
+            let code = match plan(args) {
+                Ok(plan) => super::study::run_study(&plan, args, ResumeFrom::New),
+                Err(code) => code,
+            };
+            if code != exit::OK && code != exit::INTERRUPTED {
+                worst = code;
+            }
+            match code {
+                exit::OK => RunEnd::Completed,
+                exit::INTERRUPTED => RunEnd::Interrupted,
+                _ => RunEnd::Failed,
+            }
+        },
+    );
+    match end {
+        ScheduleEnd::Over { done, .. } => {
+            eprintln!("llem: schedule over (its total duration is spent) after {done} runs");
+            worst
+        }
+        ScheduleEnd::RunsDone { .. } => worst,
+        ScheduleEnd::Interrupted { done } => {
             eprintln!("llem: schedule stopped after {done} runs");
-            return exit::INTERRUPTED;
+            exit::INTERRUPTED
         }
-        if code != exit::OK {
-            worst = code;
-        }
-        if max_runs.is_some_and(|n| done >= n) {
-            return worst;
+        ScheduleEnd::NoNextStart => {
+            eprintln!("llem: cannot compute the next start time");
+            exit::FAILURE
         }
     }
 }
