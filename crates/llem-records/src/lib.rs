@@ -16,7 +16,7 @@ pub mod labels;
 pub(crate) mod lenient;
 pub mod llem07;
 pub(crate) mod llem_cells;
-pub(crate) mod load;
+pub mod load;
 pub(crate) mod parallelism;
 pub(crate) mod pyfloat;
 pub(crate) mod raw_names;

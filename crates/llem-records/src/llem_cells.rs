@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::itl;
-use super::raw_tree::{default_workers, find_files, parallel_map, sort_runs};
+use super::raw_tree::{default_workers, parallel_map, sort_runs};
 use super::run::{self, LlemFields, LlmRun, RunSource};
 use super::stability::{self, RunFacts};
 use super::{LoadIssue, RecordsError};
@@ -26,14 +26,14 @@ fn is_earlier_attempt(p: &Path) -> bool {
     })
 }
 
-/// Every llem cell below `dir` (the directory itself may be a cell): the `result.json`
-/// files, and the `cell_spec.json` files of cells that never finished.
-pub fn find_cells(dir: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let mut results = Vec::new();
-    find_files(dir, layout::RESULT, &mut results);
+/// The files a walk for llem cells looks for: `result.json`, `cell_spec.json`.
+pub const CELL_FILES: [&str; 2] = [layout::RESULT, layout::CELL_SPEC];
+
+/// Of the `result.json` and `cell_spec.json` files a walk found, the llem cells' results
+/// (earlier attempts and other tools' files left out) and the specs of cells that never
+/// finished.
+pub fn cells_of(mut results: Vec<PathBuf>, specs: Vec<PathBuf>) -> (Vec<PathBuf>, Vec<PathBuf>) {
     results.retain(|p| !is_earlier_attempt(p) && looks_like_llem(p));
-    let mut specs = Vec::new();
-    find_files(dir, layout::CELL_SPEC, &mut specs);
     let unfinished = specs
         .into_iter()
         .filter(|s| !is_earlier_attempt(s) && !s.with_file_name(layout::RESULT).exists())
@@ -364,24 +364,22 @@ fn view(path: &Path, cell: &Cell) -> (LlmRun, RunFacts) {
     (run, facts)
 }
 
-/// Loads every llem cell below `dirs`; stability (seed rules and cascade, grouped by engine
-/// too) is judged over all of them together.
-pub fn load_cells(dirs: &[PathBuf]) -> Result<(Vec<LlmRun>, Vec<LoadIssue>), RecordsError> {
-    let mut files = Vec::new();
-    let mut issues = Vec::new();
-    for d in dirs {
-        if !d.exists() {
-            return Err(RecordsError::NotFound(d.clone()));
-        }
-        let (results, unfinished) = find_cells(d);
-        files.extend(results);
-        issues.extend(unfinished.iter().map(|s| {
+/// Loads the cells [`find_cells`] found (`results`, and the specs of `unfinished` ones,
+/// each an issue); stability (seed rules and cascade, grouped by engine too) is judged over
+/// all of them together.
+pub fn load_found(
+    files: &[PathBuf],
+    unfinished: &[PathBuf],
+) -> Result<(Vec<LlmRun>, Vec<LoadIssue>), RecordsError> {
+    let mut issues: Vec<LoadIssue> = unfinished
+        .iter()
+        .map(|s| {
             LoadIssue::new(
                 s,
                 "cell has no result.json (failed, interrupted or still running)",
             )
-        }));
-    }
+        })
+        .collect();
     let cells = parallel_map(&files, default_workers(), |p| read_any(p));
     let mut views = Vec::new();
     for (p, c) in files.iter().zip(cells) {

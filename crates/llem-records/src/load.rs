@@ -76,7 +76,7 @@ fn find_roots(dir: &Path, out: &mut Vec<(PathBuf, SourceKind)>, depth: usize) {
 pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
     let mut out = Loaded::default();
     let mut raw_roots = Vec::new();
-    let mut llem_dirs = Vec::new();
+    let (mut cell_files, mut unfinished) = (Vec::new(), Vec::new());
     for d in dirs {
         if !d.is_dir() {
             return Err(RecordsError::NotFound(d.clone()));
@@ -110,16 +110,25 @@ pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
                 SourceKind::Llem => {}
             }
         }
+        // The roots just found are read by their own loaders: the walk for llem cells does
+        // not enter them (a raw tree of 10 000 runs was walked three times).
+        let skip: Vec<PathBuf> = roots.iter().map(|(r, _)| r.clone()).collect();
         out.sources.extend(roots);
-        let (cells, unfinished) = llem_cells::find_cells(d);
-        if !cells.is_empty() || !unfinished.is_empty() {
-            llem_dirs.push(d.clone());
+        // One walk for llem cells and, for a directory inside a raw tree, its results.
+        let mut found = [Vec::new(), Vec::new(), Vec::new()];
+        if !skip.iter().any(|r| r == d) {
+            let [result, spec] = llem_cells::CELL_FILES;
+            raw_tree::find_files_named(d, &[result, spec, "results.json"], &skip, &mut found);
+        }
+        let [results, specs, raw_results] = found;
+        let (cells, waiting) = llem_cells::cells_of(results, specs);
+        if !cells.is_empty() || !waiting.is_empty() {
+            cell_files.extend(cells);
+            unfinished.extend(waiting);
             out.sources.push((d.clone(), SourceKind::Llem));
         } else if out.sources.iter().all(|(s, _)| !s.starts_with(d)) {
             // A directory inside a raw tree (e.g. ROOT/llm/h100/current/run): sub-root rules.
-            let mut any = Vec::new();
-            raw_tree::find_files(d, "results.json", &mut any);
-            if !any.is_empty() {
+            if !raw_results.is_empty() {
                 raw_roots.push(d.clone());
                 out.sources.push((d.clone(), SourceKind::Raw));
             }
@@ -133,8 +142,8 @@ pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
         out.diffusion.extend(dr);
         out.issues.extend(di);
     }
-    if !llem_dirs.is_empty() {
-        let (mut runs, issues) = llem_cells::load_cells(&llem_dirs)?;
+    if !cell_files.is_empty() || !unfinished.is_empty() {
+        let (mut runs, issues) = llem_cells::load_found(&cell_files, &unfinished)?;
         super::labels::assign(&mut runs);
         out.runs.extend(runs);
         out.issues.extend(issues);

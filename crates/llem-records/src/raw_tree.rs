@@ -115,10 +115,32 @@ pub fn parse_run_path(rel: &Path) -> Option<RunPath> {
 /// Every file named `name` below `dir`, in name order (symbolic links to directories
 /// followed, except back up the tree).
 pub(crate) fn find_files(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
+    let mut found = vec![Vec::new()];
+    find_files_named(dir, &[name], &[], &mut found);
+    out.extend(found.into_iter().flatten());
+}
+
+/// The files below `dir` named each of `names` (`out[i]` for `names[i]`), in one walk that
+/// does not enter the directories in `skip` (roots another loader reads).
+pub(crate) fn find_files_named(
+    dir: &Path,
+    names: &[&str],
+    skip: &[PathBuf],
+    out: &mut [Vec<PathBuf>],
+) {
     let canon = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let mut found = Vec::new();
-    walk_named(dir, &canon, name, None, &mut found);
-    out.extend(found.into_iter().map(|f| f.path));
+    let walk = Walk {
+        names,
+        sibling: None,
+        skip,
+    };
+    walk.dir(dir, &canon, &mut found);
+    for f in found {
+        if let Some(v) = out.get_mut(f.name) {
+            v.push(f.path);
+        }
+    }
 }
 
 /// One discovered results file.
@@ -135,6 +157,8 @@ struct Candidate {
 
 /// A file the walk found.
 struct Found {
+    /// Which of the names looked for.
+    name: usize,
     path: PathBuf,
     /// Its canonical path.
     key: PathBuf,
@@ -142,67 +166,101 @@ struct Found {
     sibling: bool,
 }
 
-/// Every file named `name` below `dir`, whose canonical path is `canon`, in name order. One
-/// directory read per directory and no call per file: canonical paths are built while
-/// walking (a symbolic link to a directory is resolved once, where it is followed; one back
-/// up the tree is skipped), and whether `sibling` is beside a found file comes from the same
-/// listing. Loading 10 000 raw runs canonicalised every path (a readlink per component) and
-/// probed every directory for `prometheus.json` before.
-fn walk_named(dir: &Path, canon: &Path, name: &str, sibling: Option<&str>, out: &mut Vec<Found>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = entries.flatten().collect();
-    entries.sort_by_key(|e| e.file_name());
-    // (is a directory, is a symbolic link). Anything else named `name` is found, whatever it
-    // is: the reader refuses what is not a regular file (a FIFO, a dangling link) and the
-    // load reports it, rather than the walk skipping it unsaid.
-    let kind = |e: &std::fs::DirEntry| {
-        let t = e.file_type().ok()?;
-        if t.is_symlink() {
-            Some((std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()), true))
-        } else {
-            Some((t.is_dir(), false))
-        }
-    };
-    let has_sibling = sibling.is_some_and(|sib| entries.iter().any(|e| e.file_name() == sib));
-    for e in &entries {
-        let Some((is_dir, link)) = kind(e) else {
-            continue;
+/// A walk for files by name.
+struct Walk<'a> {
+    /// The file names looked for.
+    names: &'a [&'a str],
+    /// A file whose presence beside a found one is noted.
+    sibling: Option<&'a str>,
+    /// Directories not entered.
+    skip: &'a [PathBuf],
+}
+
+impl Walk<'_> {
+    /// Every file named one of `names` below `dir`, whose canonical path is `canon`, in name
+    /// order. One directory read per directory and no call per file: canonical paths are
+    /// built while walking (a symbolic link to a directory is resolved once, where it is
+    /// followed; one back up the tree is skipped), and whether `sibling` is beside a found
+    /// file comes from the same listing. Loading 10 000 raw runs canonicalised every path (a
+    /// readlink per component) and probed every directory for `prometheus.json` before.
+    fn dir(&self, dir: &Path, canon: &Path, out: &mut Vec<Found>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
         };
-        let p = e.path();
-        if is_dir && e.file_name() == name {
-            // A directory where the file should be: found, so the reader reports it.
-            out.push(Found {
-                path: p,
-                key: canon.join(e.file_name()),
-                sibling: has_sibling,
-            });
-        } else if is_dir {
-            let c = if link {
-                match std::fs::canonicalize(&p) {
-                    // A link back up the tree would be walked forever.
-                    Ok(c) if canon.starts_with(&c) => continue,
-                    Ok(c) => c,
-                    Err(_) => continue,
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        // (is a directory, is a symbolic link). Anything else named as looked for is found,
+        // whatever it is: the reader refuses what is not a regular file (a FIFO, a dangling
+        // link) and the load reports it, rather than the walk skipping it unsaid.
+        let kind = |e: &std::fs::DirEntry| {
+            let t = e.file_type().ok()?;
+            if t.is_symlink() {
+                Some((std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()), true))
+            } else {
+                Some((t.is_dir(), false))
+            }
+        };
+        let has_sibling = self
+            .sibling
+            .is_some_and(|sib| entries.iter().any(|e| e.file_name() == sib));
+        let named = |e: &std::fs::DirEntry| self.names.iter().position(|n| e.file_name() == *n);
+        for e in &entries {
+            let Some((is_dir, link)) = kind(e) else {
+                continue;
+            };
+            let p = e.path();
+            match (is_dir, named(e)) {
+                // A directory where the file should be: found, so the reader reports it.
+                (true, Some(name)) => out.push(Found {
+                    name,
+                    path: p,
+                    key: canon.join(e.file_name()),
+                    sibling: has_sibling,
+                }),
+                (true, None) => {
+                    if self.skip.contains(&p) {
+                        continue;
+                    }
+                    let c = if link {
+                        match std::fs::canonicalize(&p) {
+                            // A link back up the tree would be walked forever.
+                            Ok(c) if canon.starts_with(&c) => continue,
+                            Ok(c) => c,
+                            Err(_) => continue,
+                        }
+                    } else {
+                        canon.join(e.file_name())
+                    };
+                    self.dir(&p, &c, out);
                 }
-            } else {
-                canon.join(e.file_name())
-            };
-            walk_named(&p, &c, name, sibling, out);
-        } else if e.file_name() == name {
-            let key = if link {
-                std::fs::canonicalize(&p).unwrap_or_else(|_| canon.join(e.file_name()))
-            } else {
-                canon.join(e.file_name())
-            };
-            out.push(Found {
-                path: p,
-                key,
-                sibling: has_sibling,
-            });
+                (false, Some(name)) => {
+                    let key = if link {
+                        std::fs::canonicalize(&p).unwrap_or_else(|_| canon.join(e.file_name()))
+                    } else {
+                        canon.join(e.file_name())
+                    };
+                    out.push(Found {
+                        name,
+                        path: p,
+                        key,
+                        sibling: has_sibling,
+                    });
+                }
+                (false, None) => {}
+            }
         }
     }
+}
+
+/// The `results.json` files below `dir` (canonical path `canon`), noting a `prometheus.json`
+/// beside each.
+fn walk_results(dir: &Path, canon: &Path, out: &mut Vec<Found>) {
+    Walk {
+        names: &["results.json"],
+        sibling: Some("prometheus.json"),
+        skip: &[],
+    }
+    .dir(dir, canon, out);
 }
 
 /// The benchmark root a directory inside a tree belongs to (§2.1 sub-roots).
@@ -239,13 +297,7 @@ fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
         families.sort();
         for fam in families {
             let rel = Path::new("llm").join(fam).join("current").join("run");
-            walk_named(
-                &root.join(&rel),
-                &canon_root.join(&rel),
-                "results.json",
-                Some("prometheus.json"),
-                &mut files,
-            );
+            walk_results(&root.join(&rel), &canon_root.join(&rel), &mut files);
         }
     }
     if !files.is_empty() {
@@ -255,13 +307,7 @@ fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
     let Some(base) = infer_root(root) else {
         return Vec::new();
     };
-    walk_named(
-        root,
-        &canon_root,
-        "results.json",
-        Some("prometheus.json"),
-        &mut files,
-    );
+    walk_results(root, &canon_root, &mut files);
     candidates(files, &base)
 }
 

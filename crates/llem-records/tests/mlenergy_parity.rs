@@ -331,3 +331,57 @@ fn linked_directories_and_overlapping_roots_load_each_run_once() {
         plain.len()
     );
 }
+
+/// A directory holding an ML.ENERGY raw tree and a llem study side by side: each is read by
+/// its own loader, the walk for llem cells does not enter the raw root, and a directory
+/// inside the raw tree still loads its runs as a sub-root.
+#[test]
+fn a_tree_with_a_raw_root_and_a_llem_study_loads_both_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().canonicalize().unwrap();
+    let raw = top.join("mlenergy");
+    tree::write_parity_tree(&raw);
+    let only_raw = load_any(std::slice::from_ref(&raw)).unwrap();
+    let study = top.join("study");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llem07-study");
+    copy_tree(&fixture, &study);
+    let only_study = Runs::from_directory(&study).unwrap();
+    assert_eq!(only_study.len(), 4);
+
+    let both = load_any(std::slice::from_ref(&top)).unwrap();
+    assert_eq!(both.runs.len(), only_raw.runs.len() + only_study.len());
+    assert_eq!(both.diffusion.len(), only_raw.diffusion.len());
+    let kinds: Vec<_> = both
+        .sources
+        .iter()
+        .map(|(p, k)| (p.strip_prefix(&top).unwrap().to_path_buf(), *k))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (
+                Path::new("mlenergy").to_path_buf(),
+                llem_records::load::SourceKind::Raw
+            ),
+            (
+                Path::new("").to_path_buf(),
+                llem_records::load::SourceKind::Llem
+            ),
+        ]
+    );
+    let sub = load_any(&[raw.join("llm/h100/current/run")]).unwrap();
+    assert_eq!(sub.runs.len(), 15);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
