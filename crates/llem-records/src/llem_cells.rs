@@ -380,7 +380,7 @@ pub fn load_found(
             )
         })
         .collect();
-    let cells = parallel_map(&files, default_workers(), |p| read_any(p));
+    let cells = parallel_map(files, default_workers(), |p| read_any(p));
     let mut views = Vec::new();
     for (p, c) in files.iter().zip(cells) {
         match c {
