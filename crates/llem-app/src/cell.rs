@@ -64,7 +64,7 @@ pub fn error_type(e: &AppError) -> &'static str {
         },
         AppError::Cancelled => "Interrupted",
         AppError::Option { .. } => "SpecError",
-        AppError::Config(_) | AppError::ConfigNotFound(_) => "ConfigError",
+        AppError::Config(_) | AppError::ConfigNotFound { .. } => "ConfigError",
         _ => "EngineError",
     }
 }

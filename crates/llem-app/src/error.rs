@@ -12,8 +12,13 @@ use llem_study::StudyError;
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
     /// The configuration file (or one it inherits from) does not exist.
-    #[error("{0}")]
-    ConfigNotFound(ConfigError),
+    #[error("{error}")]
+    ConfigNotFound {
+        /// The file asked for.
+        path: PathBuf,
+        /// What planning said about it.
+        error: ConfigError,
+    },
     /// The configuration is invalid: each diagnostic names file, line, column and the
     /// nearest valid key.
     #[error("{0}")]
@@ -78,7 +83,7 @@ impl AppError {
     /// Its class.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Self::ConfigNotFound(_) => ErrorKind::NotFound,
+            Self::ConfigNotFound { .. } => ErrorKind::NotFound,
             Self::Config(_) | Self::NotRunnable(_) => ErrorKind::Config,
             Self::Option { .. } | Self::Conflict(_) => ErrorKind::Option,
             Self::Cancelled | Self::Harness(HarnessError::Cancelled) => ErrorKind::Cancelled,
@@ -100,7 +105,7 @@ impl AppError {
     /// The located diagnostics of a configuration error (empty for other kinds).
     pub fn diagnostics(&self) -> &[llem_config::Diagnostic] {
         match self {
-            Self::Config(e) | Self::ConfigNotFound(e) => &e.diagnostics,
+            Self::Config(e) | Self::ConfigNotFound { error: e, .. } => &e.diagnostics,
             _ => &[],
         }
     }

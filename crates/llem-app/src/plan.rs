@@ -16,7 +16,10 @@ pub fn plan(opts: &PlanOptions, env: &Env) -> Result<StudyPlan, AppError> {
         env,
     })
     .map_err(|e| match &opts.config {
-        Some(file) if !file.exists() => AppError::ConfigNotFound(e),
+        Some(file) if !file.exists() => AppError::ConfigNotFound {
+            path: file.clone(),
+            error: e,
+        },
         _ => AppError::Config(e),
     })
 }

@@ -46,11 +46,10 @@ pub(crate) fn app_error(e: AppError) -> PyErr {
     let message = e.to_string().trim_end().to_string();
     let err = match e.kind() {
         ErrorKind::NotFound => {
-            let file = e
-                .diagnostics()
-                .first()
-                .and_then(|d| d.location.as_ref())
-                .map(|l| l.file.clone());
+            let file = match &e {
+                AppError::ConfigNotFound { path, .. } => Some(path.display().to_string()),
+                _ => None,
+            };
             let err = PyFileNotFoundError::new_err((2i32, message));
             Python::attach(|py| {
                 let _ = err.value(py).setattr("filename", file);
