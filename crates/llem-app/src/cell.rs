@@ -20,8 +20,7 @@ pub fn run_cell(
     cancel: Arc<AtomicBool>,
 ) -> Result<ExperimentOutcome, AppError> {
     let credentials = std::env::var(llem_config::credentials::RUNNER_CREDENTIALS_ENV).ok();
-    llem_config::credentials::restore(&mut spec.config, credentials.as_deref())
-        .map_err(|m| AppError::option(llem_config::credentials::RUNNER_CREDENTIALS_ENV, m))?;
+    llem_config::credentials::restore(&mut spec.config, credentials.as_deref())?;
     // The plan was checked with the user config; a file broken since fails the cell, never
     // quietly measures with defaults.
     let user = llem_config::UserSettings::load(
@@ -63,7 +62,7 @@ pub fn error_type(e: &AppError) -> &'static str {
             HarnessError::Cancelled => "Interrupted",
         },
         AppError::Cancelled => "Interrupted",
-        AppError::Option { .. } => "SpecError",
+        AppError::Option { .. } | AppError::Credentials(_) => "SpecError",
         AppError::Config(_) | AppError::ConfigNotFound { .. } => "ConfigError",
         _ => "EngineError",
     }

@@ -36,6 +36,9 @@ pub enum AppError {
     /// study); the message names them.
     #[error("{0}")]
     Conflict(String),
+    /// A study's cell was not handed its runner credentials.
+    #[error(transparent)]
+    Credentials(#[from] llem_config::credentials::CredentialsError),
     /// Configurations that cannot run on this machine (a model file that is not there, an
     /// engine not installed); nothing was started.
     #[error("this study cannot run; nothing was started:{}", .0.iter().map(|p| format!("\n  - {p}")).collect::<String>())]
@@ -84,7 +87,7 @@ impl AppError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::ConfigNotFound { .. } => ErrorKind::NotFound,
-            Self::Config(_) | Self::NotRunnable(_) => ErrorKind::Config,
+            Self::Config(_) | Self::NotRunnable(_) | Self::Credentials(_) => ErrorKind::Config,
             Self::Option { .. } | Self::Conflict(_) => ErrorKind::Option,
             Self::Cancelled | Self::Harness(HarnessError::Cancelled) => ErrorKind::Cancelled,
             Self::Harness(HarnessError::Config(_) | HarnessError::Dataset(_)) => ErrorKind::Config,

@@ -140,7 +140,7 @@ impl StudyOptions {
 /// the error.
 pub fn interval(option: &str, text: &str) -> Result<Duration, AppError> {
     llem_config::schedule::parse_duration(text, llem_config::schedule::MAX_DURATION_S)
-        .map_err(|m| AppError::option(option, m))
+        .map_err(|e| AppError::option(option, e.reason))
 }
 
 /// A wall-clock limit in hours: above 0, at most a year.
@@ -166,7 +166,7 @@ pub fn positive_count(option: &str, n: i64) -> Result<u32, AppError> {
 /// A cell order by name (`interleave`, `shuffle`, ...).
 pub fn order(option: &str, name: &str) -> Result<llem_config::ExperimentOrder, AppError> {
     name.parse()
-        .map_err(|m: String| AppError::option(option, m))
+        .map_err(|e: llem_config::UnknownName| AppError::option(option, e.to_string()))
 }
 
 #[cfg(test)]

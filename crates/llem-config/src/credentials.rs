@@ -112,13 +112,33 @@ pub fn url_without_userinfo(url: &str) -> Cow<'_, str> {
     }
 }
 
+/// Why a cell cannot have its runner credentials back.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialsError {
+    /// The variable is set but not a JSON object of URLs.
+    #[error("{RUNNER_CREDENTIALS_ENV} is not a JSON object of URLs: {0}")]
+    NotJson(serde_json::Error),
+    /// A redacted runner URL whose credentials the process was not given.
+    #[error(
+        "the runner URL {url} had credentials, which are never written to disk; this process \
+         was not given them ({RUNNER_CREDENTIALS_ENV}): run it through `llem run`, which \
+         passes them to its cells"
+    )]
+    Missing {
+        /// The URL as written, redacted.
+        url: String,
+    },
+}
+
 /// Puts the credentials back into a configuration read from a file (a cell's spec), from
 /// the value of [`RUNNER_CREDENTIALS_ENV`]. An error names the runner whose credentials are
 /// not there: a request with `[REDACTED]` as its password would only be refused.
-pub fn restore(config: &mut ExperimentConfig, env_value: Option<&str>) -> Result<(), String> {
+pub fn restore(
+    config: &mut ExperimentConfig,
+    env_value: Option<&str>,
+) -> Result<(), CredentialsError> {
     let map: BTreeMap<String, String> = match env_value {
-        Some(v) => serde_json::from_str(v)
-            .map_err(|e| format!("{RUNNER_CREDENTIALS_ENV} is not a JSON object of URLs: {e}"))?,
+        Some(v) => serde_json::from_str(v).map_err(CredentialsError::NotJson)?,
         None => BTreeMap::new(),
     };
     let engines: Vec<_> = config.runners.iter().map(|(e, _)| *e).collect();
@@ -129,13 +149,10 @@ pub fn restore(config: &mut ExperimentConfig, env_value: Option<&str>) -> Result
         if !is_redacted(url) {
             continue;
         }
-        let full = map.get(url.as_str()).cloned().ok_or_else(|| {
-            format!(
-                "the runner URL {url} had credentials, which are never written to disk; this \
-                 process was not given them ({RUNNER_CREDENTIALS_ENV}): run it through \
-                 `llem run`, which passes them to its cells"
-            )
-        })?;
+        let full = map
+            .get(url.as_str())
+            .cloned()
+            .ok_or_else(|| CredentialsError::Missing { url: url.clone() })?;
         config
             .runners
             .insert(engine, RunnerSpec::External { url: full });
@@ -180,7 +197,7 @@ mod tests {
         // Read back: unusable until restored.
         let mut read: ExperimentConfig = serde_json::from_str(&written).unwrap();
         let e = restore(&mut read.clone(), None).unwrap_err();
-        assert!(e.contains("never written to disk"), "{e}");
+        assert!(e.to_string().contains("never written to disk"), "{e}");
         restore(&mut read, Some(&env)).unwrap();
         assert_eq!(read.runners, c.runners);
         // Nothing to restore: nothing asked.

@@ -277,3 +277,66 @@ mod tests {
         );
     }
 }
+
+/// What kind of value a [`ValueError`] is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueKind {
+    /// A duration (`100ms`, `6h`).
+    Duration,
+    /// A time of day (`02:00`).
+    TimeOfDay,
+    /// A day of the week (`mon`, `weekdays`).
+    Day,
+    /// A Slurm time limit (`HH:MM:SS`, `D-HH`).
+    SlurmTime,
+}
+
+/// A value written as text (a flag, an environment variable, a YAML string) that is not what
+/// it should be.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ValueError {
+    /// What the value was to be.
+    pub kind: ValueKind,
+    /// The text as given.
+    pub text: String,
+    /// What is wrong with it, quoting the text.
+    pub reason: String,
+}
+
+impl ValueError {
+    /// `text` is not a valid `kind`, because `reason`.
+    pub fn new(kind: ValueKind, text: &str, reason: String) -> Self {
+        ValueError {
+            kind,
+            text: text.to_string(),
+            reason,
+        }
+    }
+}
+
+/// A name that is not one of a fixed set (an engine, an order, a sampler).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown value `{given}`; expected one of {}{}",
+    .expected.join(", "),
+    .suggestion.as_ref().map(|c| format!(" (did you mean `{c}`?)")).unwrap_or_default()
+)]
+pub struct UnknownName {
+    /// The name given.
+    pub given: String,
+    /// The names there are.
+    pub expected: &'static [&'static str],
+    /// The nearest one, when one is near.
+    pub suggestion: Option<String>,
+}
+
+/// A runner that is not `embedded`, `local`, `docker[:<image>]` or `external:<url>`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct RunnerError {
+    /// The runner as written.
+    pub given: String,
+    /// What is wrong, quoting it.
+    pub reason: String,
+}

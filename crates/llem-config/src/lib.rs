@@ -33,7 +33,9 @@ mod walk;
 pub mod yaml;
 
 pub use canonical::ConfigDigest;
-pub use error::{ConfigError, Diagnostic, ErrorKind};
+pub use error::{
+    ConfigError, Diagnostic, ErrorKind, RunnerError, UnknownName, ValueError, ValueKind,
+};
 pub use model::*;
 pub use plan::{Overrides, PlanKind, PlanRequest, StudyPlan, plan};
 pub use user_config::{Env, UserSettings};

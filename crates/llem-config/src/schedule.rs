@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::error::{ConfigError, Diagnostic, ErrorKind, did_you_mean};
+use crate::error::{ConfigError, Diagnostic, ErrorKind, ValueError, ValueKind, did_you_mean};
 use crate::source::SourceMap;
 use crate::yaml::Node;
 
@@ -16,7 +16,8 @@ pub const MAX_TOTAL_S: f64 = 366.0 * 86_400.0;
 
 /// Parses `100ms`, `0.5s`, `2m`, `6h`, `1d`, `250us`, or a bare number of milliseconds, at
 /// most `max_s` seconds and at least a microsecond.
-pub fn parse_duration(s: &str, max_s: f64) -> Result<Duration, String> {
+pub fn parse_duration(s: &str, max_s: f64) -> Result<Duration, ValueError> {
+    let err = |reason: String| ValueError::new(ValueKind::Duration, s, reason);
     let t = s.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -33,27 +34,28 @@ pub fn parse_duration(s: &str, max_s: f64) -> Result<Duration, String> {
     } else {
         (t, 1e-3)
     };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 100ms, 0.5s, 2m, 6h, 1d)"))?;
+    let v: f64 = num.trim().parse().map_err(|_| {
+        err(format!(
+            "`{s}` is not a duration (e.g. 100ms, 0.5s, 2m, 6h, 1d)"
+        ))
+    })?;
     if !v.is_finite() || v <= 0.0 {
-        return Err(format!("`{s}` must be a positive duration"));
+        return Err(err(format!("`{s}` must be a positive duration")));
     }
     let seconds = v * scale;
     if seconds > max_s {
-        return Err(format!(
+        return Err(err(format!(
             "`{s}` is longer than {}",
             if max_s >= MAX_TOTAL_S {
                 "a year"
             } else {
                 "30 days"
             }
-        ));
+        )));
     }
     // A positive value that rounds to no time at all would be a zero interval (a busy loop).
     if seconds < 1e-6 {
-        return Err(format!("`{s}` is shorter than a microsecond"));
+        return Err(err(format!("`{s}` is shorter than a microsecond")));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -70,20 +72,26 @@ pub struct TimeOfDay {
 }
 
 /// Parses `HH:MM` or `HH:MM:SS` (24-hour clock).
-pub fn parse_time_of_day(s: &str) -> Result<TimeOfDay, String> {
+pub fn parse_time_of_day(s: &str) -> Result<TimeOfDay, ValueError> {
+    let err = |reason: String| ValueError::new(ValueKind::TimeOfDay, s, reason);
     let parts: Vec<&str> = s.trim().split(':').collect();
-    let num = |p: Option<&&str>, max: i8, what: &str| -> Result<i8, String> {
-        let p = p.ok_or_else(|| format!("`{s}`: expected HH:MM (24-hour clock), e.g. 02:00"))?;
-        let v: i8 = p
-            .parse()
-            .map_err(|_| format!("`{s}`: {what} `{p}` is not a number (expected HH:MM)"))?;
+    let num = |p: Option<&&str>, max: i8, what: &str| -> Result<i8, ValueError> {
+        let p =
+            p.ok_or_else(|| err(format!("`{s}`: expected HH:MM (24-hour clock), e.g. 02:00")))?;
+        let v: i8 = p.parse().map_err(|_| {
+            err(format!(
+                "`{s}`: {what} `{p}` is not a number (expected HH:MM)"
+            ))
+        })?;
         if !(0..=max).contains(&v) {
-            return Err(format!("`{s}`: {what} must be 0-{max}"));
+            return Err(err(format!("`{s}`: {what} must be 0-{max}")));
         }
         Ok(v)
     };
     if !(2..=3).contains(&parts.len()) {
-        return Err(format!("`{s}`: expected HH:MM (24-hour clock), e.g. 02:00"));
+        return Err(err(format!(
+            "`{s}`: expected HH:MM (24-hour clock), e.g. 02:00"
+        )));
     }
     Ok(TimeOfDay {
         hour: num(parts.first(), 23, "hour")?,
@@ -101,7 +109,7 @@ pub const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"
 
 /// Parses day words (`mon` ... `sun`, full names, `weekdays`, `weekends`, `daily`) into a set
 /// of weekdays, Monday = 0.
-pub fn parse_days(words: &[&str]) -> Result<Vec<u8>, String> {
+pub fn parse_days(words: &[&str]) -> Result<Vec<u8>, ValueError> {
     let mut days = Vec::new();
     for w in words {
         let lower = w.trim().to_ascii_lowercase();
@@ -136,8 +144,12 @@ pub fn parse_days(words: &[&str]) -> Result<Vec<u8>, String> {
                         )
                         .map(|c| format!(" (did you mean `{c}`?)"))
                         .unwrap_or_default();
-                        return Err(format!(
-                            "`{w}` is not a day: use mon, tue, wed, thu, fri, sat, sun, weekdays or weekends{hint}"
+                        return Err(ValueError::new(
+                            ValueKind::Day,
+                            w,
+                            format!(
+                                "`{w}` is not a day: use mon, tue, wed, thu, fri, sat, sun, weekdays or weekends{hint}"
+                            ),
                         ));
                     }
                 }
@@ -467,6 +479,7 @@ mod tests {
             parse_days(&["fri", "friday", "weekends"]).unwrap() == [4, 5, 6]
                 && parse_days(&["fryday"])
                     .unwrap_err()
+                    .reason
                     .contains("did you mean `friday`?")
         );
     }

@@ -148,19 +148,19 @@ pub struct MeasureArgs {
 
 /// Parses `100ms`, `10ms`, `0.5s`, `1s`, `250us`, `6h`, `1d`, or a bare number of
 /// milliseconds; at most 30 days (`--interval`, `--baseline`, `--every`).
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, llem_config::ValueError> {
     llem_config::schedule::parse_duration(s, llem_config::schedule::MAX_DURATION_S)
 }
 
-fn parse_total_duration(s: &str) -> Result<std::time::Duration, String> {
+fn parse_total_duration(s: &str) -> Result<std::time::Duration, llem_config::ValueError> {
     llem_config::schedule::parse_duration(s, llem_config::schedule::MAX_TOTAL_S)
 }
 
-fn parse_time_of_day(s: &str) -> Result<llem_config::schedule::TimeOfDay, String> {
+fn parse_time_of_day(s: &str) -> Result<llem_config::schedule::TimeOfDay, llem_config::ValueError> {
     llem_config::schedule::parse_time_of_day(s)
 }
 
-fn parse_day(s: &str) -> Result<Vec<u8>, String> {
+fn parse_day(s: &str) -> Result<Vec<u8>, llem_config::ValueError> {
     llem_config::schedule::parse_days(&[s])
 }
 
@@ -278,7 +278,7 @@ pub struct SlurmArgs {
     pub extra: Vec<String>,
 }
 
-fn parse_slurm_time(s: &str) -> Result<String, String> {
+fn parse_slurm_time(s: &str) -> Result<String, llem_config::ValueError> {
     llem_config::slurm_time_seconds(s).map(|_| s.trim().to_string())
 }
 

@@ -127,15 +127,22 @@ impl<'de> Deserialize<'de> for ExecutorConfig {
 
 /// Seconds in a Slurm `--time` value (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS);
 /// `UNLIMITED`/`INFINITE` is `None`.
-pub fn slurm_time_seconds(s: &str) -> Result<Option<u64>, String> {
+pub fn slurm_time_seconds(s: &str) -> Result<Option<u64>, crate::error::ValueError> {
+    use crate::error::{ValueError, ValueKind};
     let t = s.trim();
     if t.eq_ignore_ascii_case("unlimited") || t.eq_ignore_ascii_case("infinite") {
         return Ok(None);
     }
     let bad = || {
-        format!("`{s}` is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)")
+        ValueError::new(
+            ValueKind::SlurmTime,
+            s,
+            format!(
+                "`{s}` is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS)"
+            ),
+        )
     };
-    let num = |p: &str| -> Result<u64, String> {
+    let num = |p: &str| -> Result<u64, ValueError> {
         if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || p.len() > 6 {
             return Err(bad());
         }
@@ -156,8 +163,10 @@ pub fn slurm_time_seconds(s: &str) -> Result<Option<u64>, String> {
         _ => return Err(bad()),
     };
     if secs == 0 {
-        return Err(format!(
-            "`{s}` is no time at all; give the limit of one cell"
+        return Err(ValueError::new(
+            ValueKind::SlurmTime,
+            s,
+            format!("`{s}` is no time at all; give the limit of one cell"),
         ));
     }
     Ok(Some(secs))

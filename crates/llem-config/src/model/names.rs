@@ -45,17 +45,13 @@ macro_rules! str_enum {
         }
 
         impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                $name::from_name(s).ok_or_else(|| {
-                    let mut msg = format!(
-                        "unknown value `{s}`; expected one of {}",
-                        $name::NAMES.join(", ")
-                    );
-                    if let Some(c) = $crate::error::did_you_mean(s, $name::NAMES.iter().copied()) {
-                        msg.push_str(&format!(" (did you mean `{c}`?)"));
-                    }
-                    msg
+            type Err = $crate::error::UnknownName;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $name::from_name(s).ok_or_else(|| $crate::error::UnknownName {
+                    given: s.to_string(),
+                    expected: $name::NAMES,
+                    suggestion: $crate::error::did_you_mean(s, $name::NAMES.iter().copied())
+                        .map(str::to_string),
                 })
             }
         }

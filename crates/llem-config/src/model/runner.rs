@@ -124,9 +124,13 @@ impl RunnerSpec {
 const FORMS: &str = "`embedded`, `local`, `docker`, `docker:<image>` or `external:<url>`";
 
 impl FromStr for RunnerSpec {
-    type Err = String;
+    type Err = crate::error::RunnerError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = |reason: String| crate::error::RunnerError {
+            given: s.to_string(),
+            reason,
+        };
         match s {
             "embedded" => return Ok(RunnerSpec::Embedded),
             "local" => return Ok(RunnerSpec::Local),
@@ -135,7 +139,9 @@ impl FromStr for RunnerSpec {
         }
         if let Some(image) = s.strip_prefix("docker:") {
             if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
-                return Err(format!("`{s}`: docker:<image> needs an image reference"));
+                return Err(err(format!(
+                    "`{s}`: docker:<image> needs an image reference"
+                )));
             }
             return Ok(RunnerSpec::Docker {
                 image: Some(image.to_string()),
@@ -145,9 +151,9 @@ impl FromStr for RunnerSpec {
             let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
             let host_ok = url.split("://").nth(1).is_some_and(|rest| !rest.is_empty());
             if !scheme_ok || !host_ok {
-                return Err(format!(
+                return Err(err(format!(
                     "`{s}`: external:<url> needs an http:// or https:// base URL"
-                ));
+                )));
             }
             return Ok(RunnerSpec::External {
                 url: url.trim_end_matches('/').to_string(),
@@ -160,7 +166,7 @@ impl FromStr for RunnerSpec {
         {
             msg.push_str(&format!(" (did you mean `{c}`?)"));
         }
-        Err(msg)
+        Err(err(msg))
     }
 }
 
@@ -349,7 +355,7 @@ mod tests {
     #[test]
     fn rejects_bad_forms_with_a_hint() {
         let e = "dokcer".parse::<RunnerSpec>().unwrap_err();
-        assert!(e.contains("did you mean `docker`"), "{e}");
+        assert!(e.reason.contains("did you mean `docker`"), "{e}");
         assert!("external:localhost:8000".parse::<RunnerSpec>().is_err());
         assert!("docker:".parse::<RunnerSpec>().is_err());
     }
