@@ -130,3 +130,52 @@ impl From<HarnessError> for AppError {
         }
     }
 }
+
+/// Why the doctor learned nothing from a program it ran (a version, whether a daemon
+/// answers).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// It could not be started.
+    #[error("cannot run `{program}`: {source}")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It did not end within the limit (it was killed).
+    #[error("`{command}` did not answer within {limit_s} s")]
+    TimedOut {
+        /// The command line.
+        command: String,
+        /// The limit, s.
+        limit_s: u64,
+    },
+    /// Waiting for it failed.
+    #[error("`{program}`: {source}")]
+    Wait {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It ran and failed, saying this (the last line of a Python traceback).
+    #[error("{0}")]
+    Said(String),
+    /// The program is not on `PATH`.
+    #[error("`{0}` is not on PATH")]
+    NotOnPath(String),
+    /// No llama-server anywhere llem looks.
+    #[error("llama-server is not on PATH, in LLEM_LLAMA_SERVER or in llem's tool cache")]
+    NoLlamaServer,
+    /// The Python cannot import the engine's package.
+    #[error("`{python}` cannot import {package}: {source}")]
+    CannotImport {
+        /// The Python.
+        python: String,
+        /// The package.
+        package: String,
+        /// Why.
+        source: Box<ProbeError>,
+    },
+}

@@ -19,7 +19,7 @@ pub mod single;
 pub mod slurm;
 pub mod study;
 
-pub use error::{AppError, ErrorKind};
+pub use error::{AppError, ErrorKind, ProbeError};
 pub use llem_harness::{Event, ExperimentOutcome, Phase, Progress, Silent};
 pub use llem_study::{CellMessage, Execution, Observer, StudyEvent, StudyOutcome};
 pub use options::{

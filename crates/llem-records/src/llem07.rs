@@ -284,12 +284,14 @@ pub fn series(
     let mut by_gpu: BTreeMap<i32, Vec<(f64, f64)>> = BTreeMap::new();
     for batch in llem_results::parquet_io::open(&ts)? {
         let batch = batch.map_err(|e| invalid(e.to_string()))?;
-        let col =
-            |n: &str| llem_results::parquet_io::column::<Float32Array>(&batch, n).map_err(&invalid);
+        let bad_column = |e: llem_results::parquet_io::ColumnError| invalid(e.to_string());
+        let col = |n: &str| {
+            llem_results::parquet_io::column::<Float32Array>(&batch, n).map_err(bad_column)
+        };
         let t = llem_results::parquet_io::column::<Float64Array>(&batch, "timestamp_s")
-            .map_err(&invalid)?;
+            .map_err(bad_column)?;
         let gpu = llem_results::parquet_io::column::<Int32Array>(&batch, "gpu_index")
-            .map_err(&invalid)?;
+            .map_err(bad_column)?;
         let v = if metric == "temperature" {
             col("temperature_c")?
         } else {

@@ -50,11 +50,13 @@ pub fn write_batch(
 }
 
 /// The bytes of a Parquet file holding `batch`, written as [`write_batch`] writes them.
-pub fn encode_batch(batch: &RecordBatch, metadata: &[(&str, String)]) -> Result<Vec<u8>, String> {
-    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties(metadata)))
-        .map_err(|e| e.to_string())?;
-    w.write(batch).map_err(|e| e.to_string())?;
-    w.into_inner().map_err(|e| e.to_string())
+pub fn encode_batch(
+    batch: &RecordBatch,
+    metadata: &[(&str, String)],
+) -> Result<Vec<u8>, parquet::errors::ParquetError> {
+    let mut w = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties(metadata)))?;
+    w.write(batch)?;
+    w.into_inner()
 }
 
 /// The record batches of `path`, read whole.
@@ -91,12 +93,23 @@ pub fn open(path: &Path) -> Result<std::vec::IntoIter<Batch>, ResultsError> {
 /// One record batch as the reader yields it.
 type Batch = Result<RecordBatch, arrow_schema::ArrowError>;
 
+/// A column a reader needs that a file does not have as it should.
+#[derive(Debug, thiserror::Error)]
+pub enum ColumnError {
+    /// No column of that name.
+    #[error("missing column {0}")]
+    Missing(String),
+    /// The column holds another type.
+    #[error("column {0} has an unexpected type")]
+    WrongType(String),
+}
+
 /// The column `name` of `batch` as array type `T`.
-pub fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+pub fn column<'a, T: 'static>(batch: &'a RecordBatch, name: &str) -> Result<&'a T, ColumnError> {
     batch
         .column_by_name(name)
-        .ok_or_else(|| format!("missing column {name}"))?
+        .ok_or_else(|| ColumnError::Missing(name.to_string()))?
         .as_any()
         .downcast_ref::<T>()
-        .ok_or_else(|| format!("column {name} has an unexpected type"))
+        .ok_or_else(|| ColumnError::WrongType(name.to_string()))
 }

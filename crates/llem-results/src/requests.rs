@@ -143,7 +143,7 @@ fn schema() -> Schema {
     ])
 }
 
-fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
+fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, arrow_schema::ArrowError> {
     let u32s = |f: &dyn Fn(&RequestRecord) -> u32| -> ArrayRef {
         Arc::new(UInt32Array::from_iter_values(rows.iter().map(f)))
     };
@@ -198,7 +198,7 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, String> {
         energy(&|e| e.decode_energy_j),
     ];
     // The builder's list field is nullable-item "item"; the schema says the same.
-    RecordBatch::try_new(Arc::new(schema()), columns).map_err(|e| e.to_string())
+    RecordBatch::try_new(Arc::new(schema()), columns)
 }
 
 /// Writes the request log atomically (zstd-compressed Parquet) with file-level metadata.
@@ -207,33 +207,33 @@ pub fn write_requests(
     rows: &[RequestRecord],
     metadata: &[(&str, String)],
 ) -> Result<(), ResultsError> {
-    let batch = batch(rows).map_err(|m| parquet_error(path, m))?;
+    let batch = batch(rows).map_err(|e| parquet_error(path, e.to_string()))?;
     write_batch(path, &batch, metadata)
 }
 
 /// Reads a request log written by [`write_requests`].
 pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
-    let err = |message: String| parquet_error(path, message);
+    let err = |e: &dyn std::fmt::Display| parquet_error(path, e.to_string());
     let reader = open(path)?;
     let mut out = Vec::new();
     for batch in reader {
-        let b = batch.map_err(|e| err(e.to_string()))?;
-        let id = column::<UInt32Array>(&b, "request_id").map_err(err)?;
-        let bi = column::<UInt32Array>(&b, "batch_index").map_err(err)?;
-        let inp = column::<UInt32Array>(&b, "input_tokens").map_err(err)?;
-        let outp = column::<UInt32Array>(&b, "output_tokens").map_err(err)?;
-        let refo = column::<UInt32Array>(&b, "reference_output_tokens").map_err(err)?;
+        let b = batch.map_err(|e| err(&e))?;
+        let id = column::<UInt32Array>(&b, "request_id").map_err(|e| err(&e))?;
+        let bi = column::<UInt32Array>(&b, "batch_index").map_err(|e| err(&e))?;
+        let inp = column::<UInt32Array>(&b, "input_tokens").map_err(|e| err(&e))?;
+        let outp = column::<UInt32Array>(&b, "output_tokens").map_err(|e| err(&e))?;
+        let refo = column::<UInt32Array>(&b, "reference_output_tokens").map_err(|e| err(&e))?;
         // Logs written before cached-token accounting have no such column.
         let cached = column::<UInt32Array>(&b, "cached_input_tokens").ok();
         // Logs written before serving engines existed have no schedule column.
         let sched = column::<Float64Array>(&b, "scheduled_s").ok();
-        let sub = column::<Float64Array>(&b, "submit_s").map_err(err)?;
-        let first = column::<Float64Array>(&b, "first_token_s").map_err(err)?;
-        let end = column::<Float64Array>(&b, "end_s").map_err(err)?;
-        let ok = column::<BooleanArray>(&b, "success").map_err(err)?;
-        let e = column::<StringArray>(&b, "error").map_err(err)?;
-        let fr = column::<StringArray>(&b, "finish_reason").map_err(err)?;
-        let times = column::<ListArray>(&b, "token_times_s").map_err(err)?;
+        let sub = column::<Float64Array>(&b, "submit_s").map_err(|e| err(&e))?;
+        let first = column::<Float64Array>(&b, "first_token_s").map_err(|e| err(&e))?;
+        let end = column::<Float64Array>(&b, "end_s").map_err(|e| err(&e))?;
+        let ok = column::<BooleanArray>(&b, "success").map_err(|e| err(&e))?;
+        let e = column::<StringArray>(&b, "error").map_err(|e| err(&e))?;
+        let fr = column::<StringArray>(&b, "finish_reason").map_err(|e| err(&e))?;
+        let times = column::<ListArray>(&b, "token_times_s").map_err(|e| err(&e))?;
         // Logs written before energy attribution have no energy columns.
         let ej = column::<Float64Array>(&b, "energy_j").ok();
         let pj = column::<Float64Array>(&b, "prefill_energy_j").ok();
@@ -254,7 +254,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
             let t = t
                 .as_any()
                 .downcast_ref::<Float64Array>()
-                .ok_or_else(|| err("token_times_s items are not float64".into()))?;
+                .ok_or_else(|| err(&"token_times_s items are not float64"))?;
             out.push(RequestRecord {
                 energy,
                 request_id: id.value(i),
@@ -270,7 +270,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
                 success: ok.value(i),
                 error: e.is_valid(i).then(|| e.value(i).to_string()),
                 finish_reason: FinishReason::parse(fr.value(i))
-                    .ok_or_else(|| err(format!("unknown finish_reason {:?}", fr.value(i))))?,
+                    .ok_or_else(|| err(&format!("unknown finish_reason {:?}", fr.value(i))))?,
                 token_times_s: t.values().to_vec(),
             });
         }

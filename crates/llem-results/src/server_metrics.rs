@@ -58,14 +58,14 @@ pub fn write_server_metrics(
 
 /// Reads a file written by [`write_server_metrics`].
 pub fn read_server_metrics(path: &Path) -> Result<Vec<MetricSample>, ResultsError> {
-    let err = |message: String| parquet_error(path, message);
+    let err = |e: &dyn std::fmt::Display| parquet_error(path, e.to_string());
     let mut out = Vec::new();
     for batch in open(path)? {
-        let b = batch.map_err(|e| err(e.to_string()))?;
-        let t = column::<Float64Array>(&b, "t_s").map_err(err)?;
-        let m = column::<StringArray>(&b, "metric").map_err(err)?;
-        let l = column::<StringArray>(&b, "labels").map_err(err)?;
-        let v = column::<Float64Array>(&b, "value").map_err(err)?;
+        let b = batch.map_err(|e| err(&e))?;
+        let t = column::<Float64Array>(&b, "t_s").map_err(|e| err(&e))?;
+        let m = column::<StringArray>(&b, "metric").map_err(|e| err(&e))?;
+        let l = column::<StringArray>(&b, "labels").map_err(|e| err(&e))?;
+        let v = column::<Float64Array>(&b, "value").map_err(|e| err(&e))?;
         for i in 0..b.num_rows() {
             out.push(MetricSample {
                 t_s: t.value(i),

@@ -86,7 +86,7 @@ impl TimeseriesColumns {
         ])
     }
 
-    fn batch(&self) -> Result<RecordBatch, String> {
+    fn batch(&self) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let n = self.len();
         let lens = [
             self.domain.len(),
@@ -104,7 +104,9 @@ impl TimeseriesColumns {
             self.power_avg_w.len(),
         ];
         if lens.iter().any(|&l| l != n) {
-            return Err(format!("columns of unequal length ({n} vs {lens:?})"));
+            return Err(arrow_schema::ArrowError::InvalidArgumentError(format!(
+                "columns of unequal length ({n} vs {lens:?})"
+            )));
         }
         let f64s = |v: &Vec<Option<f64>>| -> ArrayRef { Arc::new(Float64Array::from(v.clone())) };
         let columns: Vec<ArrayRef> = vec![
@@ -123,7 +125,7 @@ impl TimeseriesColumns {
             Arc::new(UInt64Array::from(self.throttle_reasons.clone())),
             f64s(&self.power_avg_w),
         ];
-        RecordBatch::try_new(Arc::new(Self::schema()), columns).map_err(|e| e.to_string())
+        RecordBatch::try_new(Arc::new(Self::schema()), columns)
     }
 }
 
@@ -134,7 +136,9 @@ pub fn write_timeseries(
     columns: &TimeseriesColumns,
     metadata: &[(&str, String)],
 ) -> Result<(), ResultsError> {
-    let batch = columns.batch().map_err(|m| parquet_error(path, m))?;
+    let batch = columns
+        .batch()
+        .map_err(|e| parquet_error(path, e.to_string()))?;
     write_batch(path, &batch, metadata)
 }
 
@@ -144,24 +148,24 @@ fn opt_f64(a: &Float64Array, i: usize) -> Option<f64> {
 
 /// Reads a timeseries written by [`write_timeseries`].
 pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
-    let err = |message: String| parquet_error(path, message);
+    let err = |e: &dyn std::fmt::Display| parquet_error(path, e.to_string());
     let reader = open(path)?;
     let mut out = TimeseriesColumns::default();
     for batch in reader {
-        let batch = batch.map_err(|e| err(e.to_string()))?;
+        let batch = batch.map_err(|e| err(&e))?;
         // `t_s` is the name llem wrote before it took seed 001's `t`.
         let time_name = if batch.schema().column_with_name("t").is_some() {
             "t"
         } else {
             "t_s"
         };
-        let t = column::<Float64Array>(&batch, time_name).map_err(err)?;
-        let d = column::<StringArray>(&batch, "domain").map_err(err)?;
+        let t = column::<Float64Array>(&batch, time_name).map_err(|e| err(&e))?;
+        let d = column::<StringArray>(&batch, "domain").map_err(|e| err(&e))?;
         let gpu = match batch.schema().column_with_name("gpu_idx") {
-            Some(_) => Some(column::<Int32Array>(&batch, "gpu_idx").map_err(err)?),
+            Some(_) => Some(column::<Int32Array>(&batch, "gpu_idx").map_err(|e| err(&e))?),
             None => None,
         };
-        let idx = column::<Int32Array>(&batch, "device_index").map_err(err)?;
+        let idx = column::<Int32Array>(&batch, "device_index").map_err(|e| err(&e))?;
         let cols: Vec<&Float64Array> = [
             "power_w",
             "energy_j",
@@ -175,8 +179,8 @@ pub fn read_timeseries(path: &Path) -> Result<TimeseriesColumns, ResultsError> {
         .iter()
         .map(|n| column::<Float64Array>(&batch, n))
         .collect::<Result<_, _>>()
-        .map_err(err)?;
-        let thr = column::<UInt64Array>(&batch, "throttle_reasons").map_err(err)?;
+        .map_err(|e| err(&e))?;
+        let thr = column::<UInt64Array>(&batch, "throttle_reasons").map_err(|e| err(&e))?;
         // Files written before llem kept the average power apart have no such column.
         let avg = column::<Float64Array>(&batch, "power_avg_w").ok();
         for i in 0..batch.num_rows() {

@@ -18,11 +18,37 @@ pub fn emit(m: &CellMessage) {
     let _ = out.flush();
 }
 
+/// Why a cell cannot read the spec its runner wrote.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        /// The spec file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a cell spec (another version of llem wrote it, or it is damaged).
+    #[error("{} is not a cell spec: {source}", .path.display())]
+    NotASpec {
+        /// The spec file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
 /// Reads the cell spec the runner wrote.
-pub fn read_spec(path: &Path) -> Result<CellSpec, String> {
-    let text = llem_config::files::read_record_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a cell spec: {e}", path.display()))
+pub fn read_spec(path: &Path) -> Result<CellSpec, SpecError> {
+    let text = llem_config::files::read_record_string(path).map_err(|source| SpecError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| SpecError::NotASpec {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// When the runner dies (even by SIGKILL) the cell must not live on as an orphan holding the

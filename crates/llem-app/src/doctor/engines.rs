@@ -8,6 +8,7 @@ use llem_engines::registry::default_image;
 use llem_engines::registry::local_program;
 
 use super::{Line, probe};
+use crate::ProbeError;
 
 /// `vllm --version` imports torch: seconds on a cold cache.
 const VERSION_LIMIT: Duration = Duration::from_secs(60);
@@ -18,27 +19,27 @@ fn package(module: &str) -> &str {
 }
 
 /// The version a program or Python package reports, or why none.
-fn version(program: &str, args: &[&str]) -> Result<String, String> {
+fn version(program: &str, args: &[&str]) -> Result<String, ProbeError> {
     let p = probe::run(program, args, VERSION_LIMIT)?;
     let out = format!("{}\n{}", p.stdout, p.stderr);
     if p.success {
         Ok(probe::first_line(&out).to_string())
     } else {
         // A Python traceback ends with the error itself.
-        Err(probe::last_line(&p.stderr).to_string())
+        Err(ProbeError::Said(probe::last_line(&p.stderr).to_string()))
     }
 }
 
 /// The version of `engine`'s locally installed server, `None` when it has none or it is not
 /// installed (with why).
-pub fn server_version(engine: Engine, python: &str) -> Option<Result<String, String>> {
+pub fn server_version(engine: Engine, python: &str) -> Option<Result<String, ProbeError>> {
     Some(match local_program(engine)? {
         LocalProgram::Cli(argv) => {
             let program = argv.first()?;
             match llem_engines::which(program) {
                 Some(path) => version(&path.display().to_string(), &["--version"])
                     .map(|v| format!("{v} ({})", path.display())),
-                None => Err(format!("`{program}` is not on PATH")),
+                None => Err(ProbeError::NotOnPath(program.to_string())),
             }
         }
         LocalProgram::PythonModule(m) => {
@@ -48,18 +49,18 @@ pub fn server_version(engine: Engine, python: &str) -> Option<Result<String, Str
                 &["-c", &format!("import {top}; print({top}.__version__)")],
             )
             .map(|v| format!("{top} {v} ({python})"))
-            .map_err(|e| format!("`{python}` cannot import {top}: {e}"))
+            .map_err(|e| ProbeError::CannotImport {
+                python: python.to_string(),
+                package: top.to_string(),
+                source: Box::new(e),
+            })
         }
         LocalProgram::LlamaServer => {
             let explicit = std::env::var_os("LLEM_LLAMA_SERVER").map(std::path::PathBuf::from);
             match llem_engines::serving::find_llama_server(explicit.as_ref()) {
                 Some(path) => version(&path.display().to_string(), &["--version"])
                     .map(|v| format!("{v} ({})", path.display())),
-                None => Err(
-                    "llama-server is not on PATH, in LLEM_LLAMA_SERVER or in llem's \
-                             tool cache"
-                        .into(),
-                ),
+                None => Err(ProbeError::NoLlamaServer),
             }
         }
     })
@@ -156,9 +157,10 @@ impl Docker {
                     .map(|o| o.keys().cloned().collect())
                     .unwrap_or_default())
             } else {
-                Err(probe::first_line(&p.stderr).to_string())
+                Err(ProbeError::Said(probe::first_line(&p.stderr).to_string()))
             }
-        });
+        })
+        .map_err(|e| e.to_string());
         Docker {
             cli: Some(cli),
             daemon,

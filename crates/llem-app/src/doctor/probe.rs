@@ -5,6 +5,8 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::ProbeError;
+
 /// What a probe printed.
 pub struct Probed {
     /// Exit status 0.
@@ -16,14 +18,17 @@ pub struct Probed {
 }
 
 /// Runs `program args`, killed after `limit`; `Err` says why it did not run to the end.
-pub fn run(program: &str, args: &[&str], limit: Duration) -> Result<Probed, String> {
+pub fn run(program: &str, args: &[&str], limit: Duration) -> Result<Probed, ProbeError> {
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+        .map_err(|source| ProbeError::Spawn {
+            program: program.to_string(),
+            source,
+        })?;
     // Readers on threads: a chatty program must not block on a full pipe while we wait.
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
@@ -49,13 +54,17 @@ pub fn run(program: &str, args: &[&str], limit: Duration) -> Result<Probed, Stri
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "`{program} {}` did not answer within {} s",
-                    args.join(" "),
-                    limit.as_secs()
-                ));
+                return Err(ProbeError::TimedOut {
+                    command: format!("{program} {}", args.join(" ")),
+                    limit_s: limit.as_secs(),
+                });
             }
-            Err(e) => return Err(format!("`{program}`: {e}")),
+            Err(source) => {
+                return Err(ProbeError::Wait {
+                    program: program.to_string(),
+                    source,
+                });
+            }
         }
     };
     Ok(Probed {

@@ -33,7 +33,7 @@ pub fn run(args: &CellArgs) -> i32 {
     llem_app::logging::init(1);
     let spec = match read_spec(&args.spec) {
         Ok(s) => s,
-        Err(e) => return fail("SpecError", e, exit::CONFIG),
+        Err(e) => return fail("SpecError", e.to_string(), exit::CONFIG),
     };
     // SIGTERM from the runner (timeout, Ctrl-C) stops at the next decode step; a second one
     // exits at once. SIGINT likewise, for a cell run by hand.
