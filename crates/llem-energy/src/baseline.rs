@@ -16,6 +16,7 @@ use std::time::Duration;
 use llem_config::{BaselineConfig, BaselineStrategy};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{BaselineError, MeterError};
 use crate::telemetry::WindowEnergy;
 
 /// Longest spot check of the validated strategy.
@@ -145,8 +146,8 @@ fn load(path: &Path) -> Option<BaselineRecord> {
     serde_json::from_slice(&llem_config::files::read_record(path).ok()?).ok()
 }
 
-fn save(path: &Path, r: &BaselineRecord) -> Result<(), String> {
-    llem_results::write_json_atomic(path, r).map_err(|e| e.to_string())
+fn save(path: &Path, r: &BaselineRecord) -> Result<(), BaselineError> {
+    Ok(llem_results::write_json_atomic(path, r)?)
 }
 
 /// Obtains the baseline for `config`, measuring with `measure(duration)` when needed.
@@ -155,14 +156,14 @@ pub fn obtain(
     identity: &BaselineIdentity,
     cache_dir: &Path,
     now_unix_s: f64,
-    measure: &mut dyn FnMut(Duration) -> Result<BaselineRecord, String>,
-) -> Result<BaselineOutcome, String> {
+    measure: &mut dyn FnMut(Duration) -> Result<BaselineRecord, BaselineError>,
+) -> Result<BaselineOutcome, BaselineError> {
     let duration = Duration::from_secs_f64(config.duration_seconds);
     let path = identity.cache_path(cache_dir);
-    let fresh = |measure: &mut dyn FnMut(Duration) -> Result<BaselineRecord, String>,
+    let fresh = |measure: &mut dyn FnMut(Duration) -> Result<BaselineRecord, BaselineError>,
                  origin: BaselineOrigin,
                  spot_check: Option<(f64, f64)>|
-     -> Result<BaselineOutcome, String> {
+     -> Result<BaselineOutcome, BaselineError> {
         let record = measure(duration)?;
         save(&path, &record)?;
         Ok(BaselineOutcome {
@@ -233,14 +234,20 @@ pub fn obtain_with_sensors(
     sensors: Vec<Box<dyn crate::Sensor>>,
     meter: crate::MeterConfig,
     epoch: std::time::Instant,
-    wait: &mut dyn FnMut(Duration) -> Result<(), String>,
-) -> (Result<BaselineOutcome, String>, Vec<Box<dyn crate::Sensor>>) {
+    wait: &mut dyn FnMut(Duration) -> Result<(), BaselineError>,
+) -> (
+    Result<BaselineOutcome, BaselineError>,
+    Vec<Box<dyn crate::Sensor>>,
+) {
     let mut held = Some(sensors);
-    let mut idle = |duration: Duration| -> Result<BaselineRecord, String> {
-        let s = held.take().ok_or("sensors lost")?;
-        let m = crate::Meter::start(s, meter, epoch).map_err(|e| e.to_string())?;
+    let mut idle = |duration: Duration| -> Result<BaselineRecord, BaselineError> {
+        // Held between measurements: a meter that failed to start took them with it.
+        let s = held
+            .take()
+            .ok_or_else(|| MeterError::SamplerDied("the sensors were lost".into()))?;
+        let m = crate::Meter::start(s, meter, epoch)?;
         let waited = wait(duration);
-        let (t, back) = m.finish().map_err(|e| e.to_string())?;
+        let (t, back) = m.finish()?;
         held = Some(back);
         waited?;
         Ok(BaselineRecord::from_window(
@@ -304,7 +311,7 @@ mod tests {
         powers: Vec<f64>,
         now: f64,
     ) -> (
-        impl FnMut(Duration) -> Result<BaselineRecord, String>,
+        impl FnMut(Duration) -> Result<BaselineRecord, BaselineError>,
         std::rc::Rc<std::cell::RefCell<Vec<Duration>>>,
     ) {
         let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));

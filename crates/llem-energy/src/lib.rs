@@ -8,6 +8,7 @@
 
 pub mod baseline;
 pub mod curve;
+mod error;
 mod meter;
 mod quality;
 pub mod scope;
@@ -22,6 +23,7 @@ pub mod update_period;
 mod value_file;
 
 pub use curve::EnergyCurve;
+pub use error::{Absent, BaselineError, GpuError, MeterError, SensorError, Unavailable};
 pub use meter::{Meter, MeterConfig, TickSummary};
 pub use scope::{EnergyScope, ScopedEnergy, scoped};
 pub use select::{SensorEnv, select};

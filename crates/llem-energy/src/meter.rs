@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use crate::error::MeterError;
 use crate::sensor::Sensor;
 use crate::telemetry::{SamplerStats, Series, Telemetry};
 
@@ -31,33 +32,6 @@ impl Default for MeterConfig {
             update_period_budget: Duration::from_millis(300),
         }
     }
-}
-
-/// The meter cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum MeterError {
-    /// The interval is zero.
-    #[error("the sampling interval must be positive")]
-    ZeroInterval,
-    /// The interval would let a wrapping counter wrap twice between reads.
-    #[error(
-        "a {interval:?} interval is too long for {domain}, whose counter needs a read at least every {max:?}"
-    )]
-    IntervalTooLong {
-        /// Requested interval.
-        interval: Duration,
-        /// The domain.
-        domain: String,
-        /// Longest safe interval.
-        max: Duration,
-    },
-    /// The thread could not be started.
-    #[error("cannot start the sampler thread: {0}")]
-    Spawn(std::io::Error),
-    /// The sampler thread died (a sensor panicked): its samples are lost, so the window
-    /// has no energy.
-    #[error("the energy sampler died: {0}")]
-    SamplerDied(String),
 }
 
 /// CPU time the calling thread has used, s (the sampler's own cost, reported with results).

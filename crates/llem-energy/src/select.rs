@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use llem_config::EnergySampler;
 use serde::Serialize;
 
+use crate::error::Absent;
+pub use crate::error::Unavailable;
 use crate::sensor::Sensor;
 use crate::sensors::estimate::{self, CpuEstimate, DramEstimate};
 use crate::sensors::nvml::{self, NvmlMode};
@@ -64,64 +66,52 @@ pub struct Selection {
     pub notes: Vec<String>,
 }
 
-/// A sampler that cannot run here.
-#[derive(Debug, thiserror::Error)]
-#[error("energy sampler `{sampler}` is not available: {reason}")]
-pub struct Unavailable {
-    /// The sampler.
-    pub sampler: EnergySampler,
-    /// Why.
-    pub reason: String,
-}
-
 fn boxed<S: Sensor + 'static>(v: Vec<S>) -> Vec<Box<dyn Sensor>> {
     v.into_iter()
         .map(|s| Box::new(s) as Box<dyn Sensor>)
         .collect()
 }
 
-fn nvml_sensors(env: &SensorEnv, mode: NvmlMode) -> Result<Vec<Box<dyn Sensor>>, String> {
+fn nvml_sensors(env: &SensorEnv, mode: NvmlMode) -> Result<Vec<Box<dyn Sensor>>, Absent> {
     if !env.nvml {
-        return Err("NVML disabled".into());
+        return Err(Absent::NvmlDisabled);
     }
     let sensors = nvml::discover(mode, env.cuda_visible_devices.as_deref())?;
     if sensors.is_empty() {
-        return Err("NVML found no visible GPUs".into());
+        return Err(Absent::NoVisibleGpus);
     }
     Ok(boxed(sensors))
 }
 
-fn amd_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, String> {
-    let s = amdgpu::discover(&env.sysfs_root).map_err(|e| e.to_string())?;
+fn amd_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, Absent> {
+    let s = amdgpu::discover(&env.sysfs_root)?;
     if s.is_empty() {
-        return Err(format!(
-            "no amdgpu hwmon under {}",
-            env.sysfs_root.join("class/drm").display()
-        ));
+        return Err(Absent::NoAmdgpu(env.sysfs_root.join("class/drm")));
     }
     Ok(boxed(s))
 }
 
-fn rapl_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, String> {
-    rapl::discover(&env.powercap_root)
-        .map(boxed)
-        .map_err(|e| e.to_string())
+fn rapl_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, Absent> {
+    Ok(boxed(rapl::discover(&env.powercap_root)?))
 }
 
-fn estimate_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, String> {
+fn estimate_sensors(env: &SensorEnv) -> Result<Vec<Box<dyn Sensor>>, Absent> {
     let tdp = estimate::tdp(
         env.cpu_tdp_w,
         &estimate::cpu_model(&env.proc_root),
         estimate::logical_cpus(),
     );
-    let cpu = CpuEstimate::open(&env.proc_root, &tdp).map_err(|e| e.to_string())?;
-    let dram = DramEstimate::open(&env.proc_root).map_err(|e| e.to_string())?;
+    let cpu = CpuEstimate::open(&env.proc_root, &tdp)?;
+    let dram = DramEstimate::open(&env.proc_root)?;
     Ok(vec![Box::new(cpu), Box::new(dram)])
 }
 
 /// Opens the sensors of `sampler`.
 pub fn select(sampler: EnergySampler, env: &SensorEnv) -> Result<Selection, Unavailable> {
-    let fail = |reason: String| Unavailable { sampler, reason };
+    let fail = |reason: Absent| Unavailable {
+        sampler,
+        reason: reason.to_string(),
+    };
     let mut notes = Vec::new();
     let sensors = match sampler {
         EnergySampler::Nvml => nvml_sensors(env, NvmlMode::PowerOnly).map_err(fail)?,
@@ -175,7 +165,7 @@ pub struct FamilyReport {
 
 /// Probes every family (for `llem config`).
 pub fn inventory(env: &SensorEnv) -> Vec<FamilyReport> {
-    let describe = |r: Result<Vec<Box<dyn Sensor>>, String>, sampler: &'static str| match r {
+    let describe = |r: Result<Vec<Box<dyn Sensor>>, Absent>, sampler: &'static str| match r {
         Ok(sensors) => FamilyReport {
             sampler,
             found: sensors
@@ -201,7 +191,7 @@ pub fn inventory(env: &SensorEnv) -> Vec<FamilyReport> {
         Err(reason) => FamilyReport {
             sampler,
             found: Vec::new(),
-            unavailable: Some(reason),
+            unavailable: Some(reason.to_string()),
         },
     };
     vec![

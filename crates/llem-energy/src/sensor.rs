@@ -1,8 +1,8 @@
 //! What a sensor is: one energy domain, read on demand.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::error::SensorError;
 use serde::Serialize;
 
 /// The kind of device an energy domain is.
@@ -103,38 +103,6 @@ pub struct Reading {
     pub mem_util_pct: Option<f64>,
     /// Clock throttle reasons (NVML bitmask).
     pub throttle_reasons: Option<u64>,
-}
-
-/// A sensor could not be read.
-#[derive(Debug, thiserror::Error)]
-pub enum SensorError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A file is readable only by root (RAPL since Linux 5.10).
-    #[error("cannot read {path}: permission denied. {hint}")]
-    PermissionDenied {
-        /// The file.
-        path: PathBuf,
-        /// How to fix it.
-        hint: String,
-    },
-    /// A file held something else than a number.
-    #[error("{path}: expected a number, found {text:?}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What it held.
-        text: String,
-    },
-    /// An NVML call failed.
-    #[error("NVML: {0}")]
-    Nvml(String),
 }
 
 /// One energy domain, read on demand by the sampler thread.

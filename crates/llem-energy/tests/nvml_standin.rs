@@ -98,13 +98,15 @@ fn gpus_are_found_by_index_and_uuid_and_mig_is_refused() {
     assert_eq!(gpus[0].persistence, Some(false));
 
     // The whole fleet includes the MIG board: refused with the way out, not measured.
-    let err = nvml::gpus(&nvml, None).unwrap_err();
+    let err = nvml::gpus(&nvml, None).unwrap_err().to_string();
     assert!(
         err.contains("GPU 2 (GPU-cccc-3333) is in MIG mode"),
         "{err}"
     );
     assert!(err.contains("-mig 0"), "{err}");
-    let err = nvml::gpus(&nvml, Some("MIG-GPU-cccc-3333/1/0")).unwrap_err();
+    let err = nvml::gpus(&nvml, Some("MIG-GPU-cccc-3333/1/0"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("MIG instance"), "{err}");
 
     // Device locks name physical GPUs: NVML indices, in CUDA order.
@@ -134,7 +136,7 @@ fn no_driver_is_a_reason_not_a_crash() {
         return;
     }
     let err = nvml::init().unwrap_err();
-    assert_eq!(err, "the NVIDIA kernel driver is not loaded");
+    assert_eq!(err.to_string(), "the NVIDIA kernel driver is not loaded");
     let err = llem_energy::select(EnergySampler::Nvml, &env(None))
         .err()
         .unwrap()

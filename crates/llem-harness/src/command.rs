@@ -171,7 +171,7 @@ fn baseline(
         },
     );
     *sensors = back;
-    let o = got.map_err(CommandError::Baseline)?;
+    let o = got.map_err(|e| CommandError::Baseline(e.to_string()))?;
     if o.origin != BaselineOrigin::Fresh {
         notes.push(format!(
             "baseline {:.2} W, {} ({:.0} s old)",

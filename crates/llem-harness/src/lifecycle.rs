@@ -291,11 +291,13 @@ fn baseline_phase(
             ..meter_cfg
         },
         epoch,
-        &mut |d| countdown(d, &req.cancel, progress).map_err(|e| e.to_string()),
+        &mut |d| {
+            countdown(d, &req.cancel, progress).map_err(|_| llem_energy::BaselineError::Cancelled)
+        },
     );
     set.sensors = back;
     check_cancel(&req.cancel)?;
-    let outcome = got.map_err(HarnessError::Energy)?;
+    let outcome = got.map_err(|e| HarnessError::Energy(e.to_string()))?;
     progress.event(Event::Finish {
         phase: Phase::Baseline,
         summary: format!(

@@ -12,7 +12,7 @@ pub struct Facts {
     /// Per sensor family: what it found, or why it found nothing.
     pub families: Vec<llem_energy::select::FamilyReport>,
     /// The NVIDIA GPUs, or why there are none.
-    pub gpus: Result<Vec<GpuState>, String>,
+    pub gpus: Result<Vec<GpuState>, llem_energy::GpuError>,
 }
 
 impl Facts {

@@ -33,15 +33,11 @@ pub struct GpuState {
 }
 
 /// Every GPU NVML sees (not narrowed by `CUDA_VISIBLE_DEVICES`: the doctor looks at the host).
-pub fn gpu_states(nvml: &Nvml) -> Result<Vec<GpuState>, String> {
-    let count = nvml
-        .device_count()
-        .map_err(|e| format!("NVML: cannot count GPUs: {e}"))?;
+pub fn gpu_states(nvml: &Nvml) -> Result<Vec<GpuState>, crate::GpuError> {
+    let count = nvml.device_count().map_err(crate::GpuError::Nvml)?;
     let mut out = Vec::new();
     for i in 0..count {
-        let dev = nvml
-            .device_by_index(i)
-            .map_err(|e| format!("NVML: GPU {i}: {e}"))?;
+        let dev = nvml.device_by_index(i).map_err(crate::GpuError::Nvml)?;
         let watts = |mw: Result<u32, _>| mw.ok().map(|v: u32| f64::from(v) / 1000.0);
         out.push(GpuState {
             nvml_index: i,

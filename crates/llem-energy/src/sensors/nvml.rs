@@ -15,6 +15,8 @@
 
 use std::sync::Arc;
 
+use crate::GpuError;
+
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
@@ -54,50 +56,34 @@ pub struct NvmlGpu {
     pub persistence: Option<bool>,
 }
 
-fn describe(e: &NvmlError) -> String {
-    match e {
-        NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => {
-            "no NVIDIA driver (libnvidia-ml.so.1 not found)".into()
-        }
-        NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".into(),
-        NvmlError::NoPermission => "no permission to query the NVIDIA driver".into(),
-        other => format!("NVML: {other}"),
-    }
-}
-
 fn nvml_err(e: NvmlError) -> SensorError {
     SensorError::Nvml(e.to_string())
 }
 
 /// Loads NVML; the error says why it is unavailable.
-pub fn init() -> Result<Arc<Nvml>, String> {
-    Nvml::init().map(Arc::new).map_err(|e| describe(&e))
+pub fn init() -> Result<Arc<Nvml>, GpuError> {
+    Nvml::init().map(Arc::new).map_err(GpuError::Nvml)
 }
 
 /// Resolves `CUDA_VISIBLE_DEVICES` against NVML's GPUs `(nvml index, uuid)`: the NVML
 /// indices of the visible GPUs, in CUDA order. Unset means all, in NVML order; empty means
 /// none.
-pub fn visible_devices(spec: Option<&str>, gpus: &[(u32, String)]) -> Result<Vec<u32>, String> {
+pub fn visible_devices(spec: Option<&str>, gpus: &[(u32, String)]) -> Result<Vec<u32>, GpuError> {
     let Some(spec) = spec else {
         return Ok(gpus.iter().map(|(i, _)| *i).collect());
     };
     let mut out: Vec<u32> = Vec::new();
     for entry in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if entry.starts_with("MIG-") {
-            return Err(format!(
-                "CUDA_VISIBLE_DEVICES names MIG instance {entry}: NVML reports energy for the \
-                 whole GPU, not per MIG instance, so llem cannot attribute it; measure whole GPUs"
-            ));
+            return Err(GpuError::MigInstance(entry.to_string()));
         }
         let index = if let Ok(i) = entry.parse::<u32>() {
             gpus.iter()
                 .find(|(n, _)| *n == i)
                 .map(|(n, _)| *n)
-                .ok_or_else(|| {
-                    format!(
-                        "CUDA_VISIBLE_DEVICES names GPU {i}, but NVML sees {} GPUs",
-                        gpus.len()
-                    )
+                .ok_or(GpuError::NoSuchIndex {
+                    index: i,
+                    count: gpus.len(),
                 })?
         } else {
             let matches: Vec<u32> = gpus
@@ -107,20 +93,12 @@ pub fn visible_devices(spec: Option<&str>, gpus: &[(u32, String)]) -> Result<Vec
                 .collect();
             match matches.as_slice() {
                 [one] => *one,
-                [] => {
-                    return Err(format!(
-                        "CUDA_VISIBLE_DEVICES names {entry}, which matches no GPU"
-                    ));
-                }
-                _ => {
-                    return Err(format!(
-                        "CUDA_VISIBLE_DEVICES entry {entry} matches several GPUs"
-                    ));
-                }
+                [] => return Err(GpuError::NoSuchUuid(entry.to_string())),
+                _ => return Err(GpuError::Ambiguous(entry.to_string())),
             }
         };
         if out.contains(&index) {
-            return Err(format!("CUDA_VISIBLE_DEVICES names GPU {entry} twice"));
+            return Err(GpuError::Twice(entry.to_string()));
         }
         out.push(index);
     }
@@ -161,24 +139,23 @@ pub fn visible_indices(cuda_visible_devices: Option<&str>) -> Vec<u32> {
 }
 
 /// Lists the visible GPUs with what each supports.
-pub fn gpus(nvml: &Nvml, cuda_visible_devices: Option<&str>) -> Result<Vec<NvmlGpu>, String> {
-    let count = nvml.device_count().map_err(|e| describe(&e))?;
+pub fn gpus(nvml: &Nvml, cuda_visible_devices: Option<&str>) -> Result<Vec<NvmlGpu>, GpuError> {
+    let count = nvml.device_count().map_err(GpuError::Nvml)?;
     let mut all: Vec<(u32, String)> = Vec::new();
     for i in 0..count {
-        let dev = nvml.device_by_index(i).map_err(|e| describe(&e))?;
-        all.push((i, dev.uuid().map_err(|e| describe(&e))?));
+        let dev = nvml.device_by_index(i).map_err(GpuError::Nvml)?;
+        all.push((i, dev.uuid().map_err(GpuError::Nvml)?));
     }
     let visible = visible_devices(cuda_visible_devices, &all)?;
     let mut out = Vec::new();
     for (cuda_index, nvml_index) in visible.into_iter().enumerate() {
-        let dev = nvml.device_by_index(nvml_index).map_err(|e| describe(&e))?;
+        let dev = nvml.device_by_index(nvml_index).map_err(GpuError::Nvml)?;
         let uuid = dev.uuid().unwrap_or_default();
         if dev.mig_mode().is_ok_and(|m| m.current == 1) {
-            return Err(format!(
-                "GPU {nvml_index} ({uuid}) is in MIG mode: NVML reports energy for the whole \
-                 GPU, not per MIG instance, so llem cannot attribute it; disable MIG \
-                 (`nvidia-smi -i {nvml_index} -mig 0`) to measure it"
-            ));
+            return Err(GpuError::MigMode {
+                index: nvml_index,
+                uuid,
+            });
         }
         out.push(NvmlGpu {
             nvml_index,
@@ -213,16 +190,16 @@ impl std::fmt::Debug for NvmlSensor {
 
 impl NvmlSensor {
     /// A sensor for `gpu` in `mode`.
-    pub fn new(nvml: Arc<Nvml>, gpu: NvmlGpu, mode: NvmlMode) -> Result<NvmlSensor, String> {
+    pub fn new(nvml: Arc<Nvml>, gpu: NvmlGpu, mode: NvmlMode) -> Result<NvmlSensor, GpuError> {
         let (use_counter, use_power) = match mode {
             NvmlMode::CounterAndPower => (gpu.counter, true),
             NvmlMode::PowerOnly => (false, true),
             NvmlMode::CounterOnly if gpu.counter => (true, false),
             NvmlMode::CounterOnly => {
-                return Err(format!(
-                    "GPU {} ({}) has no energy counter (it needs Volta or later); use --sampler nvml",
-                    gpu.cuda_index, gpu.name
-                ));
+                return Err(GpuError::NoCounter {
+                    index: gpu.cuda_index,
+                    name: gpu.name,
+                });
             }
         };
         Ok(NvmlSensor {
@@ -330,7 +307,7 @@ impl Sensor for NvmlSensor {
 pub fn discover(
     mode: NvmlMode,
     cuda_visible_devices: Option<&str>,
-) -> Result<Vec<NvmlSensor>, String> {
+) -> Result<Vec<NvmlSensor>, GpuError> {
     let nvml = init()?;
     gpus(&nvml, cuda_visible_devices)?
         .into_iter()
@@ -370,26 +347,31 @@ mod tests {
         assert!(
             visible_devices(Some("MIG-1234"), &fleet())
                 .unwrap_err()
+                .to_string()
                 .contains("MIG")
         );
         assert!(
             visible_devices(Some("7"), &fleet())
                 .unwrap_err()
+                .to_string()
                 .contains("sees 3 GPUs")
         );
         assert!(
             visible_devices(Some("GPU-bbb"), &fleet())
                 .unwrap_err()
+                .to_string()
                 .contains("several")
         );
         assert!(
             visible_devices(Some("GPU-zz"), &fleet())
                 .unwrap_err()
+                .to_string()
                 .contains("matches no GPU")
         );
         assert!(
             visible_devices(Some("1,GPU-bbbb"), &fleet())
                 .unwrap_err()
+                .to_string()
                 .contains("twice")
         );
     }
@@ -398,10 +380,13 @@ mod tests {
     fn absent_driver_is_reported_not_fatal() {
         // This machine has no NVIDIA driver; on one with a driver this lists its GPUs.
         match init() {
-            Err(reason) => assert!(
-                reason.contains("NVIDIA") || reason.contains("NVML"),
-                "{reason}"
-            ),
+            Err(e) => {
+                let reason = e.to_string();
+                assert!(
+                    reason.contains("NVIDIA") || reason.contains("NVML"),
+                    "{reason}"
+                );
+            }
             Ok(nvml) => {
                 let _ = gpus(&nvml, None);
             }

@@ -1,0 +1,178 @@
+//! Why a sensor, the meter, or a sampler cannot do what was asked.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use llem_config::EnergySampler;
+use nvml_wrapper::error::NvmlError;
+
+/// A sensor could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SensorError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A file is readable only by root (RAPL since Linux 5.10).
+    #[error("cannot read {path}: permission denied. {hint}")]
+    PermissionDenied {
+        /// The file.
+        path: PathBuf,
+        /// How to fix it.
+        hint: String,
+    },
+    /// A file held something else than a number.
+    #[error("{path}: expected a number, found {text:?}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What it held.
+        text: String,
+    },
+    /// An NVML call failed.
+    #[error("NVML: {0}")]
+    Nvml(String),
+}
+
+/// The meter cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum MeterError {
+    /// The interval is zero.
+    #[error("the sampling interval must be positive")]
+    ZeroInterval,
+    /// The interval would let a wrapping counter wrap twice between reads.
+    #[error(
+        "a {interval:?} interval is too long for {domain}, whose counter needs a read at least every {max:?}"
+    )]
+    IntervalTooLong {
+        /// Requested interval.
+        interval: Duration,
+        /// The domain.
+        domain: String,
+        /// Longest safe interval.
+        max: Duration,
+    },
+    /// The thread could not be started.
+    #[error("cannot start the sampler thread: {0}")]
+    Spawn(std::io::Error),
+    /// The sampler thread died (a sensor panicked): its samples are lost, so the window
+    /// has no energy.
+    #[error("the energy sampler died: {0}")]
+    SamplerDied(String),
+}
+
+/// A sampler that cannot run here.
+#[derive(Debug, thiserror::Error)]
+#[error("energy sampler `{sampler}` is not available: {reason}")]
+pub struct Unavailable {
+    /// The sampler.
+    pub sampler: EnergySampler,
+    /// Why.
+    pub reason: String,
+}
+
+/// Why NVML cannot give llem the GPUs it should measure.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// NVML itself failed (no driver, no permission, a call refused).
+    #[error("{}", describe_nvml(.0))]
+    Nvml(NvmlError),
+    /// A MIG instance in `CUDA_VISIBLE_DEVICES`.
+    #[error(
+        "CUDA_VISIBLE_DEVICES names MIG instance {0}: NVML reports energy for the whole GPU, not \
+         per MIG instance, so llem cannot attribute it; measure whole GPUs"
+    )]
+    MigInstance(String),
+    /// An index NVML does not have.
+    #[error("CUDA_VISIBLE_DEVICES names GPU {index}, but NVML sees {count} GPUs")]
+    NoSuchIndex {
+        /// The index given.
+        index: u32,
+        /// How many GPUs NVML sees.
+        count: usize,
+    },
+    /// A UUID (prefix) that matches no GPU.
+    #[error("CUDA_VISIBLE_DEVICES names {0}, which matches no GPU")]
+    NoSuchUuid(String),
+    /// A UUID prefix that matches more than one GPU.
+    #[error("CUDA_VISIBLE_DEVICES entry {0} matches several GPUs")]
+    Ambiguous(String),
+    /// One GPU named twice.
+    #[error("CUDA_VISIBLE_DEVICES names GPU {0} twice")]
+    Twice(String),
+    /// A GPU in MIG mode.
+    #[error(
+        "GPU {index} ({uuid}) is in MIG mode: NVML reports energy for the whole GPU, not per MIG \
+         instance, so llem cannot attribute it; disable MIG (`nvidia-smi -i {index} -mig 0`) to \
+         measure it"
+    )]
+    MigMode {
+        /// Its NVML index.
+        index: u32,
+        /// Its UUID.
+        uuid: String,
+    },
+    /// The counter-only sampler on a GPU without the counter.
+    #[error(
+        "GPU {index} ({name}) has no energy counter (it needs Volta or later); use --sampler nvml"
+    )]
+    NoCounter {
+        /// Its CUDA index.
+        index: u32,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// NVML's failure in words a user can act on.
+pub(crate) fn describe_nvml(e: &NvmlError) -> String {
+    match e {
+        NvmlError::LibloadingError(_) | NvmlError::LibraryNotFound => {
+            "no NVIDIA driver (libnvidia-ml.so.1 not found)".into()
+        }
+        NvmlError::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".into(),
+        NvmlError::NoPermission => "no permission to query the NVIDIA driver".into(),
+        other => format!("NVML: {other}"),
+    }
+}
+
+/// Why a sensor family has nothing to measure on this machine.
+#[derive(Debug, thiserror::Error)]
+pub enum Absent {
+    /// NVML is switched off (`LLEM_NO_NVML`, tests).
+    #[error("NVML disabled")]
+    NvmlDisabled,
+    /// NVML works but no GPU is visible.
+    #[error("NVML found no visible GPUs")]
+    NoVisibleGpus,
+    /// No amdgpu hwmon directories.
+    #[error("no amdgpu hwmon under {}", .0.display())]
+    NoAmdgpu(PathBuf),
+    /// The GPUs cannot be measured.
+    #[error(transparent)]
+    Gpu(#[from] GpuError),
+    /// A sensor cannot be read.
+    #[error(transparent)]
+    Sensor(#[from] SensorError),
+    /// No RAPL zone is readable.
+    #[error(transparent)]
+    Rapl(#[from] crate::sensors::rapl::RaplUnavailable),
+}
+
+/// Why idle power could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineError {
+    /// The meter could not run.
+    #[error(transparent)]
+    Meter(#[from] MeterError),
+    /// The baseline cache could not be written.
+    #[error(transparent)]
+    Cache(#[from] llem_results::ResultsError),
+    /// The user stopped the idle measurement.
+    #[error("cancelled")]
+    Cancelled,
+}
