@@ -17,6 +17,7 @@ use super::run::{
     all_fields,
 };
 use super::{LoadIssue, RecordsError};
+use crate::RunError;
 use llem_results::parquet_io;
 
 /// `ROOT/runs/llm.parquet`.
@@ -43,7 +44,7 @@ pub fn to_record_batch(
     runs: &[&LlmRun],
     base: Option<&Path>,
     swept: &[String],
-) -> Result<RecordBatch, String> {
+) -> Result<RecordBatch, RunError> {
     let mut fields: Vec<(&str, FieldKind)> = all_fields().collect();
     for p in swept {
         let values: Vec<FieldValue<'_>> = runs.iter().filter_map(|r| r.field(p)).collect();
@@ -87,7 +88,7 @@ pub(crate) fn record_batch<'r, T: 'r>(
     fields: &[(&str, FieldKind)],
     base: Option<&Path>,
     get: impl Fn(&'r T, &str) -> Option<FieldValue<'r>>,
-) -> Result<RecordBatch, String> {
+) -> Result<RecordBatch, RunError> {
     let mut schema = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::new();
     for &(name, kind) in fields {
@@ -133,7 +134,8 @@ pub(crate) fn record_batch<'r, T: 'r>(
         };
         columns.push(col);
     }
-    RecordBatch::try_new(Arc::new(Schema::new(schema)), columns).map_err(|e| e.to_string())
+    RecordBatch::try_new(Arc::new(Schema::new(schema)), columns)
+        .map_err(|e| RunError::Arrow(e.to_string()))
 }
 
 enum FieldText<'a> {
@@ -170,9 +172,9 @@ pub fn write_parquet(
     base: Option<&Path>,
     swept: &[String],
 ) -> Result<(), RecordsError> {
-    let batch = to_record_batch(runs, base, swept).map_err(|message| RecordsError::Invalid {
+    let batch = to_record_batch(runs, base, swept).map_err(|e| RecordsError::Invalid {
         path: path.to_path_buf(),
-        message,
+        message: e.to_string(),
     })?;
     parquet_io::write_batch(path, &batch, &[("llem.records", "llm".to_string())])?;
     Ok(())
@@ -186,7 +188,12 @@ pub(crate) enum Col {
     Bool(Vec<Option<bool>>),
 }
 
-pub(crate) fn read_col(a: &dyn Array, kind: FieldKind) -> Result<Col, String> {
+pub(crate) fn read_col(name: &str, a: &dyn Array, kind: FieldKind) -> Result<Col, RunError> {
+    let wrong = |wanted: &'static str| RunError::ColumnType {
+        name: name.to_string(),
+        found: a.data_type().to_string(),
+        wanted,
+    };
     let any = a.as_any();
     let n = a.len();
     let opt = |i: usize| a.is_valid(i);
@@ -224,7 +231,7 @@ pub(crate) fn read_col(a: &dyn Array, kind: FieldKind) -> Result<Col, String> {
                     .map(|i| opt(i).then(|| x.value(i).to_string()))
                     .collect()
             } else {
-                return Err(format!("is {}, expected a string column", a.data_type()));
+                return Err(wrong("a string"));
             };
             Col::Str(v)
         }
@@ -245,16 +252,16 @@ pub(crate) fn read_col(a: &dyn Array, kind: FieldKind) -> Result<Col, String> {
                         .collect(),
                 )
             } else {
-                return Err(format!("is {}, expected an integer column", a.data_type()));
+                return Err(wrong("an integer"));
             }
         }
-        FieldKind::Float | FieldKind::OptFloat => Col::Float(
-            floats().ok_or_else(|| format!("is {}, expected a float column", a.data_type()))?,
-        ),
+        FieldKind::Float | FieldKind::OptFloat => {
+            Col::Float(floats().ok_or_else(|| wrong("a float"))?)
+        }
         FieldKind::Bool => {
             let x = any
                 .downcast_ref::<BooleanArray>()
-                .ok_or_else(|| format!("is {}, expected a boolean column", a.data_type()))?;
+                .ok_or_else(|| wrong("a boolean"))?;
             Col::Bool((0..n).map(|i| opt(i).then(|| x.value(i))).collect())
         }
     })
@@ -271,19 +278,16 @@ impl Table {
         batch: &RecordBatch,
         required: &[(&'static str, FieldKind)],
         optional: &[(&'static str, FieldKind)],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, RunError> {
         let mut cols = Vec::new();
         for (name, kind) in required.iter().chain(optional) {
             let Some(a) = batch.column_by_name(name) else {
                 if required.iter().any(|(n, _)| n == name) {
-                    return Err(format!("missing column {name}"));
+                    return Err(RunError::MissingColumn((*name).to_string()));
                 }
                 continue;
             };
-            cols.push((
-                *name,
-                read_col(a.as_ref(), *kind).map_err(|e| format!("column {name} {e}"))?,
-            ));
+            cols.push((*name, read_col(name, a.as_ref(), *kind)?));
         }
         Ok(Self { cols })
     }
@@ -348,8 +352,8 @@ pub fn read_parquet(
     for batch in reader {
         let batch = batch.map_err(|e| invalid(e.to_string()))?;
         let required: Vec<_> = LLM_FIELDS.iter().chain(PATH_FIELDS).copied().collect();
-        let t = Table::read(&batch, &required, EXTRA_FIELDS).map_err(invalid)?;
-        let swept = swept_columns(&batch).map_err(invalid)?;
+        let t = Table::read(&batch, &required, EXTRA_FIELDS).map_err(|e| invalid(e.to_string()))?;
+        let swept = swept_columns(&batch).map_err(|e| invalid(e.to_string()))?;
         for i in 0..batch.num_rows() {
             match row(&t, i, base) {
                 Ok(mut r) => {
@@ -365,7 +369,7 @@ pub fn read_parquet(
 }
 
 /// The columns an export wrote for swept configuration paths (`decoder.preset`), read back.
-fn swept_columns(batch: &RecordBatch) -> Result<Vec<(String, Col)>, String> {
+fn swept_columns(batch: &RecordBatch) -> Result<Vec<(String, Col)>, RunError> {
     let schema = batch.schema();
     let mut out = Vec::new();
     for (f, a) in schema.fields().iter().zip(batch.columns()) {
@@ -379,7 +383,7 @@ fn swept_columns(batch: &RecordBatch) -> Result<Vec<(String, Col)>, String> {
             DataType::Float64 | DataType::Float32 => FieldKind::OptFloat,
             _ => FieldKind::OptStr,
         };
-        out.push((name.clone(), read_col(a.as_ref(), kind)?));
+        out.push((name.clone(), read_col(name, a.as_ref(), kind)?));
     }
     Ok(out)
 }
@@ -415,8 +419,8 @@ fn swept_config(swept: &[(String, Col)], i: usize) -> Option<Arc<serde_json::Val
     Some(Arc::new(root))
 }
 
-fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
-    let req_i = |n: &str| t.i(n, i).ok_or_else(|| format!("{n} is null"));
+fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, RunError> {
+    let req_i = |n: &str| t.i(n, i).ok_or_else(|| RunError::Null(n.to_string()));
     let s = |n: &str| t.s(n, i).unwrap_or_default();
     Ok(LlmRun {
         domain: s("domain"),
@@ -452,7 +456,9 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, String> {
         p95_itl_ms: t.fl("p95_itl_ms", i),
         p99_itl_ms: t.fl("p99_itl_ms", i),
         avg_batch_size: t.f("avg_batch_size", i),
-        is_stable: t.b("is_stable", i).ok_or("is_stable is null")?,
+        is_stable: t
+            .b("is_stable", i)
+            .ok_or_else(|| RunError::Null("is_stable".into()))?,
         unstable_reason: s("unstable_reason"),
         results_path: resolve(t.s("results_path", i), base),
         prometheus_path: resolve(t.s("prometheus_path", i), base),
@@ -510,7 +516,8 @@ impl crate::Runs {
     /// column per configuration path the runs differ in).
     pub fn to_record_batch(&self) -> Result<arrow_array::RecordBatch, RecordsError> {
         let v: Vec<&crate::LlmRun> = self.iter().collect();
-        to_record_batch(&v, None, &self.swept_paths()).map_err(RecordsError::Usage)
+        to_record_batch(&v, None, &self.swept_paths())
+            .map_err(|e| RecordsError::Usage(e.to_string()))
     }
 
     /// Writes `runs/llm.parquet`-style Parquet; paths relative to `base` when given.

@@ -185,10 +185,11 @@ fn as_int(x: Option<f64>) -> Option<i64> {
     x.filter(|v| v.is_finite()).map(|v| v as i64)
 }
 
-fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String> {
+fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, crate::RunError> {
+    use crate::RunError;
+    let bytes = llem_config::files::read_record(file).map_err(|e| RunError::Read(e.to_string()))?;
     let raw: RawDiffusion =
-        serde_json::from_slice(&llem_config::files::read_record(file).map_err(|e| e.to_string())?)
-            .map_err(|e| format!("results.json: {e}"))?;
+        serde_json::from_slice(&bytes).map_err(|e| RunError::file("results.json", e))?;
     let kv: BTreeMap<&str, &str> = p
         .run_config
         .split('+')
@@ -197,14 +198,16 @@ fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String>
     let int = |k: &str| kv.get(k).and_then(|v| raw_names::python_int(v));
     let batch = int("batch")
         .or(as_int(raw.batch_size.0))
-        .ok_or("no batch size (run name `batch-N` or results.batch_size)")?;
+        .ok_or(RunError::Unusable(
+            "no batch size (run name `batch-N` or results.batch_size)",
+        ))?;
     let uly = int("uly").or(as_int(raw.ulysses_degree.0));
     let ring = int("ring").or(as_int(raw.ring_degree.0));
     let (height, width) = kv
         .get("size")
         .and_then(|s| s.split_once('x'))
         .and_then(|(h, w)| Some((raw_names::python_int(h)?, raw_names::python_int(w)?)))
-        .ok_or("no size-HxW in the run directory name")?;
+        .ok_or(RunError::Unusable("no size-HxW in the run directory name"))?;
     let mut energies = Vec::new();
     let mut times = Vec::new();
     for it in &raw.iteration_energy_measurements {
@@ -219,7 +222,9 @@ fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String>
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     if times.is_empty() {
-        return Err("no iteration_energy_measurements with a positive time".into());
+        return Err(RunError::Unusable(
+            "no iteration_energy_measurements with a positive time",
+        ));
     }
     let (e, t) = (mean(&energies), mean(&times));
     let model_id = format!("{}/{}", p.org, p.model);
@@ -230,9 +235,9 @@ fn build(file: &Path, p: &DPath, cfg_dir: &Path) -> Result<DiffusionRun, String>
         .join("model_info.json");
     let info: serde_json::Value = serde_json::from_slice(
         &llem_config::files::read_record(&info_path)
-            .map_err(|e| format!("{}: {e}", info_path.display()))?,
+            .map_err(|e| RunError::file(info_path.display().to_string(), e))?,
     )
-    .map_err(|e| format!("{}: {e}", info_path.display()))?;
+    .map_err(|e| RunError::file(info_path.display().to_string(), e))?;
     let m = raw_names::model_facts(&info, &model_id, &p.model)?;
     let weight_precision = info
         .get("weight_precision")
@@ -300,7 +305,7 @@ pub fn load_raw(
     for ((f, _), b) in cands.iter().zip(built) {
         match b {
             Ok(r) => runs.push(r),
-            Err(e) => issues.push(LoadIssue::new(f, e)),
+            Err(e) => issues.push(LoadIssue::new(f, e.to_string())),
         }
     }
     runs.sort_by(|a, b| {
@@ -321,12 +326,13 @@ pub fn write_parquet(
     path: &Path,
     base: Option<&Path>,
 ) -> Result<(), RecordsError> {
-    let batch = compiled::record_batch(runs, DIFFUSION_FIELDS, base, |r, n| r.field(n)).map_err(
-        |message| RecordsError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        },
-    )?;
+    let batch =
+        compiled::record_batch(runs, DIFFUSION_FIELDS, base, |r, n| r.field(n)).map_err(|e| {
+            RecordsError::Invalid {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            }
+        })?;
     parquet_io::write_batch(path, &batch, &[("llem.records", "diffusion".to_string())])?;
     Ok(())
 }
@@ -345,12 +351,12 @@ pub fn read_parquet(path: &Path, base: Option<&Path>) -> Result<Vec<DiffusionRun
             .copied()
             .filter(|(n, _)| *n != "use_torch_compile")
             .collect();
-        let t = compiled::Table::read(&batch, &req, &[]).map_err(invalid)?;
+        let t = compiled::Table::read(&batch, &req, &[]).map_err(|e| invalid(e.to_string()))?;
         // `use_torch_compile` is a boolean in pandas-written files and text in ours.
         let tc: Vec<Option<bool>> = match batch.column_by_name("use_torch_compile") {
-            Some(a) => match compiled::read_col(a.as_ref(), FieldKind::Bool) {
+            Some(a) => match compiled::read_col("use_torch_compile", a.as_ref(), FieldKind::Bool) {
                 Ok(compiled::Col::Bool(v)) => v,
-                _ => match compiled::read_col(a.as_ref(), FieldKind::OptStr) {
+                _ => match compiled::read_col("use_torch_compile", a.as_ref(), FieldKind::OptStr) {
                     Ok(compiled::Col::Str(v)) => {
                         v.into_iter().map(|s| s.map(|s| s == "true")).collect()
                     }

@@ -35,7 +35,7 @@ use serde_json::Value;
 
 pub use diffusion::DiffusionRun;
 pub use diffusion_runs::{DiffusionGroup, DiffusionRuns};
-pub use error::RecordsError;
+pub use error::{RecordsError, RunError};
 pub use load::{Loaded, load_any};
 pub use run::{FieldKind, FieldValue, LlmRun, RunSource};
 pub use runs::Runs;

@@ -13,7 +13,7 @@ use super::itl;
 use super::raw_tree::{default_workers, parallel_map, sort_runs};
 use super::run::{self, LlemFields, LlmRun, RunSource};
 use super::stability::{self, RunFacts};
-use super::{LoadIssue, RecordsError};
+use super::{LoadIssue, RecordsError, RunError};
 use llem_results::layout;
 use llem_results::result::ExperimentResult;
 
@@ -60,16 +60,16 @@ enum Read {
     },
 }
 
-fn read_any(path: &Path) -> Result<Read, String> {
-    let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
+fn read_any(path: &Path) -> Result<Read, RunError> {
+    let bytes = llem_config::files::read_record(path).map_err(|e| RunError::Read(e.to_string()))?;
     if !super::llem07::is_bundle(&bytes) {
         return read_cell(path, &bytes).map(|c| Read::Llem(Box::new(c)));
     }
-    let v: Value = serde_json::from_slice(&bytes).map_err(|e| format!("result.json: {e}"))?;
-    let sidecar = |name: &str| -> Result<Value, String> {
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| RunError::file("result.json", e))?;
+    let sidecar = |name: &str| -> Result<Value, RunError> {
         let p = path.with_file_name(name);
-        let b = llem_config::files::read_record(&p).map_err(|e| format!("{name}: {e}"))?;
-        serde_json::from_slice(&b).map_err(|e| format!("{name}: {e}"))
+        let b = llem_config::files::read_record(&p).map_err(|e| RunError::file(name, e))?;
+        serde_json::from_slice(&b).map_err(|e| RunError::file(name, e))
     };
     Ok(Read::Llem07 {
         result: v,
@@ -85,16 +85,13 @@ struct Cell {
     requests: Option<(usize, Vec<Vec<f64>>)>,
 }
 
-fn read_cell(path: &Path, bytes: &[u8]) -> Result<Cell, String> {
+fn read_cell(path: &Path, bytes: &[u8]) -> Result<Cell, RunError> {
     let mut result: ExperimentResult =
-        serde_json::from_slice(bytes).map_err(|e| format!("result.json: {e}"))?;
+        serde_json::from_slice(bytes).map_err(|e| RunError::file("result.json", e))?;
     // Not loaded, and said: an impossible figure would enter every mean and frontier.
     let impossible = result.impossible_values();
     if !impossible.is_empty() {
-        return Err(format!(
-            "result.json holds impossible values ({}): not loaded",
-            impossible.join(", ")
-        ));
+        return Err(RunError::Impossible(impossible));
     }
     // The result's own copy first (moved, not copied: the view keeps one); results from
     // before it had one have the sibling file.
@@ -107,7 +104,8 @@ fn read_cell(path: &Path, bytes: &[u8]) -> Result<Cell, String> {
     };
     let req_path = path.with_file_name(layout::REQUESTS);
     let requests = if req_path.exists() {
-        let recs = llem_results::requests::read_requests(&req_path).map_err(|e| e.to_string())?;
+        let recs = llem_results::requests::read_requests(&req_path)
+            .map_err(|e| RunError::Read(e.to_string()))?;
         let ok: Vec<_> = recs.into_iter().filter(|r| r.success).collect();
         let n = ok.len();
         Some((n, ok.into_iter().map(|r| r.token_times_s).collect()))
@@ -401,7 +399,7 @@ pub fn load_found(
                     (study, cycle),
                 ));
             }
-            Err(e) => issues.push(LoadIssue::new(p, e)),
+            Err(e) => issues.push(LoadIssue::new(p, e.to_string())),
         }
     }
     let facts: Vec<RunFacts> = views.iter().map(|(_, f)| f.clone()).collect();

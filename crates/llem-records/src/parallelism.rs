@@ -47,11 +47,15 @@ fn int(n: &Node) -> Option<i64> {
 
 /// Derives the degrees from the file's text for a run on `num_gpus` GPUs. Errors say what
 /// is wrong with the file.
-pub fn from_monolithic_config(text: &str, num_gpus: i64) -> Result<Parallelism, String> {
-    let root = yaml::parse(text, SourceId(0))
-        .map_err(|e| format!("line {}: {}", e.span.line, e.message))?;
+pub fn from_monolithic_config(text: &str, num_gpus: i64) -> Result<Parallelism, crate::RunError> {
+    let root = yaml::parse(text, SourceId(0)).map_err(|e| crate::RunError::Yaml {
+        line: e.span.line,
+        message: e.message,
+    })?;
     let NodeKind::Map(map) = &root.kind else {
-        return Err("monolithic.config.yaml is not a mapping".into());
+        return Err(crate::RunError::Unusable(
+            "monolithic.config.yaml is not a mapping",
+        ));
     };
     let ep_on = map.get("enable-expert-parallel").is_some_and(truthy);
     let expert = if ep_on {

@@ -74,13 +74,18 @@ pub struct ModelFacts {
 
 /// Derives the model fields from `model_info.json` for `org/model` (`model_dir` is the
 /// model path component, the default nickname). Errors name what is wrong.
-pub fn model_facts(info: &Value, model_id: &str, model_dir: &str) -> Result<ModelFacts, String> {
-    let obj = info
-        .as_object()
-        .ok_or("model_info.json is not a JSON object")?;
+pub fn model_facts(
+    info: &Value,
+    model_id: &str,
+    model_dir: &str,
+) -> Result<ModelFacts, crate::RunError> {
+    let obj = info.as_object().ok_or(crate::RunError::Unusable(
+        "model_info.json is not a JSON object",
+    ))?;
     let number = |k: &str| obj.get(k).and_then(crate::raw_number);
-    let total = number("total_parameters_billion")
-        .ok_or("model_info.json has no numeric total_parameters_billion")?;
+    let total = number("total_parameters_billion").ok_or(crate::RunError::Unusable(
+        "model_info.json has no numeric total_parameters_billion",
+    ))?;
     let active = number("active_parameters_billion").unwrap_or(total);
     let text = |k: &str| {
         obj.get(k)
@@ -185,6 +190,7 @@ mod tests {
         assert!(
             model_facts(&json!({"nickname": "x"}), "a/b", "b")
                 .unwrap_err()
+                .to_string()
                 .contains("total_parameters_billion")
         );
     }

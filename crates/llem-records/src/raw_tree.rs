@@ -13,6 +13,7 @@ use super::raw_names::{self, ModelFacts, RunConfigName};
 use super::run::{self, LlemFields, LlmRun, RunSource};
 use super::stability::{self, RunFacts};
 use super::{LoadIssue, RecordsError};
+use crate::RunError;
 
 /// Tasks the benchmark defines (used only to describe a tree; any task name is accepted).
 pub const KNOWN_TASKS: &[&str] = &[
@@ -71,9 +72,10 @@ impl RunPath {
     }
 
     /// The facts of `model_info.json` in the model's config directory.
-    pub(super) fn model_facts(&self, configs: &Path) -> Result<ModelFacts, String> {
+    pub(super) fn model_facts(&self, configs: &Path) -> Result<ModelFacts, RunError> {
         let f = self.model_config_dir(configs).join("model_info.json");
-        let v: serde_json::Value = read_json(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let v: serde_json::Value =
+            read_json(&f).map_err(|e| RunError::file(f.display().to_string(), e))?;
         raw_names::model_facts(&v, &self.model_id(), &self.model)
     }
 }
@@ -313,15 +315,15 @@ fn discover(root: &Path, tasks: Option<&BTreeSet<String>>) -> Vec<Candidate> {
 
 /// What the parallel pass reads from one run's files.
 struct Parsed {
-    results: Result<RawResults, String>,
+    results: Result<RawResults, RunError>,
     /// `Ok(None)`: no file; `Err`: a file that is not JSON.
-    prometheus: Result<Option<RawPrometheus>, String>,
+    prometheus: Result<Option<RawPrometheus>, RunError>,
     itl: Option<ItlStats>,
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, String> {
-    let bytes = llem_config::files::read_record(path).map_err(|e| e.to_string())?;
-    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, RunError> {
+    let bytes = llem_config::files::read_record(path).map_err(|e| RunError::Read(e.to_string()))?;
+    serde_json::from_slice(&bytes).map_err(|e| RunError::Read(e.to_string()))
 }
 
 /// Pooled smoothed ITLs of successful requests; `None` when a successful request has an
@@ -392,18 +394,16 @@ pub(crate) fn default_workers() -> usize {
 #[derive(Default)]
 struct ConfigCache {
     dir: Option<PathBuf>,
-    models: HashMap<(String, String), Result<ModelFacts, String>>,
-    servers: HashMap<(String, String, String), Result<String, String>>,
+    models: HashMap<(String, String), Result<ModelFacts, RunError>>,
+    servers: HashMap<(String, String, String), Result<String, RunError>>,
 }
 
 impl ConfigCache {
-    fn dir(&self) -> Result<PathBuf, String> {
-        self.dir
-            .clone()
-            .ok_or_else(|| "no config directory (configs/vllm) was found or given".into())
+    fn dir(&self) -> Result<PathBuf, RunError> {
+        self.dir.clone().ok_or(RunError::NoConfigDir)
     }
 
-    fn model(&mut self, p: &RunPath) -> Result<ModelFacts, String> {
+    fn model(&mut self, p: &RunPath) -> Result<ModelFacts, RunError> {
         let dir = self.dir()?;
         let key = (p.task.clone(), p.model_id());
         self.models
@@ -412,7 +412,7 @@ impl ConfigCache {
             .clone()
     }
 
-    fn parallelism(&mut self, p: &RunPath, num_gpus: i64) -> Result<Parallelism, String> {
+    fn parallelism(&mut self, p: &RunPath, num_gpus: i64) -> Result<Parallelism, RunError> {
         let dir = self.dir()?;
         let key = (p.task.clone(), p.model_id(), p.gpu_sku.clone());
         let text = self
@@ -424,11 +424,11 @@ impl ConfigCache {
                     .join(&p.gpu_sku)
                     .join("monolithic.config.yaml");
                 llem_config::files::read_record_string(&f)
-                    .map_err(|e| format!("{}: {e}", f.display()))
+                    .map_err(|e| RunError::file(f.display().to_string(), e))
             })
             .clone()?;
         parallelism::from_monolithic_config(&text, num_gpus)
-            .map_err(|e| format!("monolithic.config.yaml: {e}"))
+            .map_err(|e| RunError::file("monolithic.config.yaml", e))
     }
 }
 
@@ -491,7 +491,7 @@ pub fn load_raw(roots: &[PathBuf], opts: &RawOptions) -> Result<RawLoad, Records
             gpu_model: c.path.gpu_sku.to_uppercase(),
             num_gpus,
             max_num_seqs: cfg.max_num_seqs,
-            load_error: p.results.as_ref().err().cloned(),
+            load_error: p.results.as_ref().err().map(ToString::to_string),
             steady_state_duration_s: p
                 .results
                 .as_ref()
@@ -521,7 +521,7 @@ pub fn load_raw(roots: &[PathBuf], opts: &RawOptions) -> Result<RawLoad, Records
                 r.unstable_reason = verdict.unstable_reason;
                 runs.push(r);
             }
-            Err(reason) => issues.push(LoadIssue::new(&c.results, reason)),
+            Err(reason) => issues.push(LoadIssue::new(&c.results, reason.to_string())),
         }
     }
     sort_runs(&mut runs);
@@ -544,26 +544,28 @@ fn build(
     cfg: &RunConfigName,
     f: &RunFacts,
     configs: &mut ConfigCache,
-) -> Result<LlmRun, String> {
+) -> Result<LlmRun, RunError> {
     let r = p
         .results
         .as_ref()
-        .map_err(|e| format!("results.json: {e}"))?;
+        .map_err(|e| RunError::file("results.json", e))?;
     if let Err(e) = &p.prometheus {
-        return Err(format!("prometheus.json: {e}"));
+        return Err(RunError::file("prometheus.json", e));
     }
     let d = r
         .steady_state_duration
         .0
         .filter(|d| *d > 0.0)
-        .ok_or("steady_state_duration missing or not positive")?;
+        .ok_or(RunError::Unusable(
+            "steady_state_duration missing or not positive",
+        ))?;
     let e_total = r
         .steady_state_energy
         .0
-        .ok_or("steady_state_energy missing")?;
-    let e = r
-        .energy_per_token()
-        .ok_or("steady_state_energy_per_token and energy_per_token_joules both missing")?;
+        .ok_or(RunError::Unusable("steady_state_energy missing"))?;
+    let e = r.energy_per_token().ok_or(RunError::Unusable(
+        "steady_state_energy_per_token and energy_per_token_joules both missing",
+    ))?;
     let derived = run::derive(
         e_total,
         d,
@@ -572,12 +574,14 @@ fn build(
         r.completed.0,
         r.total_output_tokens.0,
     )
-    .ok_or("energy per token <= 0 and no output_throughput to fall back on")?;
+    .ok_or(RunError::Unusable(
+        "energy per token <= 0 and no output_throughput to fall back on",
+    ))?;
     let model = configs.model(&c.path)?;
     let par = configs.parallelism(&c.path, f.num_gpus)?;
-    let itl = p
-        .itl
-        .ok_or("no usable inter-token latency in any successful request")?;
+    let itl = p.itl.ok_or(RunError::Unusable(
+        "no usable inter-token latency in any successful request",
+    ))?;
     let prom = c.results.with_file_name("prometheus.json");
     Ok(LlmRun {
         domain: "llm".into(),

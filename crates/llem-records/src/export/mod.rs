@@ -103,7 +103,7 @@ impl Table for DiffusionRuns {
     fn record_batch(&self) -> Result<(arrow_array::RecordBatch, &'static str), RecordsError> {
         let v: Vec<&DiffusionRun> = self.iter().collect();
         let batch = super::compiled::record_batch(&v, DIFFUSION_FIELDS, None, |r, n| r.field(n))
-            .map_err(RecordsError::Usage)?;
+            .map_err(|e| RecordsError::Usage(e.to_string()))?;
         Ok((batch, "diffusion"))
     }
 }
