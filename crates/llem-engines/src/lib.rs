@@ -13,6 +13,7 @@
 pub mod assets;
 mod engine;
 pub mod engine_log;
+mod error;
 mod launch;
 pub mod llamacpp;
 pub mod memory;
@@ -28,5 +29,6 @@ pub use engine::{
     ContextPlan, Engine, EngineError, EngineInfo, EngineMemory, ModelInfo, RequestSink, RunSummary,
     Session, Step, StepKind,
 };
+pub use error::LaunchError;
 pub use launch::which;
 pub use workload::{Prompt, Workload};

@@ -251,7 +251,7 @@ pub fn check_runnable(
         }
         Runtime::Server => {
             let opts = ServeOptions::new(assets_dir.to_path_buf());
-            crate::serving::check_launchable(cfg, &opts)?;
+            crate::serving::check_launchable(cfg, &opts).map_err(|e| e.to_string())?;
             // Only a server that reads model files (llama-server) is handed one; the others
             // load what `model` names.
             let reads_files =

@@ -8,6 +8,7 @@ use serde_json::Value;
 use llem_config::ExperimentConfig;
 
 use super::engines::{Listen, LocalProgram, ServerSpec};
+use crate::LaunchError;
 
 /// How one config field is written on the command line.
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +36,7 @@ pub(crate) enum Flag {
 /// table there), the table's, and `extra` (flags `config` cannot reach, such as LoRA's).
 /// A configuration that does not build is a bug its test shows as no command-line flags.
 pub(crate) fn cli_flags(
-    args: fn(&ExperimentConfig, &Listen<'_>) -> Result<super::engines::ServerArgs, String>,
+    args: fn(&ExperimentConfig, &Listen<'_>) -> Result<super::engines::ServerArgs, LaunchError>,
     config: Value,
     table: &[(&str, Flag)],
     extra: &[&str],
@@ -46,7 +47,7 @@ pub(crate) fn cli_flags(
         port: 8080,
     };
     let mut out: Vec<String> = serde_json::from_value::<ExperimentConfig>(config)
-        .map_err(|e| e.to_string())
+        .map_err(LaunchError::from)
         .and_then(|cfg| args(&cfg, &listen))
         .map(|a| {
             a.args
@@ -109,7 +110,7 @@ pub fn command_line(
     host: &str,
     port: u16,
     python: &str,
-) -> Result<CommandLine, String> {
+) -> Result<CommandLine, LaunchError> {
     let model_s = match model {
         ModelArg::Name(n) => n.clone(),
         ModelArg::File(p) => p.display().to_string(),
@@ -146,10 +147,10 @@ pub fn command_line(
     Ok(cl)
 }
 
-pub(crate) fn to_value<T: serde::Serialize>(section: Option<&T>) -> Result<Value, String> {
+pub(crate) fn to_value<T: serde::Serialize>(section: Option<&T>) -> Result<Value, LaunchError> {
     match section {
         None => Ok(Value::Null),
-        Some(s) => serde_json::to_value(s).map_err(|e| e.to_string()),
+        Some(s) => Ok(serde_json::to_value(s)?),
     }
 }
 
@@ -160,7 +161,7 @@ pub(crate) fn append(
     section: Value,
     table: &[(&str, Flag)],
     extra: &mut Option<Value>,
-) -> Result<(), String> {
+) -> Result<(), LaunchError> {
     let Value::Object(fields) = section else {
         return Ok(());
     };
@@ -169,10 +170,10 @@ pub(crate) fn append(
             continue;
         }
         let Some((_, flag)) = table.iter().find(|(k, _)| *k == key) else {
-            return Err(format!(
-                "{path}.{key} has no command-line flag in llem's table for this engine; \
-                 remove it or pass the flag through passthrough_kwargs"
-            ));
+            return Err(LaunchError::NoFlag {
+                path: path.to_string(),
+                key,
+            });
         };
         let scalar = |v: &Value| match v {
             Value::String(s) => s.clone(),

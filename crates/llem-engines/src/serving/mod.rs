@@ -174,7 +174,7 @@ impl ServerEngine {
                 cfg.engine, cfg.engine
             ))
         })?;
-        check_launchable(cfg, &opts).map_err(EngineError::Config)?;
+        check_launchable(cfg, &opts).map_err(|e| EngineError::Config(e.to_string()))?;
         // The architecture for FLOPs: from the GGUF llama-server loads, or a config.json.
         let (model, notes) = match crate::model_config::describe(
             &cfg.model,

@@ -10,6 +10,7 @@ use llem_config::{ExperimentConfig, RunnerSpec};
 use super::ServeOptions;
 use super::engines::{LocalProgram, ServerSpec};
 use super::flags::{self, ModelArg};
+use crate::LaunchError;
 use crate::engine::EngineError;
 use crate::launch::{self, ServerProcess};
 
@@ -30,22 +31,16 @@ pub fn find_llama_server(explicit: Option<&PathBuf>) -> Option<PathBuf> {
 
 /// Checks, without starting anything, that `cfg`'s server can be started here: its CLI (or
 /// `docker`) is installed. `Ok` for external URLs.
-pub fn check_launchable(cfg: &ExperimentConfig, opts: &ServeOptions) -> Result<(), String> {
+pub fn check_launchable(cfg: &ExperimentConfig, opts: &ServeOptions) -> Result<(), LaunchError> {
     let spec = crate::registry::server(cfg.engine);
     match (cfg.runner(), spec) {
         (Some(RunnerSpec::External { .. }), _) => Ok(()),
-        (None, _) => Err(format!(
-            "engine `{}` needs a server URL: runners: {{{}: \"external:http://host:port\"}}",
-            cfg.engine, cfg.engine
-        )),
-        (Some(RunnerSpec::Embedded), _) => Err(format!("engine `{}` is not a server", cfg.engine)),
-        (Some(_), None) => Err(format!("engine `{}` has no local server", cfg.engine)),
-        (Some(RunnerSpec::Docker { .. }), Some(_)) => {
-            launch::which("docker").map(|_| ()).ok_or_else(|| {
-                "runner docker: `docker` is not on PATH (install Docker, or use runner local)"
-                    .into()
-            })
-        }
+        (None, _) => Err(LaunchError::NeedsUrl(cfg.engine)),
+        (Some(RunnerSpec::Embedded), _) => Err(LaunchError::NotAServer(cfg.engine)),
+        (Some(_), None) => Err(LaunchError::NoLocalServer(cfg.engine)),
+        (Some(RunnerSpec::Docker { .. }), Some(_)) => launch::which("docker")
+            .map(|_| ())
+            .ok_or(LaunchError::NoDocker),
         (Some(RunnerSpec::Local), Some(spec)) => local_program_exists(cfg, spec, opts),
     }
 }
@@ -54,28 +49,26 @@ fn local_program_exists(
     cfg: &ExperimentConfig,
     spec: &ServerSpec,
     opts: &ServeOptions,
-) -> Result<(), String> {
+) -> Result<(), LaunchError> {
     let program = match spec.local {
         LocalProgram::Cli(argv) => argv.first().copied().unwrap_or_default().to_string(),
         LocalProgram::PythonModule(_) => opts.python.clone(),
         LocalProgram::LlamaServer => {
             return find_llama_server(opts.llama_server.as_ref())
                 .map(|_| ())
-                .ok_or_else(|| {
-                    format!(
-                        "runner local for {} needs `llama-server`: not on PATH, not in \
-                         LLEM_LLAMA_SERVER, not in llem's tool cache ({})",
-                        cfg.engine, spec.install_hint
-                    )
+                .ok_or(LaunchError::NoLlamaServer {
+                    engine: cfg.engine,
+                    hint: spec.install_hint,
                 });
         }
     };
-    launch::which(&program).map(|_| ()).ok_or_else(|| {
-        format!(
-            "runner local for {}: `{program}` is not on PATH ({})",
-            cfg.engine, spec.install_hint
-        )
-    })
+    launch::which(&program)
+        .map(|_| ())
+        .ok_or(LaunchError::NotInstalled {
+            engine: cfg.engine,
+            program,
+            hint: spec.install_hint,
+        })
 }
 
 /// A server process that was started, not yet healthy.
@@ -157,7 +150,7 @@ fn local_argv(
     opts: &ServeOptions,
 ) -> Result<Vec<String>, EngineError> {
     let cl = flags::command_line(spec, cfg, model, "127.0.0.1", port, &opts.python)
-        .map_err(EngineError::Config)?;
+        .map_err(|e| EngineError::Config(e.to_string()))?;
     let mut argv = cl.program.clone();
     if matches!(spec.local, LocalProgram::LlamaServer)
         && let Some(p) = find_llama_server(opts.llama_server.as_ref())
@@ -206,7 +199,7 @@ fn docker_argv(
     }
     let inner = spec.container_port;
     let cl = flags::command_line(spec, cfg, &model, "0.0.0.0", inner, "python3")
-        .map_err(EngineError::Config)?;
+        .map_err(|e| EngineError::Config(e.to_string()))?;
     let name = format!("llem-{}-{}-{}", cfg.engine, std::process::id(), port);
     let cache = launch::hf_cache(opts.model_cache_dir.as_ref());
     let mut argv = launch::docker_run(
@@ -313,7 +306,7 @@ mod tests {
         let opts = ServeOptions::new(std::env::temp_dir());
         let v = cfg(json!({"model": "m", "engine": "vllm", "runners": {"vllm": "local"}}));
         if launch::which("vllm").is_none() {
-            let e = check_launchable(&v, &opts).unwrap_err();
+            let e = check_launchable(&v, &opts).unwrap_err().to_string();
             assert!(
                 e.contains("`vllm` is not on PATH") && e.contains("pip install vllm"),
                 "{e}"

@@ -47,14 +47,14 @@ pub(crate) fn cli_flags() -> Vec<String> {
     crate::serving::flags::cli_flags(args, every_option, &[], &[])
 }
 
-fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
     if l.batching_strategy != llem_config::BatchingStrategy::Static {
-        return Err(format!(
+        return Err(crate::LaunchError::Refused(format!(
             "llamacpp.batching_strategy `{}` applies to the embedded engine only; llama-server \
              batches continuously (set traffic: to shape the load)",
             l.batching_strategy
-        ));
+        )));
     }
     // llama-server's context is shared by its slots, as llamacpp.n_ctx is: the same total
     // the embedded engine would allocate.
@@ -93,14 +93,17 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
         args.extend(["--load-mode".into(), "none".into()]);
     }
     if let Some(lora) = cfg.lora.as_deref() {
-        let path = super::adapter_path(cfg)
-            .ok_or("llama-server applies `lora.adapter_path` (a GGUF adapter) only")?;
+        let path = super::adapter_path(cfg).ok_or_else(|| {
+            crate::LaunchError::Refused(
+                "llama-server applies `lora.adapter_path` (a GGUF adapter) only".into(),
+            )
+        })?;
         // `--lora-scaled` splits its value at `,` and `:`.
         if path.contains([',', ':']) {
-            return Err(format!(
+            return Err(crate::LaunchError::Refused(format!(
                 "llama-server cannot take the LoRA adapter path {path}: its `--lora-scaled` \
                  splits at `,` and `:`; move the adapter to a path without them"
-            ));
+            )));
         }
         args.extend(["--lora-scaled".into(), format!("{path}:{}", lora.scale)]);
     }
@@ -131,6 +134,11 @@ mod tests {
             "lora": {"adapter_path": "/a/b:c.gguf"}
         }))
         .unwrap();
-        assert!(args(&bad, &listen).unwrap_err().contains("splits at"));
+        assert!(
+            args(&bad, &listen)
+                .unwrap_err()
+                .to_string()
+                .contains("splits at")
+        );
     }
 }

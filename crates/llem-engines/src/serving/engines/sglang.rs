@@ -76,7 +76,7 @@ const FLAGS: &[(&str, Flag)] = &[
     ),
 ];
 
-fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec!["--model-path".into(), at.model.into()];
     args.extend(["--host".into(), at.host.into()]);
     args.extend(["--port".into(), at.port.to_string()]);

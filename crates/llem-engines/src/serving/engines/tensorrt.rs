@@ -47,7 +47,7 @@ const FLAGS: &[(&str, Flag)] = &[
     ("sampling", Request),
 ];
 
-fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec![at.model.into(), "--host".into(), at.host.into()];
     args.extend(["--port".into(), at.port.to_string()]);
     let mut extra = None;

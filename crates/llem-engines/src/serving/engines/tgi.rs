@@ -51,7 +51,7 @@ const FLAGS: &[(&str, Flag)] = &[
     ("speculate", Val("--speculate")),
 ];
 
-fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec!["--model-id".into(), at.model.into()];
     args.extend(["--hostname".into(), at.host.into()]);
     args.extend(["--port".into(), at.port.to_string()]);

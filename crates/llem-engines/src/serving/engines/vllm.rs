@@ -55,7 +55,7 @@ const LORA_RANKS: &[u32] = &[1, 8, 16, 32, 64, 128, 256, 320, 512];
 
 /// vLLM's LoRA flags: the adapter under [`LORA_NAME`], and a maximum rank that admits it
 /// (vLLM's default, 16, refuses a larger adapter at the first request).
-fn lora_args(cfg: &ExperimentConfig) -> Result<Vec<String>, String> {
+fn lora_args(cfg: &ExperimentConfig) -> Result<Vec<String>, crate::LaunchError> {
     let Some(path) = super::adapter_path(cfg) else {
         return Ok(Vec::new());
     };
@@ -75,7 +75,11 @@ fn lora_args(cfg: &ExperimentConfig) -> Result<Vec<String>, String> {
             .iter()
             .copied()
             .find(|m| *m >= r)
-            .ok_or_else(|| format!("the LoRA adapter's rank {r} is above vLLM's largest, 512"))?;
+            .ok_or_else(|| {
+                crate::LaunchError::Refused(format!(
+                    "the LoRA adapter's rank {r} is above vLLM's largest, 512"
+                ))
+            })?;
         out.extend(["--max-lora-rank".into(), max.to_string()]);
     }
     Ok(out)
@@ -138,7 +142,7 @@ fn batch_limit(cfg: &ExperimentConfig) -> Option<u32> {
         .and_then(|e| e.max_num_seqs)
 }
 
-fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, String> {
+fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec![at.model.into(), "--host".into(), at.host.into()];
     args.extend(["--port".into(), at.port.to_string()]);
     args.extend(["--seed".into(), cfg.random_seed.to_string()]);
@@ -194,7 +198,8 @@ mod tests {
             FLAGS,
             &mut None,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("vllm.engine.bogus"), "{e}");
     }
 

@@ -1,0 +1,57 @@
+//! Why a server cannot be started for a configuration: its flags cannot be built, or its
+//! program is not here.
+
+/// A configuration a server cannot be started with, or a server that cannot be started here.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A field set in the configuration that llem's flag table for the engine lacks.
+    #[error(
+        "{path}.{key} has no command-line flag in llem's table for this engine; remove it or \
+         pass the flag through passthrough_kwargs"
+    )]
+    NoFlag {
+        /// The section (`vllm.engine`).
+        path: String,
+        /// The field.
+        key: String,
+    },
+    /// A section that does not serialise to flags (a bug of its types).
+    #[error(transparent)]
+    Serialise(#[from] serde_json::Error),
+    /// A setting this engine's server cannot honour; the message names it and the way out.
+    #[error("{0}")]
+    Refused(String),
+    /// The engine runs only at a URL someone else serves.
+    #[error("engine `{0}` needs a server URL: runners: {{{0}: \"external:http://host:port\"}}")]
+    NeedsUrl(llem_config::Engine),
+    /// The engine is embedded, not a server.
+    #[error("engine `{0}` is not a server")]
+    NotAServer(llem_config::Engine),
+    /// The engine has no server llem can start.
+    #[error("engine `{0}` has no local server")]
+    NoLocalServer(llem_config::Engine),
+    /// `docker` is not installed.
+    #[error("runner docker: `docker` is not on PATH (install Docker, or use runner local)")]
+    NoDocker,
+    /// The server's program is not installed.
+    #[error("runner local for {engine}: `{program}` is not on PATH ({hint})")]
+    NotInstalled {
+        /// The engine.
+        engine: llem_config::Engine,
+        /// The program looked for.
+        program: String,
+        /// How to install it.
+        hint: &'static str,
+    },
+    /// No llama-server anywhere llem looks.
+    #[error(
+        "runner local for {engine} needs `llama-server`: not on PATH, not in \
+         LLEM_LLAMA_SERVER, not in llem's tool cache ({hint})"
+    )]
+    NoLlamaServer {
+        /// The engine.
+        engine: llem_config::Engine,
+        /// How to get it.
+        hint: &'static str,
+    },
+}
