@@ -55,3 +55,57 @@ pub enum LaunchError {
         hint: &'static str,
     },
 }
+
+/// A traffic plan whose send times cannot be drawn.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum TrafficError {
+    /// A timed arrival process without a positive rate.
+    #[error("traffic.arrival {0} needs traffic.rate_qps > 0")]
+    NoRate(llem_config::Arrival),
+    /// Gamma arrivals without a positive burstiness.
+    #[error("traffic.arrival gamma needs traffic.burstiness > 0 (1 = Poisson)")]
+    NoBurstiness,
+    /// A send time past the longest schedule (or not a number).
+    #[error(
+        "traffic: request {index} would be sent {at_s:?} s after the start (rate_qps \
+         {rate_qps:?}, burstiness {burstiness:?}); llem sends schedules of at most {max_s} s"
+    )]
+    TooLate {
+        /// The request.
+        index: usize,
+        /// When it would be sent, s.
+        at_s: f64,
+        /// The rate, requests/s.
+        rate_qps: f64,
+        /// The coefficient of variation of the gaps.
+        burstiness: f64,
+        /// The longest schedule, s.
+        max_s: f64,
+    },
+}
+
+/// A stream chunk that is not JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("unreadable stream chunk ({source}): {start}")]
+pub struct ChunkError {
+    /// Why it does not parse.
+    pub source: serde_json::Error,
+    /// Its first 200 bytes, as text.
+    pub start: String,
+}
+
+/// A ShareGPT file that is not one.
+#[derive(Debug, thiserror::Error)]
+pub enum ShareGptError {
+    /// Not a JSON array.
+    #[error("not a ShareGPT file: expected a JSON array of conversations")]
+    NotAnArray,
+    /// A conversation that is not valid JSON.
+    #[error("invalid record near byte {at}: {source}")]
+    Record {
+        /// Where, from the file's start.
+        at: usize,
+        /// Why.
+        source: serde_json::Error,
+    },
+}

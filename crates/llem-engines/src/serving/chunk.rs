@@ -30,15 +30,14 @@ pub struct ChunkInfo {
 }
 
 /// Parses one `data:` payload. `[DONE]` is `Ok(None)`.
-pub fn parse(data: &[u8]) -> Result<Option<ChunkInfo>, String> {
+pub fn parse(data: &[u8]) -> Result<Option<ChunkInfo>, crate::ChunkError> {
     if data == b"[DONE]" {
         return Ok(None);
     }
-    let raw: RawChunk = serde_json::from_slice(data).map_err(|e| {
-        format!(
-            "unreadable stream chunk ({e}): {}",
-            String::from_utf8_lossy(data.get(..data.len().min(200)).unwrap_or_default())
-        )
+    let raw: RawChunk = serde_json::from_slice(data).map_err(|source| crate::ChunkError {
+        source,
+        start: String::from_utf8_lossy(data.get(..data.len().min(200)).unwrap_or_default())
+            .into_owned(),
     })?;
     let has_choice = raw.choices.is_some();
     let c = raw.choices.unwrap_or_default();

@@ -481,7 +481,7 @@ async fn stream(
                 true
             }
             Err(e) => {
-                failure = Some(e);
+                failure = Some(e.to_string());
                 false
             }
         }

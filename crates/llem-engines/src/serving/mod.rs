@@ -97,6 +97,8 @@ pub(crate) struct CacheReset {
 }
 
 /// A request outside the workload that failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 struct CallFailure {
     /// Why.
     message: String,
@@ -259,14 +261,12 @@ impl ServerEngine {
         })
     }
 
-    fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+    fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), CallFailure> {
         self.call(reqwest::Method::GET, path, timeout)
-            .map_err(|f| f.message)
     }
 
-    fn post(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+    fn post(&self, path: &str, timeout: Duration) -> Result<(u16, String), CallFailure> {
         self.call(reqwest::Method::POST, path, timeout)
-            .map_err(|f| f.message)
     }
 
     /// One request to the server outside the workload: its status and body.
@@ -379,7 +379,7 @@ impl ServerEngine {
                 "HTTP {code} {}",
                 body.trim().chars().take(200).collect::<String>()
             ))),
-            Err(e) => Err(fail(e)),
+            Err(e) => Err(fail(e.message)),
         }
     }
 
@@ -390,7 +390,9 @@ impl ServerEngine {
                 "the server did not list its slots for the prefix-cache reset (GET /slots): {why}"
             ))
         };
-        let (code, body) = self.get("/slots", Duration::from_secs(30)).map_err(fail)?;
+        let (code, body) = self
+            .get("/slots", Duration::from_secs(30))
+            .map_err(|f| fail(f.message))?;
         if code != 200 {
             return Err(fail(format!(
                 "HTTP {code} {}",

@@ -241,7 +241,9 @@ impl Session for ServerSession<'_> {
             .traffic
             .clone()
             .unwrap_or_else(|| TrafficPlan::all_at_once(requests.len() as u32));
-        let offsets = plan.offsets(requests.len()).map_err(EngineError::Config)?;
+        let offsets = plan
+            .offsets(requests.len())
+            .map_err(|e| EngineError::Config(e.to_string()))?;
         let clock = Clock {
             epoch: Instant::now()
                 .checked_sub(Duration::from_secs_f64(sink.now_s().max(0.0)))

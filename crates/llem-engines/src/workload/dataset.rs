@@ -200,10 +200,10 @@ fn load_sharegpt(
     let bytes = read(path)?;
     // File order needs only the first n conversations; a shuffle draws from all of them.
     let limit = (order != DatasetOrder::Shuffled).then_some(n);
-    let parsed = sharegpt::parse(&bytes, limit).map_err(|message| DatasetError::Invalid {
+    let parsed = sharegpt::parse(&bytes, limit).map_err(|e| DatasetError::Invalid {
         path: path.to_path_buf(),
         line: 1,
-        message,
+        message: e.to_string(),
     })?;
     let mut notes = Vec::new();
     if parsed.truncated {

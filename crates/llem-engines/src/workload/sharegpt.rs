@@ -44,11 +44,11 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// Reads up to `limit` usable conversations (all when `None`).
-pub fn parse(bytes: &[u8], limit: Option<usize>) -> Result<ShareGpt, String> {
+pub fn parse(bytes: &[u8], limit: Option<usize>) -> Result<ShareGpt, crate::ShareGptError> {
     let mut out = ShareGpt::default();
     let mut i = skip_ws(bytes, 0);
     if bytes.get(i) != Some(&b'[') {
-        return Err("not a ShareGPT file: expected a JSON array of conversations".into());
+        return Err(crate::ShareGptError::NotAnArray);
     }
     i += 1;
     loop {
@@ -92,7 +92,7 @@ pub fn parse(bytes: &[u8], limit: Option<usize>) -> Result<ShareGpt, String> {
             }
             Some(Err(e)) => {
                 let at = i + stream.byte_offset();
-                return Err(format!("invalid record near byte {at}: {e}"));
+                return Err(crate::ShareGptError::Record { at, source: e });
             }
             None => {
                 out.truncated = true;

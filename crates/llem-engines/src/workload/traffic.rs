@@ -65,7 +65,7 @@ impl TrafficPlan {
     /// Send offsets in seconds from the start, one per request, non-decreasing. For
     /// `all_at_once` with only a duration (closed loop over time), the schedule is open-ended:
     /// `None`, and the dispatcher keeps sending while the duration lasts.
-    pub fn offsets(&self, n_prompts: usize) -> Result<Option<Vec<f64>>, String> {
+    pub fn offsets(&self, n_prompts: usize) -> Result<Option<Vec<f64>>, crate::TrafficError> {
         let n_cap = self.n_requests.map(|n| n as usize);
         if self.arrival == Arrival::AllAtOnce {
             return Ok(match (n_cap, self.duration_s) {
@@ -77,17 +77,12 @@ impl TrafficPlan {
         let rate = self
             .rate_qps
             .filter(|r| r.is_finite() && *r > 0.0)
-            .ok_or_else(|| {
-                format!(
-                    "traffic.arrival {} needs traffic.rate_qps > 0",
-                    self.arrival
-                )
-            })?;
+            .ok_or(crate::TrafficError::NoRate(self.arrival))?;
         let cv = match self.arrival {
             Arrival::Gamma => self
                 .burstiness
                 .filter(|b| b.is_finite() && *b > 0.0)
-                .ok_or("traffic.arrival gamma needs traffic.burstiness > 0 (1 = Poisson)")?,
+                .ok_or(crate::TrafficError::NoBurstiness)?,
             _ => 1.0,
         };
         let limit = match (n_cap, self.duration_s) {
@@ -125,10 +120,13 @@ impl TrafficPlan {
             .enumerate()
             .find(|(_, t)| t.is_nan() || **t > max_s)
         {
-            return Err(format!(
-                "traffic: request {i} would be sent {bad:?} s after the start (rate_qps {rate:?}, \
-                 burstiness {cv:?}); llem sends schedules of at most {max_s} s"
-            ));
+            return Err(crate::TrafficError::TooLate {
+                index: i,
+                at_s: *bad,
+                rate_qps: rate,
+                burstiness: cv,
+                max_s,
+            });
         }
         Ok(Some(out))
     }
@@ -261,10 +259,16 @@ mod tests {
             rate_qps: None,
             ..p
         };
-        assert!(no_rate.offsets(0).unwrap_err().contains("rate_qps"));
+        assert!(
+            no_rate
+                .offsets(0)
+                .unwrap_err()
+                .to_string()
+                .contains("rate_qps")
+        );
         // Rates and burstiness the plan refuses never reach the dispatcher as send times.
         let glacial = plan(Arrival::Poisson, 1e-300, 3);
-        let e = glacial.offsets(0).unwrap_err();
+        let e = glacial.offsets(0).unwrap_err().to_string();
         assert!(
             e.contains("request 1 would be sent") && e.contains("1e-300"),
             "{e}"
