@@ -58,39 +58,9 @@ pub enum ExecutorChoice {
     Slurm,
 }
 
-/// `sbatch` settings given by the caller; each overrides the file's field of the same name.
-#[derive(Clone, Debug, Default)]
-pub struct SlurmOverrides {
-    /// Partition.
-    pub partition: Option<String>,
-    /// Generic resources per cell (`gpu:1`).
-    pub gres: Option<String>,
-    /// Time limit per cell, in Slurm's syntax.
-    pub time: Option<String>,
-    /// Account to charge.
-    pub account: Option<String>,
-    /// Cells running at once.
-    pub max_parallel: Option<u32>,
-    /// Further sbatch arguments.
-    pub extra: Vec<String>,
-}
-
-impl SlurmOverrides {
-    /// The settings given, by the names the CLI spells them with.
-    pub fn given(&self) -> Vec<&'static str> {
-        [
-            (self.partition.is_some(), "--partition"),
-            (self.gres.is_some(), "--gres"),
-            (self.time.is_some(), "--time"),
-            (self.account.is_some(), "--account"),
-            (self.max_parallel.is_some(), "--max-parallel"),
-            (!self.extra.is_empty(), "--slurm-arg"),
-        ]
-        .into_iter()
-        .filter_map(|(set, name)| set.then_some(name))
-        .collect()
-    }
-}
+/// `sbatch` settings given by the caller; each overrides the file's field of the same name
+/// (the settings a Slurm study records, all unset by default).
+pub use llem_study::slurm::SlurmOptions as SlurmOverrides;
 
 /// How a study runs.
 #[derive(Clone, Debug)]

@@ -34,7 +34,7 @@ pub fn resolve(
                     .into(),
             ));
         }
-        let names = given.given();
+        let names = given_flags(given);
         if !names.is_empty() {
             return Err(AppError::Conflict(format!(
                 "{} only apply to a Slurm study; add --executor slurm (or \
@@ -54,6 +54,21 @@ pub fn resolve(
         max_parallel: given.max_parallel.or(c.max_parallel),
         extra,
     }))
+}
+
+/// The settings given, by the names the CLI spells them with.
+fn given_flags(given: &SlurmOverrides) -> Vec<&'static str> {
+    [
+        (given.partition.is_some(), "--partition"),
+        (given.gres.is_some(), "--gres"),
+        (given.time.is_some(), "--time"),
+        (given.account.is_some(), "--account"),
+        (given.max_parallel.is_some(), "--max-parallel"),
+        (!given.extra.is_empty(), "--slurm-arg"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect()
 }
 
 /// The Slurm settings of the study a resume continues, when it was submitted to Slurm and

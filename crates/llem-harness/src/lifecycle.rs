@@ -536,6 +536,137 @@ fn save_phase(
     })
 }
 
+/// The phases of a run as they happen; their energy is filled in by the assembler, which
+/// knows the headline's devices.
+#[derive(Default)]
+struct Phases(Vec<PhaseSpan>);
+
+impl Phases {
+    fn add(&mut self, phase: &str, start_s: f64, end_s: f64) {
+        self.0.push(PhaseSpan {
+            phase: phase.into(),
+            start_s,
+            end_s,
+            energy_j: None,
+        });
+    }
+}
+
+/// Warmup (fixed or CV-converged), then the steady-device gate when the config asks for it,
+/// whose verdict joins the warmup's record and, when it is not steady, the warnings.
+fn warmup_phase(
+    session: &mut dyn Session,
+    req: &ExperimentRequest<'_>,
+    workload: &Workload,
+    (meter, epoch): (Option<&Meter>, Instant),
+    progress: &mut dyn Progress,
+    warnings: &mut Vec<String>,
+) -> Result<Option<WarmupResult>, HarnessError> {
+    let cfg = req.config;
+    let cancel = req.cancel.as_ref();
+    let mut warmup = crate::warmup::run(session, cfg, workload, epoch, progress, cancel)?;
+    let gate = crate::gate::run(
+        session,
+        cfg,
+        workload,
+        meter,
+        epoch,
+        req.sampling_interval.as_secs_f64(),
+        progress,
+        cancel,
+    )?;
+    if let Some(g) = gate {
+        warnings.extend(crate::gate::warning(&g));
+        if let Some(w) = warmup.as_mut() {
+            w.gate = Some(g);
+        }
+    }
+    Ok(warmup)
+}
+
+/// The difference method (optimum-benchmark's), when `measurement.phase_split` asks for it:
+/// the same prompts again, one output token each, right after the window and under the same
+/// telemetry; its energy is the prefill.
+fn difference_phase(
+    session: &mut dyn Session,
+    cfg: &ExperimentConfig,
+    workload: &Workload,
+    (meter, epoch): (Option<&Meter>, Instant),
+    progress: &mut dyn Progress,
+    cancel: &AtomicBool,
+    phases: &mut Phases,
+) -> Result<Option<assemble::DifferenceRun>, HarnessError> {
+    if !matches!(
+        cfg.measurement.phase_split,
+        Some(PhaseSplit::Difference | PhaseSplit::Both)
+    ) {
+        return Ok(None);
+    }
+    let one = Workload {
+        max_output_tokens: Some(1),
+        ..workload.clone()
+    };
+    let d = measure_phase(
+        session,
+        &one,
+        epoch,
+        progress,
+        (
+            meter,
+            Some("one output token each (phase_split: difference)"),
+        ),
+        cancel,
+    )?;
+    verdict::check_requests(&d.records, cfg.measurement.max_failed_request_fraction)?;
+    phases.add("prefill_only", d.span.0, d.span.1);
+    Ok(Some(assemble::DifferenceRun {
+        span: d.span,
+        output_tokens: d.records.iter().map(|r| u64::from(r.output_tokens)).sum(),
+        requests: d.records.iter().filter(|r| r.success).count(),
+    }))
+}
+
+/// Starts the telemetry over `sensors` (taken), or none when there are none.
+fn start_meter(
+    sensors: &mut Vec<Box<dyn llem_energy::Sensor>>,
+    cfg: MeterConfig,
+    epoch: Instant,
+) -> Result<Option<Meter>, HarnessError> {
+    if sensors.is_empty() {
+        return Ok(None);
+    }
+    Meter::start(std::mem::take(sensors), cfg, epoch)
+        .map(Some)
+        .map_err(|e| HarnessError::Energy(e.to_string()))
+}
+
+/// Stops the telemetry; what it sampled (nothing without a meter).
+fn stop_meter(meter: Option<Meter>) -> Result<Telemetry, HarnessError> {
+    Ok(meter
+        .map(Meter::stop)
+        .transpose()
+        .map_err(|e| HarnessError::Energy(e.to_string()))?
+        .unwrap_or_default())
+}
+
+/// The measurement window of `run` (total, steady state or windowed, as the config says),
+/// refused when it holds nothing to measure.
+fn choose_window(
+    cfg: &ExperimentConfig,
+    run: &MeasuredRun,
+    target: Option<u32>,
+) -> Result<crate::window::Window, HarnessError> {
+    let chosen = crate::window::select(
+        cfg,
+        &run.records,
+        &run.summary.server_metrics,
+        target,
+        run.span,
+    );
+    verdict::check_window(&run.records, &chosen, run.span)?;
+    Ok(chosen)
+}
+
 /// Runs one experiment end to end and writes its artefacts into `req.cell_dir`.
 pub fn run_experiment(
     req: &ExperimentRequest<'_>,
@@ -558,33 +689,16 @@ pub fn run_experiment(
     let baseline_end = epoch.elapsed().as_secs_f64();
     check_cancel(cancel)?;
     // Telemetry from here to the end: the timeseries shows load, warmup and the window.
-    let meter = if set.sensors.is_empty() {
-        None
-    } else {
-        let sensors = std::mem::take(&mut set.sensors);
-        Some(
-            Meter::start(sensors, meter_cfg, epoch)
-                .map_err(|e| HarnessError::Energy(e.to_string()))?,
-        )
-    };
+    let meter = start_meter(&mut set.sensors, meter_cfg, epoch)?;
 
-    let mut phases: Vec<PhaseSpan> = Vec::new();
+    let mut phases = Phases::default();
     let at = || epoch.elapsed().as_secs_f64();
-    let mut span = |phase: &str, start_s: f64, end_s: f64| {
-        phases.push(PhaseSpan {
-            phase: phase.into(),
-            start_s,
-            end_s,
-            // From the telemetry, by the assembler, which knows the headline's devices.
-            energy_j: None,
-        });
-    };
     // A cached baseline took no time and spent nothing on this run.
     if baseline
         .as_ref()
         .is_some_and(|b| b.origin != llem_energy::baseline::BaselineOrigin::Cached)
     {
-        span("baseline", baseline_start, baseline_end);
+        phases.add("baseline", baseline_start, baseline_end);
     }
     let load_start = at();
     let t_load = Instant::now();
@@ -597,29 +711,19 @@ pub fn run_experiment(
 
     let workload = registry::workload(cfg, data.prompts.clone());
     let warmup_start = at();
-    span("load", load_start, warmup_start);
-    let mut warmup_result =
-        crate::warmup::run(session.as_mut(), cfg, &workload, epoch, progress, cancel)?;
-    let gate = crate::gate::run(
+    phases.add("load", load_start, warmup_start);
+    let mut warmup_result = warmup_phase(
         session.as_mut(),
-        cfg,
+        req,
         &workload,
-        meter.as_ref(),
-        epoch,
-        req.sampling_interval.as_secs_f64(),
+        (meter.as_ref(), epoch),
         progress,
-        cancel,
+        &mut warnings,
     )?;
-    if let Some(g) = gate {
-        warnings.extend(crate::gate::warning(&g));
-        if let Some(w) = warmup_result.as_mut() {
-            w.gate = Some(g);
-        }
-    }
     let on_gpu = !set.gpus.is_empty();
     let floor_start = at();
     if warmup_result.is_some() {
-        span("warmup", warmup_start, floor_start);
+        phases.add("warmup", warmup_start, floor_start);
     }
     thermal_floor_phase(
         cfg,
@@ -631,7 +735,7 @@ pub fn run_experiment(
     )?;
     let measure_start = at();
     if measure_start - floor_start > 0.05 {
-        span("thermal_floor", floor_start, measure_start);
+        phases.add("thermal_floor", floor_start, measure_start);
     }
     let run = measure_phase(
         session.as_mut(),
@@ -642,38 +746,16 @@ pub fn run_experiment(
         cancel,
     )?;
     verdict::check_requests(&run.records, cfg.measurement.max_failed_request_fraction)?;
-    span("measure", run.span.0, run.span.1);
-    // The difference method (optimum-benchmark's): the same prompts again, one output token
-    // each, right after the window and under the same telemetry; its energy is the prefill.
-    let difference = if matches!(
-        cfg.measurement.phase_split,
-        Some(PhaseSplit::Difference | PhaseSplit::Both)
-    ) {
-        let one = Workload {
-            max_output_tokens: Some(1),
-            ..workload.clone()
-        };
-        let d = measure_phase(
-            session.as_mut(),
-            &one,
-            epoch,
-            progress,
-            (
-                meter.as_ref(),
-                Some("one output token each (phase_split: difference)"),
-            ),
-            cancel,
-        )?;
-        verdict::check_requests(&d.records, cfg.measurement.max_failed_request_fraction)?;
-        span("prefill_only", d.span.0, d.span.1);
-        Some(assemble::DifferenceRun {
-            span: d.span,
-            output_tokens: d.records.iter().map(|r| u64::from(r.output_tokens)).sum(),
-            requests: d.records.iter().filter(|r| r.success).count(),
-        })
-    } else {
-        None
-    };
+    phases.add("measure", run.span.0, run.span.1);
+    let difference = difference_phase(
+        session.as_mut(),
+        cfg,
+        &workload,
+        (meter.as_ref(), epoch),
+        progress,
+        cancel,
+        &mut phases,
+    )?;
 
     // Teardown: free the context and the model under telemetry (what it costs is part of
     // the lifecycle), then stop it. It starts where the last measured run ended, so that no
@@ -681,24 +763,13 @@ pub fn run_experiment(
     let teardown_start = difference.as_ref().map_or(run.span.1, |d| d.span.1);
     drop(session);
     drop(engine);
-    span("teardown", teardown_start, at());
-    let telemetry: Telemetry = meter
-        .map(Meter::stop)
-        .transpose()
-        .map_err(|e| HarnessError::Energy(e.to_string()))?
-        .unwrap_or_default();
+    phases.add("teardown", teardown_start, at());
+    let telemetry = stop_meter(meter)?;
     let end_unix = llem_results::time::unix_now_s();
 
     let served = cfg.is_served();
     let target = registry::configured_batch_size(cfg);
-    let chosen = crate::window::select(
-        cfg,
-        &run.records,
-        &run.summary.server_metrics,
-        target,
-        run.span,
-    );
-    verdict::check_window(&run.records, &chosen, run.span)?;
+    let chosen = choose_window(cfg, &run, target)?;
     warnings.extend(chosen.warnings.iter().cloned());
     warnings.extend(run_warnings(cfg, &workload, &run));
 
@@ -707,7 +778,7 @@ pub fn run_experiment(
     });
     let measured = Measured {
         request: req,
-        phases,
+        phases: phases.0,
         placement,
         engine: &info,
         model: &model_info,

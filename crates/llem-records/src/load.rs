@@ -110,9 +110,14 @@ pub fn load_any(dirs: &[PathBuf]) -> Result<Loaded, RecordsError> {
                 SourceKind::Llem => {}
             }
         }
-        // The roots just found are read by their own loaders: the walk for llem cells does
-        // not enter them (a raw tree of 10 000 runs was walked three times).
-        let skip: Vec<PathBuf> = roots.iter().map(|(r, _)| r.clone()).collect();
+        // The raw roots just found are read by their own loader: the walk for llem cells does
+        // not enter them (a raw tree of 10 000 runs was walked three times). A compiled root
+        // is walked: a llem study with an export in its `runs/` holds cells too.
+        let skip: Vec<PathBuf> = roots
+            .iter()
+            .filter(|(_, k)| *k == SourceKind::Raw)
+            .map(|(r, _)| r.clone())
+            .collect();
         out.sources.extend(roots);
         // One walk for llem cells and, for a directory inside a raw tree, its results.
         let mut found = [Vec::new(), Vec::new(), Vec::new()];

@@ -453,7 +453,9 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
         ],
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+    // The writer moves the counter every ~0.2 ms, unless the machine starves its thread;
+    // its longest stall, measured, is how long the counter stood still.
+    let stall_s = writer.join().unwrap();
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -507,7 +509,16 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
         let i = t.partition_point(|v| *v <= x).clamp(1, t.len() - 1);
         e[i - 1] + (e[i] - e[i - 1]) * (x - t[i - 1]) / (t[i] - t[i - 1])
     };
-    close(r.total_energy_j, at(t1) - at(t0), "counter window energy");
+    // Exact to rounding while the writer keeps pace; a stall makes the counter jump, and
+    // where inside the stall the jump belongs is known to no reader: at most the energy of
+    // the longest stall at each edge.
+    let want = at(t1) - at(t0);
+    let slack = 1e-6 * want.abs().max(1.0) + 2.0 * 20.0 * stall_s;
+    assert!(
+        (r.total_energy_j - want).abs() <= slack,
+        "counter window energy: {} vs {want} (writer stalled up to {stall_s} s)",
+        r.total_energy_j
+    );
     // And the counter advanced at 20 W (the writer's clock differs from llem's by the
     // sampling interval at most).
     let watts = r.total_energy_j / (t1 - t0);
@@ -519,7 +530,10 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
     let d = &u.domains[0];
     assert_eq!((d.name.as_str(), d.sensor.as_str()), ("package-0", "rapl"));
     let period = d.update_period_s.unwrap();
-    assert!(period > 0.0 && period < 0.005, "{period} s");
+    assert!(
+        period > 0.0 && period < 0.005_f64.max(stall_s),
+        "{period} s (writer stalled up to {stall_s} s)"
+    );
     assert!((d.edge_bound_j - period * 2.0 * 20.0).abs() < 0.2 * period * 40.0 + 1e-3);
     assert!(d.coverage > 0.99, "{}", d.coverage);
     assert_eq!(d.accuracy, None);
