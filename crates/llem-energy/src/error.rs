@@ -160,7 +160,7 @@ pub enum Absent {
     Sensor(#[from] SensorError),
     /// No RAPL zone is readable.
     #[error(transparent)]
-    Rapl(#[from] crate::sensors::rapl::RaplUnavailable),
+    Rapl(#[from] RaplUnavailable),
 }
 
 /// Why idle power could not be had.
@@ -175,4 +175,18 @@ pub enum BaselineError {
     /// The user stopped the idle measurement.
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Why RAPL cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum RaplUnavailable {
+    /// No powercap tree.
+    #[error("no powercap tree at {0} (not Linux, or no RAPL driver)")]
+    NoTree(PathBuf),
+    /// A tree without package zones.
+    #[error("no RAPL package zones under {0}")]
+    NoZones(PathBuf),
+    /// A zone could not be read.
+    #[error(transparent)]
+    Unreadable(#[from] SensorError),
 }

@@ -46,19 +46,7 @@ pub struct RaplZone {
     pub subzone: Option<u32>,
 }
 
-/// Why RAPL cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum RaplUnavailable {
-    /// No powercap tree.
-    #[error("no powercap tree at {0} (not Linux, or no RAPL driver)")]
-    NoTree(PathBuf),
-    /// A tree without package zones.
-    #[error("no RAPL package zones under {0}")]
-    NoZones(PathBuf),
-    /// A zone could not be read.
-    #[error(transparent)]
-    Unreadable(#[from] SensorError),
-}
+pub use crate::error::RaplUnavailable;
 
 fn parse_zone_dir(name: &str) -> Option<(u32, Option<u32>)> {
     let rest = name
