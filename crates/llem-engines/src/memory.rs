@@ -53,7 +53,17 @@ fn kv_element(cfg: &ExperimentConfig) -> (f64, String) {
             .as_deref()
             .and_then(|t| t.kv_cache_dtype)
             .map(|d| d.as_str())),
-        _ => None,
+        // TensorRT-LLM quantises its KV cache to FP8 or INT8: one byte an element either way.
+        EngineName::TensorRt => cfg
+            .tensorrt
+            .as_deref()
+            .and_then(|t| t.quant.as_ref())
+            .and_then(|q| q.kv_cache_quant_algo)
+            .map(|a| a.as_str().to_ascii_lowercase()),
+        // Below: llama.cpp's types (ggml blocks), or the model dtype (transformers; an
+        // OpenAI endpoint's server is not llem's to know). Every engine is named, so a new
+        // one must say here what its KV cache holds.
+        EngineName::LlamaCpp | EngineName::Transformers | EngineName::OpenAi => None,
     };
     if let Some(n) = named {
         return (1.0, n);
@@ -266,6 +276,18 @@ mod tests {
         ));
         let e8 = estimate(&c8, &m).unwrap();
         assert_eq!(e8.kv_cache_bytes * 2, e.kv_cache_bytes);
+        // TensorRT-LLM's FP8 KV quantisation likewise (it was estimated at 16 bits).
+        let trt = |quant: serde_json::Value| {
+            cfg(serde_json::json!({
+                "model": "meta-llama/Llama-3.1-8B", "engine": "tensorrt", "dtype": "bfloat16",
+                "max_input_tokens": 1024, "max_output_tokens": 1024,
+                "tensorrt": {"max_batch_size": 16, "quant": quant}
+            }))
+        };
+        let t16 = estimate(&trt(serde_json::json!({})), &m).unwrap();
+        let t8 = estimate(&trt(serde_json::json!({"kv_cache_quant_algo": "FP8"})), &m).unwrap();
+        assert_eq!(t8.kv_cache_bytes * 2, t16.kv_cache_bytes);
+        assert!(t8.basis.contains("fp8"), "{}", t8.basis);
 
         // No metadata offline: said, not guessed.
         let err = describe_model(
