@@ -505,20 +505,20 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
             Some(_) => {}
         }
     }
+    // Between updates, the straight line; before the first and after the last, the counter
+    // held: a writer starved at the end of the window leaves reads that repeat, and the
+    // counter did not advance there (extrapolating the last update would invent energy).
     let at = |x: f64| {
+        if x <= t[0] {
+            return e[0];
+        }
+        if x >= t[t.len() - 1] {
+            return e[e.len() - 1];
+        }
         let i = t.partition_point(|v| *v <= x).clamp(1, t.len() - 1);
         e[i - 1] + (e[i] - e[i - 1]) * (x - t[i - 1]) / (t[i] - t[i - 1])
     };
-    // Exact to rounding while the writer keeps pace; a stall makes the counter jump, and
-    // where inside the stall the jump belongs is known to no reader: at most the energy of
-    // the longest stall at each edge.
-    let want = at(t1) - at(t0);
-    let slack = 1e-6 * want.abs().max(1.0) + 2.0 * 20.0 * stall_s;
-    assert!(
-        (r.total_energy_j - want).abs() <= slack,
-        "counter window energy: {} vs {want} (writer stalled up to {stall_s} s)",
-        r.total_energy_j
-    );
+    close(r.total_energy_j, at(t1) - at(t0), "counter window energy");
     // And the counter advanced at 20 W (the writer's clock differs from llem's by the
     // sampling interval at most).
     let watts = r.total_energy_j / (t1 - t0);
@@ -534,7 +534,17 @@ fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
         period > 0.0 && period < 0.005_f64.max(stall_s),
         "{period} s (writer stalled up to {stall_s} s)"
     );
-    assert!((d.edge_bound_j - period * 2.0 * 20.0).abs() < 0.2 * period * 40.0 + 1e-3);
+    // The edge term is the period times the counter's power at each edge (the slope of its
+    // updates around it): about 20 W, more where a starved writer caught up in one jump.
+    let slope = |x: f64| {
+        let k = t.partition_point(|v| *v < x).clamp(1, t.len() - 1);
+        (e[k] - e[k - 1]) / (t[k] - t[k - 1])
+    };
+    close(
+        d.edge_bound_j,
+        period * (slope(t0) + slope(t1)),
+        "edge bound",
+    );
     assert!(d.coverage > 0.99, "{}", d.coverage);
     assert_eq!(d.accuracy, None);
     assert!(
