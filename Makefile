@@ -62,8 +62,8 @@ bench-python:
 # The long fuzz run behind the figures in issue notes (make test runs a few thousand cases):
 # 100 000 configuration mutants and 10 000 result-file mutants, optimised. fuzz/README.md.
 fuzz:
-	LLEM_FUZZ_CASES=100000 $(CARGO) test --release -p llem-config --test fuzz_config -- --nocapture
-	LLEM_FUZZ_CASES=10000 $(CARGO) test --release -p llem-results --test fuzz_results -- --nocapture
+	LLEM_FUZZ_CASES=100000 $(CARGO) test --release -p llem-config --test integration fuzz_config:: -- --nocapture
+	LLEM_FUZZ_CASES=10000 $(CARGO) test --release -p llem-records --test integration fuzz_results:: -- --nocapture
 
 ci:
 	bash .ci/run

@@ -2,7 +2,7 @@
 # Regenerates crates/llem-records/tests/fixtures/llem07-study/: a real result bundle (bundle
 # 2.0) of the Python llenergymeasure 0.7.0, run here on a machine without a GPU, for the tests
 # of llem's reader of llem 0.7 results. What stands in for what:
-#   - the GPU driver: llem's NVML stand-in (crates/llem-energy/tests/support/nvml_standin.c),
+#   - the GPU driver: llem's NVML stand-in (crates/llem-testkit/src/nvml_standin.c),
 #     one 300 W "H100", read through nvidia-ml-py as the real driver would be;
 #   - CUDA: the 0.7 pre-flight's "is CUDA available" answer only (sitecustomize below); the
 #     model runs on CPU (device_map: cpu);
@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 
 . "$repo/scripts/llem07-env.sh"
 cc -shared -fPIC -O1 -o "$work/libnvidia-ml.so.1" \
-  "$repo/crates/llem-energy/tests/support/nvml_standin.c" -lm
+  "$repo/crates/llem-testkit/src/nvml_standin.c" -lm
 printf 'driver 550.54.15\ngpu uuid=GPU-aaaa-1111 name=NVIDIA_H100_80GB_HBM3 power_w=300 temp_c=50 mem_total_mib=81559 mem_used_mib=2048 sm_clock_mhz=1980\n' \
   > "$work/nvml-script"
 tokenizer=${LLEM_ASSETS:-$HOME/.cache/llem/assets}/smollm2-hf

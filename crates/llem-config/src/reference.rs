@@ -210,7 +210,7 @@ pub fn markdown() -> String {
     let mut out = String::from(
         "# Configuration reference\n\n\
          Generated from the schema llem validates against (`llem config schema`); do not edit by \
-         hand — `UPDATE_DOCS=1 cargo test -p llem-config --test docs` regenerates it. Null means \
+         hand — `UPDATE_DOCS=1 cargo test -p llem-config --test integration docs::` regenerates it. Null means \
          \"not set\": for engine sections, the engine's own default applies.\n\n\
          ## Experiment\n",
     );

@@ -15,7 +15,7 @@ fn config_reference_is_current() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     if committed != generated {
         panic!(
-            "{} is out of date with the config types; regenerate it with\n  UPDATE_DOCS=1 cargo test -p llem-config --test docs",
+            "{} is out of date with the config types; regenerate it with\n  UPDATE_DOCS=1 cargo test -p llem-config --test integration docs::",
             path.display()
         );
     }

@@ -6,7 +6,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use common::{configs_json, plan_text};
 use llem_config::Engine;

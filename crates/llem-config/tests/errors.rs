@@ -6,7 +6,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use common::{Files, plan_text};
 use llem_config::{ConfigError, ErrorKind};

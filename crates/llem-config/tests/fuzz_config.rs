@@ -13,11 +13,9 @@
     clippy::panic
 )]
 
-#[path = "../../../fuzz/mutate.rs"]
-#[allow(dead_code)]
-mod mutate;
+use llem_testkit::mutate;
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

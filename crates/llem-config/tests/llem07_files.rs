@@ -11,7 +11,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use common::{Files, env, plan_with};
 use llem_config::{Engine, Env, ExperimentOrder, Overrides, RunnerSpec};

@@ -6,7 +6,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use common::{configs_json, examples, plan_path};
 use llem_config::ExperimentOrder;

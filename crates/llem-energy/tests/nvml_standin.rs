@@ -8,8 +8,7 @@
     clippy::panic
 )]
 
-#[path = "support/nvml_standin.rs"]
-mod standin;
+use llem_testkit::nvml_standin as standin;
 
 use std::time::{Duration, Instant};
 
@@ -70,7 +69,10 @@ fn record(
 
 #[test]
 fn gpus_are_found_by_index_and_uuid_and_mig_is_refused() {
-    if standin::in_child("gpus_are_found_by_index_and_uuid_and_mig_is_refused", FLEET) {
+    if standin::in_child(
+        "nvml_standin::gpus_are_found_by_index_and_uuid_and_mig_is_refused",
+        FLEET,
+    ) {
         return;
     }
     let nvml = nvml::init().unwrap();
@@ -132,7 +134,7 @@ fn gpus_are_found_by_index_and_uuid_and_mig_is_refused() {
 #[test]
 fn no_driver_is_a_reason_not_a_crash() {
     // No script: the library loads, but the driver behind it is not there.
-    if standin::in_child_with("no_driver_is_a_reason_not_a_crash", None) {
+    if standin::in_child_with("nvml_standin::no_driver_is_a_reason_not_a_crash", None) {
         return;
     }
     let err = nvml::init().unwrap_err();
@@ -163,7 +165,7 @@ fn step_j(a: f64, b: f64) -> f64 {
 #[test]
 fn the_counter_is_rebased_and_agrees_with_integrated_instant_power() {
     if standin::in_child(
-        "the_counter_is_rebased_and_agrees_with_integrated_instant_power",
+        "nvml_standin::the_counter_is_rebased_and_agrees_with_integrated_instant_power",
         STEP,
     ) {
         return;
@@ -244,7 +246,10 @@ fn the_counter_is_rebased_and_agrees_with_integrated_instant_power() {
 
 #[test]
 fn power_only_is_integrated_from_instant_power() {
-    if standin::in_child("power_only_is_integrated_from_instant_power", STEP) {
+    if standin::in_child(
+        "nvml_standin::power_only_is_integrated_from_instant_power",
+        STEP,
+    ) {
         return;
     }
     let loaded = Instant::now();
@@ -272,7 +277,10 @@ gpu uuid=GPU-bbbb power_w=250 throttle=0x80 throttle_from_s=0.2 throttle_until_s
 
 #[test]
 fn throttle_reasons_become_durations_per_gpu() {
-    if standin::in_child("throttle_reasons_become_durations_per_gpu", THROTTLED) {
+    if standin::in_child(
+        "nvml_standin::throttle_reasons_become_durations_per_gpu",
+        THROTTLED,
+    ) {
         return;
     }
     assert_eq!((SW_THERMAL, HW_POWER_BRAKE), (0x20, 0x80));
@@ -306,7 +314,7 @@ gpu uuid=GPU-bbbb power_w=200 lost_after_s=0.5
 #[test]
 fn a_gpu_lost_mid_run_has_no_energy_rather_than_part_of_it() {
     if standin::in_child(
-        "a_gpu_lost_mid_run_has_no_energy_rather_than_part_of_it",
+        "nvml_standin::a_gpu_lost_mid_run_has_no_energy_rather_than_part_of_it",
         LOST,
     ) {
         return;

@@ -3,8 +3,7 @@
 //! `fake_openai_server [--port N] [--first-token-ms MS] [--gap-ms MS] [--tokens-per-chunk K] [--no-usage]`.
 //! Prints `listening on http://127.0.0.1:PORT` once it accepts connections.
 
-#[path = "../tests/support/fake_openai.rs"]
-mod fake_openai;
+use llem_testkit::fake_openai;
 
 fn main() {
     let mut cfg = fake_openai::FakeConfig::default();

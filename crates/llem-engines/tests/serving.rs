@@ -1,9 +1,7 @@
 //! The streaming client, traffic and accounting against a real HTTP server on loopback that
-//! streams on a known schedule (tests/support/fake_openai.rs).
+//! streams on a known schedule (llem-testkit's `fake_openai`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
-
-mod support;
 
 use std::time::{Duration, Instant};
 
@@ -12,7 +10,7 @@ use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::{Prompt, PromptInput};
 use llem_engines::{ContextPlan, Engine, RequestSink, RunSummary};
 use llem_results::RequestRecord;
-use support::fake_openai::{self, FakeConfig};
+use llem_testkit::fake_openai::{self, FakeConfig};
 
 struct Sink {
     epoch: Instant,
@@ -94,14 +92,6 @@ fn run(
     (records, summary)
 }
 
-/// The timing assertions hold on a quiet machine; tests of this file run one at a time so
-/// they do not load each other's two cores.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -109,7 +99,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn ttft_and_itl_match_the_servers_schedule() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 80,
         gap_ms: 25,
@@ -156,7 +146,7 @@ fn ttft_and_itl_match_the_servers_schedule() {
 
 #[test]
 fn a_role_only_first_chunk_does_not_count_as_the_first_token() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 120,
         gap_ms: 10,
@@ -174,7 +164,7 @@ fn a_role_only_first_chunk_does_not_count_as_the_first_token() {
 
 #[test]
 fn multi_token_chunks_are_split_over_their_gap() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 40,
         gap_ms: 40,
@@ -218,7 +208,7 @@ fn multi_token_chunks_are_split_over_their_gap() {
 
 #[test]
 fn without_usage_the_client_counts_chunks_and_warns() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 10,
         gap_ms: 5,
@@ -240,7 +230,7 @@ fn without_usage_the_client_counts_chunks_and_warns() {
 
 #[test]
 fn failures_stalls_and_error_chunks_are_recorded_per_request() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 10,
         gap_ms: 10,
@@ -287,7 +277,7 @@ fn failures_stalls_and_error_chunks_are_recorded_per_request() {
 
 #[test]
 fn a_page_or_an_empty_stream_is_a_failed_request_not_a_success() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig::default());
     let cfg = config(&url, serde_json::json!({}), 6);
     let (records, summary) = run(
@@ -323,7 +313,7 @@ fn a_page_or_an_empty_stream_is_a_failed_request_not_a_success() {
 
 #[test]
 fn every_misbehaviour_of_a_server_is_a_failed_request_with_its_reason() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig::default());
     let cfg = config(&url, serde_json::json!({}), 6);
     let modes = [
@@ -380,7 +370,7 @@ fn every_misbehaviour_of_a_server_is_a_failed_request_with_its_reason() {
 /// taken at its word: the tokens are counted as received, and the run says what happened.
 #[test]
 fn tokens_beyond_the_cap_and_a_stream_without_done_are_warned_about() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig::default());
     let cfg = config(&url, serde_json::json!({}), 6);
     let prompts = vec![
@@ -526,7 +516,7 @@ fn server_closing_reused_connections() -> (String, std::sync::Arc<std::sync::ato
 /// were closed by the server too (so a retry through the pool would fail again).
 #[test]
 fn a_request_on_a_connection_the_server_closed_is_retried_on_a_new_one() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let (url, answered) = server_closing_reused_connections();
     // Three requests at once open three connections, which go back to the pool; each later
     // request takes one of them, whose next completion the server drops.
@@ -560,7 +550,7 @@ fn a_request_on_a_connection_the_server_closed_is_retried_on_a_new_one() {
 
 #[test]
 fn open_loop_schedules_are_kept_without_drift_under_load() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 20,
         gap_ms: 10,
@@ -607,7 +597,7 @@ fn open_loop_schedules_are_kept_without_drift_under_load() {
 
 #[test]
 fn poisson_dispatch_times_are_exponential_and_concurrency_is_capped() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 5,
         gap_ms: 5,
@@ -666,7 +656,7 @@ fn poisson_dispatch_times_are_exponential_and_concurrency_is_capped() {
 
 #[test]
 fn a_server_that_never_becomes_healthy_fails_with_its_log() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     // A local "server" that prints and exits: vLLM's CLI is not installed here, so start a
     // llama.cpp server config whose binary is a script that dies at once.
@@ -704,7 +694,7 @@ fn a_server_that_never_becomes_healthy_fails_with_its_log() {
 /// credentials redacted) and the reason, instead of waiting out the 20-minute ready timeout.
 #[test]
 fn an_external_url_that_refuses_connections_fails_in_seconds() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let port = free_port();
     let cfg = config(
         &format!("http://user:pa55word@127.0.0.1:{port}"),
@@ -738,7 +728,7 @@ fn an_external_url_that_refuses_connections_fails_in_seconds() {
 /// 503 while it loads (longer than the grace for refused connections), then it is healthy.
 #[test]
 fn an_external_server_that_is_starting_is_waited_for() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let port = free_port();
     let t0 = Instant::now();
     let loading = llem_engines::serving::EXTERNAL_UNREACHABLE_GRACE + Duration::from_secs(3);
@@ -783,7 +773,7 @@ fn an_external_server_that_is_starting_is_waited_for() {
 
 #[test]
 fn an_api_key_is_sent_and_a_wrong_one_fails_every_request() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig {
         first_token_ms: 5,
         gap_ms: 5,
@@ -852,7 +842,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 
 #[test]
 fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("llama-server");
     std::fs::write(&script, CRASHING_SERVER).unwrap();
@@ -904,7 +894,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
 /// model under the adapter's name: the load fails, before any measured request.
 #[test]
 fn a_server_that_does_not_list_the_lora_adapter_fails_the_load() {
-    let _serial = serial();
+    let _serial = crate::support::exclusive();
     let url = fake_openai::spawn(FakeConfig::default());
     let dir = tempfile::tempdir().unwrap();
     // vLLM names its adapter in /v1/models; this server lists only its base model. (The plan

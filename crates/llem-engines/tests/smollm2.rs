@@ -8,11 +8,9 @@
     clippy::panic
 )]
 
-#[path = "support/prompts.rs"]
-mod prompts;
+use crate::support::prompts;
 
-#[path = "support/lora.rs"]
-mod lora;
+use llem_testkit::lora;
 
 use std::path::PathBuf;
 
@@ -68,6 +66,7 @@ impl RequestSink for Records {
 
 #[test]
 fn model_facts_come_from_the_gguf_metadata() {
+    let _machine = crate::support::shared();
     let e = engine();
     let m = e.model_info();
     assert_eq!(m.architecture.as_deref(), Some("llama"));
@@ -86,6 +85,7 @@ fn model_facts_come_from_the_gguf_metadata() {
 
 #[test]
 fn tokenizer_round_trips() {
+    let _machine = crate::support::shared();
     let e = engine();
     for text in [
         "The capital of France is Paris.",
@@ -100,6 +100,7 @@ fn tokenizer_round_trips() {
 
 #[test]
 fn greedy_answer_is_coherent_english() {
+    let _machine = crate::support::shared();
     let e = engine();
     let mut s = e.session(plan(1)).unwrap();
     let out = s
@@ -110,6 +111,7 @@ fn greedy_answer_is_coherent_english() {
 
 #[test]
 fn batch_of_four_decodes_exactly_the_tokens_of_batch_one() {
+    let _machine = crate::support::shared();
     let prompts = chat(&[
         "What is the capital of France?",
         "Write one sentence about the sea.",
@@ -136,6 +138,7 @@ fn batch_of_four_decodes_exactly_the_tokens_of_batch_one() {
 
 #[test]
 fn each_sequence_stops_on_its_own_eos_and_frees_its_slot() {
+    let _machine = crate::support::shared();
     // Short answers end on EOS at different steps; the long request runs to its limit.
     let prompts = chat(&[
         "Say hello.",
@@ -187,6 +190,7 @@ fn each_sequence_stops_on_its_own_eos_and_frees_its_slot() {
 
 #[test]
 fn sampling_is_seeded_per_request() {
+    let _machine = crate::support::shared();
     let e = engine();
     let mut wl = workload(chat(&["Tell me a joke.", "Tell me a joke."]), 2, 24);
     wl.sampling = SamplingParams {
@@ -213,6 +217,7 @@ fn sampling_is_seeded_per_request() {
 
 #[test]
 fn synthetic_prompts_are_token_exact_and_ignore_eos() {
+    let _machine = crate::support::shared();
     let e = engine();
     let prompts = vec![synthetic(0, 40, 3, 30)];
     let mut s = e.session(plan(1)).unwrap();
@@ -227,6 +232,7 @@ fn synthetic_prompts_are_token_exact_and_ignore_eos() {
 
 #[test]
 fn long_prompts_are_cut_inside_the_user_turn() {
+    let _machine = crate::support::shared();
     let e = engine();
     let long = "word ".repeat(500);
     let mut sink = Records {
@@ -244,6 +250,7 @@ fn long_prompts_are_cut_inside_the_user_turn() {
 
 #[test]
 fn bad_model_files_are_clear_errors() {
+    let _machine = crate::support::shared();
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("x.gguf");
     std::fs::write(&p, b"not a model").unwrap();
@@ -261,6 +268,7 @@ fn bad_model_files_are_clear_errors() {
 
 #[test]
 fn an_empty_or_oversized_prompt_fails_alone() {
+    let _machine = crate::support::shared();
     let e = engine();
     let mut prompts = chat(&["Say hello."]);
     prompts.push(plain(1, ""));
@@ -285,6 +293,7 @@ fn an_empty_or_oversized_prompt_fails_alone() {
 /// changes what the model says; at scale 0 the output is the base model's, token for token.
 #[test]
 fn a_lora_adapter_changes_the_output_and_at_scale_zero_is_the_base_model() {
+    let _machine = crate::support::shared();
     let dir = tempfile::tempdir().unwrap();
     let (_, adapter) = lora::make(&model_path(), dir.path());
     let prompts = chat(&["What is the capital of France?", "List three colours."]);

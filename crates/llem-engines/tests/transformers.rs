@@ -10,11 +10,9 @@
     clippy::panic
 )]
 
-#[path = "support/prompts.rs"]
-mod prompts;
+use crate::support::prompts;
 
-#[path = "support/lora.rs"]
-mod lora;
+use llem_testkit::lora;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -59,13 +57,6 @@ fn python() -> String {
          LLEM_PYTHON)"
     );
     venv.display().to_string()
-}
-
-/// Model loads take seconds of both cores: one test at a time.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn config(extra: serde_json::Value) -> ExperimentConfig {
@@ -142,7 +133,7 @@ impl RequestSink for Records {
 
 #[test]
 fn greedy_answer_matches_the_llamacpp_engine() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let wl = workload(chat(&["What is the capital of France?"]), 1, 24);
     let reference = {
         let e = LlamaCppEngine::load(&model_path(), &LlamaCppConfig::default()).unwrap();
@@ -181,7 +172,7 @@ fn greedy_answer_matches_the_llamacpp_engine() {
 
 #[test]
 fn a_batch_of_four_generates_the_tokens_of_batch_one() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let prompts = chat(&[
         "What is the capital of France?",
         "Write one sentence about the sea.",
@@ -233,7 +224,7 @@ fn a_batch_of_four_generates_the_tokens_of_batch_one() {
 
 #[test]
 fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let prompts: Vec<Prompt> = [(16, 12), (24, 5), (8, 9)]
         .iter()
         .enumerate()
@@ -258,7 +249,7 @@ fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
 
 #[test]
 fn profiling_streams_every_token_on_the_experiment_clock() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     // Sampled decoding, so the decoder's settings are seen to reach generate() too.
     let cfg = config(serde_json::json!({
@@ -371,7 +362,7 @@ fn signalled_run(silence: Duration, sig: nix::sys::signal::Signal) -> (String, D
 
 #[test]
 fn a_killed_worker_fails_the_run_with_its_log_tail() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let (err, took, _) = signalled_run(Duration::from_secs(300), nix::sys::signal::Signal::SIGKILL);
     assert!(err.contains("killed by SIGKILL"), "{err}");
     assert!(err.contains("worker.log"), "{err}");
@@ -381,7 +372,7 @@ fn a_killed_worker_fails_the_run_with_its_log_tail() {
 
 #[test]
 fn a_hung_worker_is_killed_after_the_silence_timeout() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     // SIGSTOP freezes it mid-generation: alive, silent.
     let (err, took, pid) = signalled_run(Duration::from_secs(3), nix::sys::signal::Signal::SIGSTOP);
     assert!(err.contains("sent nothing for 3 s (hung)"), "{err}");
@@ -393,7 +384,7 @@ fn a_hung_worker_is_killed_after_the_silence_timeout() {
 
 #[test]
 fn a_keyword_transformers_rejects_is_named_before_the_run() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(serde_json::json!({"passthrough_kwargs": {"frobnicate_level": 3}}));
     let err = TransformersEngine::start(&cfg, &options(&dir), &mut |_, _| {})
@@ -408,7 +399,7 @@ fn a_keyword_transformers_rejects_is_named_before_the_run() {
 
 #[test]
 fn a_python_without_torch_gets_the_pip_command() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let venv = dir.path().join("bare");
     let ok = std::process::Command::new("python3")
@@ -432,7 +423,7 @@ fn a_python_without_torch_gets_the_pip_command() {
 
 #[test]
 fn tensor_parallel_over_three_ranks_decodes_like_one_process() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     // SmolLM2's 9 heads, 3 KV heads and 1536-wide FFN split three ways; torchrun with gloo
     // stands in for NCCL on this CPU-only machine.
@@ -456,7 +447,7 @@ fn tensor_parallel_over_three_ranks_decodes_like_one_process() {
 
 #[test]
 fn every_configured_setting_reaches_from_pretrained_and_generate() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(serde_json::json!({
         "transformers": {
@@ -509,7 +500,7 @@ fn every_configured_setting_reaches_from_pretrained_and_generate() {
 
 #[test]
 fn a_setting_that_cannot_work_here_is_refused_naming_its_field() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let cfg =
         config(serde_json::json!({"transformers": {"cache_implementation": "offloaded_static"}}));
@@ -525,7 +516,7 @@ fn a_setting_that_cannot_work_here_is_refused_naming_its_field() {
 
 #[test]
 fn an_empty_prompt_fails_alone_and_its_batch_goes_on() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let mut prompts = chat(&["Say hello."]);
     prompts.push(plain(1, ""));
     let mut sink = Records::new();
@@ -548,7 +539,7 @@ fn an_empty_prompt_fails_alone_and_its_batch_goes_on() {
 
 #[test]
 fn dynamic_batches_follow_the_prompt_token_budget() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     // Synthetic prompts of 40, 10, 30 and 20 tokens under a 50-token budget, sorted first:
     // [10, 20] (30 would make 60), [30], [40].
     let prompts: Vec<Prompt> = [40u32, 10, 30, 20]
@@ -630,7 +621,7 @@ fn a_worker_that_exits_at_start_reports_its_status_and_stderr() {
 
 #[test]
 fn the_docker_runner_mounts_the_script_and_model_and_removes_its_container() {
-    let _g = serial();
+    let _g = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let calls = dir.path().join("docker-calls");
     // A stand-in docker CLI: records its arguments, runs `run`'s command (after the image)
@@ -691,7 +682,7 @@ fn the_docker_runner_mounts_the_script_and_model_and_removes_its_container() {
 /// the greedy output; at scale 0 the output is the base model's, merged or not.
 #[test]
 fn a_peft_adapter_changes_the_output_and_at_scale_zero_is_the_base_model() {
-    let _one = serial();
+    let _one = crate::support::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (peft, _) = lora::make(&model_path(), dir.path());
     let prompts = chat(&["What is the capital of France?", "List three colours."]);

@@ -3,8 +3,7 @@
 //! for `bench/`) or `mlenergy_tree sparse DIR N` (N runs, about one per model).
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "../tests/support/mlenergy_tree.rs"]
-mod tree;
+use llem_testkit::mlenergy_tree as tree;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

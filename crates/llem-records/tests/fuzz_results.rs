@@ -13,9 +13,7 @@
     clippy::panic
 )]
 
-#[path = "../../../fuzz/mutate.rs"]
-#[allow(dead_code)]
-mod mutate;
+use llem_testkit::mutate;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -10,9 +10,7 @@
     missing_docs
 )]
 
-#[path = "support/mlenergy_tree.rs"]
-#[allow(dead_code)]
-mod tree;
+use llem_testkit::mlenergy_tree as tree;
 
 use std::path::Path;
 

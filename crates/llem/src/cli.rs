@@ -509,7 +509,7 @@ mod fuzz {
 
     use clap::CommandFactory;
 
-    use crate::fuzz_mutate as mutate;
+    use llem_testkit::mutate;
 
     use super::*;
 

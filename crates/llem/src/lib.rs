@@ -34,10 +34,6 @@ mod cli;
 mod commands;
 mod doctor;
 mod exit;
-#[cfg(test)]
-#[path = "../../../fuzz/mutate.rs"]
-#[allow(dead_code)]
-mod fuzz_mutate;
 mod options;
 mod progress;
 mod render;

@@ -80,6 +80,7 @@ fn text(b: &[u8]) -> String {
 
 #[test]
 fn diffusion_runs_are_listed_queried_exported_and_charted() {
+    let _machine = crate::common::shared();
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("bench");
     tree(&root);

@@ -14,10 +14,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
-#[path = "../../llem-energy/tests/support/nvml_standin.rs"]
-mod nvml_standin;
+use llem_testkit::nvml_standin;
 
 fn llem(home: &Path, args: &[&str], env: &[(String, String)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_llem"));
@@ -76,6 +75,7 @@ fn open_to_all(dirs: &[&Path]) {
 
 #[test]
 fn the_host_report_names_each_gpu_setting_and_its_fix() {
+    let _machine = common::shared();
     let standin = nvml_standin::StandIn::new(Some(
         "driver 550.54.15
 gpu uuid=GPU-aaaa-1111 name=NVIDIA_H100 power_w=300 persistence=0 power_limit_w=300 default_power_limit_w=700 sm_clock_mhz=1410 max_sm_clock_mhz=1980 ecc=1
@@ -185,6 +185,7 @@ gpu uuid=GPU-bbbb-2222 name=NVIDIA_H100 power_w=100 mig=1 power_limit_w=700 defa
 
 #[test]
 fn a_study_that_cannot_run_here_fails_before_it_starts() {
+    let _machine = common::shared();
     let home = tempfile::tempdir().unwrap();
     for d in ["powercap", "sys"] {
         std::fs::create_dir_all(home.path().join(d)).unwrap();
@@ -281,6 +282,7 @@ fn healthy_server() -> u16 {
 /// (its credentials redacted), a live one is fine; the two are two configurations, not one.
 #[test]
 fn the_doctor_asks_every_endpoint_a_study_names() {
+    let _machine = common::shared();
     let home = tempfile::tempdir().unwrap();
     for d in ["powercap", "sys"] {
         std::fs::create_dir_all(home.path().join(d)).unwrap();

@@ -15,11 +15,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 use common::rapl_zone;
 
-#[path = "../../llem-energy/tests/support/nvml_standin.rs"]
-mod nvml_standin;
+use llem_testkit::nvml_standin;
 
 /// A sandbox: empty sensor roots (so results do not depend on the machine's hardware), a
 /// home without user config.
@@ -77,6 +76,7 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn sleep_measured_with_the_estimate_on_this_machine() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let o = s.run(&["measure", "--json", "--", "sleep", "1"], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -118,6 +118,7 @@ fn sleep_measured_with_the_estimate_on_this_machine() {
 
 #[test]
 fn the_exit_code_is_the_commands() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     assert_eq!(
         s.run(&["measure", "--", "sh", "-c", "exit 3"], &[])
@@ -138,6 +139,7 @@ fn the_exit_code_is_the_commands() {
 
 #[test]
 fn sigterm_to_llem_reaches_the_command_and_the_report_is_still_written() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let out = s.path().join("run");
     let child = s
@@ -168,6 +170,7 @@ fn sigterm_to_llem_reaches_the_command_and_the_report_is_still_written() {
 
 #[test]
 fn output_dir_holds_measurement_json_and_a_readable_timeseries() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let out = s.path().join("run");
     let o = s.run(
@@ -217,6 +220,7 @@ fn output_dir_holds_measurement_json_and_a_readable_timeseries() {
 
 #[test]
 fn rapl_tree_energy_matches_the_written_rate() {
+    let _machine = common::shared();
     // The writer stamps the counter with its own clock: a writer descheduled at a window edge
     // lags the truth by its stall (10 ms is 1 % of this window), which is the machine's error,
     // not llem's; such runs are taken again.
@@ -263,6 +267,7 @@ fn rapl_tree_energy_matches_the_written_rate() {
 
 #[test]
 fn amdgpu_tree_power_is_integrated() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let hw = s.path().join("sys/class/drm/card0/device/hwmon/hwmon0");
     std::fs::create_dir_all(&hw).unwrap();
@@ -294,6 +299,7 @@ fn amdgpu_tree_power_is_integrated() {
 
 #[test]
 fn nvidia_gpus_through_the_driver_library_by_uuid_with_throttling() {
+    let _machine = common::shared();
     // Two boards behind a stand-in libnvidia-ml.so.1; CUDA_VISIBLE_DEVICES picks the second
     // by UUID, which is held at its power cap throughout.
     let standin = nvml_standin::StandIn::new(Some(
@@ -339,6 +345,7 @@ gpu uuid=GPU-bbbb-2222 name=NVIDIA_H100 power_w=250 throttle=0x4 throttle_until_
 
 #[test]
 fn rapl_permission_denied_says_how_to_fix_it() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let root = s.path().join("powercap");
     let z = root.join("intel-rapl:0");
@@ -365,6 +372,7 @@ fn rapl_permission_denied_says_how_to_fix_it() {
 
 #[test]
 fn an_unavailable_sampler_is_an_error_not_a_fallback() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     for sampler in ["zeus", "nvml", "amdgpu", "rapl"] {
         let o = s.run(&["measure", "--sampler", sampler, "--", "true"], &[]);
@@ -379,6 +387,7 @@ fn an_unavailable_sampler_is_an_error_not_a_fallback() {
 
 #[test]
 fn config_lists_sensors_and_why_others_are_absent() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let (stop, writer) = rapl_zone(&s.path().join("powercap"), 10.0);
     let o = s.run(&["config"], &[]);
@@ -404,6 +413,7 @@ fn config_lists_sensors_and_why_others_are_absent() {
 
 #[test]
 fn baseline_adjusts_the_energy() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let o = s.run(
         &[
@@ -430,6 +440,7 @@ fn baseline_adjusts_the_energy() {
 
 #[test]
 fn a_cached_baseline_is_reused() {
+    let _machine = common::shared();
     let s = Sandbox::new();
     let run = || {
         let o = s.run(
@@ -506,6 +517,7 @@ fn run_python(python: &Path, script: &str, file: &Path) {
 /// pandas and polars read the Parquet file (make test installs them; see scripts/python-env.sh).
 #[test]
 fn timeseries_is_readable_by_pandas_and_polars() {
+    let _machine = common::shared();
     let Some(python) = pandas_python() else {
         return;
     };
@@ -549,6 +561,7 @@ print("ok", df.shape)
 /// boards behind the NVML stand-in, one row per sample per board.
 #[test]
 fn a_seed_notebook_reads_the_gpu_timeseries() {
+    let _machine = common::shared();
     let Some(python) = pandas_python() else {
         return;
     };

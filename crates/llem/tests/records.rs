@@ -9,11 +9,9 @@
     clippy::panic
 )]
 
-#[path = "../../llem-records/tests/support/mlenergy_tree.rs"]
-#[allow(dead_code)]
-mod tree;
+use llem_testkit::mlenergy_tree as tree;
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -41,10 +39,6 @@ fn llem(home: &Path, args: &[&str]) -> Output {
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
-
-/// The tests of this file each run a study; llama.cpp's threads spin, so two at once on a
-/// small machine slow each other down by an order of magnitude. One at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs the 2 × 2 sweep of issue 21 (batch size × decoder preset) over 2 cycles and returns
 /// its directory.
@@ -94,9 +88,7 @@ fn chromium() -> PathBuf {
 
 #[test]
 fn study_cells_load_round_trip_query_export_and_report() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _machine = common::exclusive();
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
     let dir = study(home);
@@ -528,9 +520,7 @@ fn llem_within(home: &Path, args: &[&str], limit: std::time::Duration) -> Output
 /// timeseries) hang no command: each is skipped with a warning that says what it is.
 #[test]
 fn fifos_in_a_results_tree_hang_no_command() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _machine = common::exclusive();
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
     let dir = study(home);
@@ -585,9 +575,7 @@ fn fifos_in_a_results_tree_hang_no_command() {
 /// loadable run fails, and a mistyped configuration path is an error with the nearest key.
 #[test]
 fn bad_files_are_reported_one_by_one_and_the_rest_load() {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _machine = common::exclusive();
     let home = tempfile::tempdir().unwrap();
     let home = home.path();
     let dir = study(home);

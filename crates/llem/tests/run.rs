@@ -12,11 +12,10 @@ use std::process::Command;
 
 use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeseries};
 
-mod common;
+use crate::common;
 use common::assets;
 
-#[path = "../../llem-engines/tests/support/lora.rs"]
-mod lora;
+use llem_testkit::lora;
 
 /// `llem` with a sandboxed HOME, no user config, the asset cache and sensor roots under
 /// `home`.
@@ -146,6 +145,7 @@ fn close(a: f64, b: f64, what: &str) {
 
 #[test]
 fn quickstart_result_agrees_with_its_sidecars() {
+    let _machine = common::shared();
     let home = sandbox();
     let out = home.path().join("results");
     let o = llem(
@@ -305,6 +305,7 @@ fn quickstart_result_agrees_with_its_sidecars() {
 
 #[test]
 fn a_missing_model_is_a_clear_error_and_leaves_nothing_behind() {
+    let _machine = common::shared();
     let home = tempfile::tempdir().unwrap();
     let out = home.path().join("results");
     let o = llem(
@@ -402,6 +403,7 @@ fn interrupt_during(
 
 #[test]
 fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
+    let _machine = common::shared();
     interrupt_during(
         "measure",
         "name: long\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\n\
@@ -414,6 +416,7 @@ fn ctrl_c_during_the_window_stops_cleanly_with_130_and_no_result() {
 /// A 60 s baseline is not waited out: Ctrl-C reaches it within a second.
 #[test]
 fn ctrl_c_during_the_baseline_stops_within_a_second() {
+    let _machine = common::shared();
     let (took, rest) = interrupt_during(
         "baseline",
         "name: idle\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
@@ -429,6 +432,7 @@ fn ctrl_c_during_the_baseline_stops_within_a_second() {
 
 #[test]
 fn counter_energy_of_the_window_matches_timeseries_and_the_written_rate() {
+    let _machine = common::shared();
     let (home, stop, writer) = home_at_20_watts();
     let yaml = home.path().join("counter.yaml");
     std::fs::write(
@@ -581,6 +585,7 @@ fn assert_phases_do_not_overlap(phases: &[serde_json::Value]) {
 
 #[test]
 fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
+    let _machine = common::shared();
     let (home, stop, writer) = home_at_20_watts();
     let (_, r) = run_ok(
         home.path(),
@@ -640,6 +645,7 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
 /// barriers) far more than a prefill pass, which moved the shares on CI.
 #[test]
 fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
+    let _machine = common::shared();
     let (home, stop, writer) = home_at_20_watts();
     let run = |name: &str, max_in: u32, max_out: u32| {
         let (_, r) = run_ok(
@@ -721,6 +727,7 @@ fn prefill_and_decode_energy_follow_the_prompt_and_reply_lengths() {
 /// attributed prefill's order and never more than the window.
 #[test]
 fn the_difference_method_runs_beside_the_attributed_split() {
+    let _machine = common::shared();
     let (home, stop, writer) = home_at_20_watts();
     let (err, r) = run_ok(
         home.path(),
@@ -776,6 +783,7 @@ fn the_difference_method_runs_beside_the_attributed_split() {
 /// as a script's loop starts them): each gets its own directory and keeps its result.
 #[test]
 fn two_runs_started_together_keep_both_results() {
+    let _machine = common::shared();
     let home = sandbox();
     let yaml = home.path().join("tiny.yaml");
     std::fs::write(
@@ -830,6 +838,7 @@ fn two_runs_started_together_keep_both_results() {
 /// made and saved, and a study's cells still complete.
 #[test]
 fn unwritable_output_does_not_abort_the_run() {
+    let _machine = common::shared();
     let home = sandbox();
     let yaml = home.path().join("s.yaml");
     std::fs::write(
@@ -866,6 +875,7 @@ fn unwritable_output_does_not_abort_the_run() {
 /// cap of 4 are 4 tokens, and the plan and the result say so.
 #[test]
 fn max_output_tokens_caps_synthetic_replies() {
+    let _machine = common::shared();
     let home = sandbox();
     let (err, r) = run_ok(
         home.path(),
@@ -890,6 +900,7 @@ fn max_output_tokens_caps_synthetic_replies() {
 /// path, an experiment that names no dataset runs the AIEnergyScore prompts.
 #[test]
 fn the_default_prompts_need_no_asset_cache() {
+    let _machine = common::shared();
     let home = sandbox();
     let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     let yaml = home.path().join("bare.yaml");
@@ -935,6 +946,7 @@ fn the_default_prompts_need_no_asset_cache() {
 /// result's `timeseries` is null.
 #[test]
 fn output_save_timeseries_false_writes_no_sidecar() {
+    let _machine = common::shared();
     let home = sandbox();
     let (_, r) = run_ok(
         home.path(),
@@ -957,6 +969,7 @@ fn output_save_timeseries_false_writes_no_sidecar() {
 /// runs more than `max_prompts` (7 prompts: batches of 2, 2, 2, 1).
 #[test]
 fn convergence_warmup_counts_prompts_between_min_and_max() {
+    let _machine = common::shared();
     let home = sandbox();
     for min in [3, 7] {
         let (_, r) = run_ok(
@@ -991,6 +1004,7 @@ fn convergence_warmup_counts_prompts_between_min_and_max() {
 /// how much.
 #[test]
 fn the_embedded_engine_measures_a_steady_state() {
+    let _machine = common::shared();
     let home = sandbox();
     for (n, want) in [(8, "steady_state"), (2, "total")] {
         let (_, r) = run_ok(
@@ -1028,6 +1042,7 @@ fn the_embedded_engine_measures_a_steady_state() {
 /// nothing: the engine says where it ran.
 #[test]
 fn the_embedded_engine_on_a_gpu_host_reports_cpu_energy_as_its_headline() {
+    let _machine = common::shared();
     let home = sandbox();
     common::amdgpu_card(&home.path().join("sys"), 150.0);
     let (stop, writer) = common::rapl_zone(&home.path().join("powercap"), 20.0);
@@ -1072,6 +1087,7 @@ fn the_embedded_engine_on_a_gpu_host_reports_cpu_energy_as_its_headline() {
 /// engine applies it (the result names it), and a missing adapter stops the plan at its line.
 #[test]
 fn a_lora_adapter_is_applied_by_llem_run_or_refused_at_plan_time() {
+    let _machine = common::shared();
     let home = sandbox();
     let (_, adapter) = lora::make(
         &assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),

@@ -13,17 +13,12 @@ use std::process::Command;
 
 use llem_results::{ExperimentResult, read_requests, read_server_metrics};
 
-mod common;
+use crate::common;
 use common::assets;
 
-#[path = "../../llem-engines/tests/support/lora.rs"]
-mod lora;
+use llem_testkit::lora;
 
-#[path = "../../llem-engines/tests/support/fake_openai.rs"]
-mod fake_openai;
-
-/// The serving tests start real servers on two cores: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use llem_testkit::fake_openai;
 
 fn llama_server() -> PathBuf {
     let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
@@ -87,7 +82,7 @@ fn only_entry(dir: &Path) -> PathBuf {
 
 #[test]
 fn llem_runs_llama_server_end_to_end_and_stops_it() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let server = llama_server();
     let home = tempfile::tempdir().unwrap();
     let out = home.path().join("results");
@@ -259,7 +254,7 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
 /// process group the cell reported.
 #[test]
 fn a_killed_cell_does_not_leave_its_server_running() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let server = llama_server();
     let home = tempfile::tempdir().unwrap();
     let out = home.path().join("results");
@@ -375,7 +370,7 @@ impl Drop for Killer {
 /// of a repeat was).
 #[test]
 fn repeated_runs_against_an_external_server_do_not_measure_cached_prefill() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let server = llama_server();
     let port = common::free_port();
     let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -448,7 +443,7 @@ fn repeated_runs_against_an_external_server_do_not_measure_cached_prefill() {
 /// dry-run (text and JSON).
 #[test]
 fn credentials_in_a_runner_url_are_used_and_never_written() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let secret = "s3cr3t-pw-0123";
     let url = fake_openai::spawn(fake_openai::FakeConfig {
         first_token_ms: 5,
@@ -525,7 +520,7 @@ fn credentials_in_a_runner_url_are_used_and_never_written() {
 /// agrees with a recount from `requests.parquet`.
 #[test]
 fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let url = fake_openai::spawn(fake_openai::FakeConfig {
         first_token_ms: 30,
         gap_ms: 10,
@@ -626,7 +621,7 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
 /// system figure and the breakdown), and CO2 is reported for both.
 #[test]
 fn a_gpu_servers_headline_is_its_gpu_and_the_host_is_reported_beside_it() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let url = fake_openai::spawn(fake_openai::FakeConfig {
         first_token_ms: 20,
         gap_ms: 5,
@@ -702,7 +697,7 @@ fn a_gpu_servers_headline_is_its_gpu_and_the_host_is_reported_beside_it() {
 /// checks, before the measured requests, that the server lists it (`/lora-adapters`).
 #[test]
 fn llama_server_is_started_with_the_lora_adapter() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let server = llama_server();
     let home = tempfile::tempdir().unwrap();
     let model = assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -788,7 +783,7 @@ fn fake_experiment(home: &Path, url: &str, prompts: &[String]) -> String {
 /// `failed` with that reason instead of `completed` with zero tokens.
 #[test]
 fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let url = fake_openai::spawn(fake_openai::FakeConfig::default());
     let home = tempfile::tempdir().unwrap();
     let prompts: Vec<String> = (0..4).map(|i| format!("FAIL request {i}")).collect();
@@ -844,7 +839,7 @@ fn a_run_where_every_request_fails_is_a_failure_not_a_result() {
 /// the requests to fail measures the rest and says how many failed.
 #[test]
 fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let url = fake_openai::spawn(fake_openai::FakeConfig::default());
     let home = tempfile::tempdir().unwrap();
     let prompts: Vec<String> = (0..4)
@@ -909,7 +904,7 @@ fn failed_requests_fail_the_run_unless_the_config_allows_a_share() {
 /// are valid; the higher level doubles the throughput.
 #[test]
 fn rate_levels_are_measured_as_windows_after_a_ramp() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let url = fake_openai::spawn(fake_openai::FakeConfig {
         first_token_ms: 20,
         gap_ms: 5,
@@ -971,7 +966,7 @@ study_execution: {{n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}
 /// the gate times out.
 #[test]
 fn the_warmup_gate_waits_for_a_steady_device_and_flags_one_that_never_is() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = common::exclusive();
     let url = fake_openai::spawn(fake_openai::FakeConfig {
         first_token_ms: 5,
         gap_ms: 2,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime};
 use llem_results::{CellStatus, Manifest, StudyResult, StudyStatus};
 use llem_study::slurm::record::{JobsRecord, TaskState, TaskStatus};
 
-mod common;
+use crate::common;
 use common::assets;
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -209,6 +209,7 @@ fn task_statuses(dir: &Path) -> Vec<TaskStatus> {
 
 #[test]
 fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_one() {
+    let _machine = common::shared();
     let Some(c) = Cluster::start() else { return };
     let yaml = c.yaml(
         "grid.yaml",
@@ -407,6 +408,7 @@ fn a_two_by_two_study_in_two_cycles_runs_as_job_arrays_and_loads_like_a_local_on
 
 #[test]
 fn scancel_and_kill_9_of_tasks_carry_slurms_reason_and_resume_reruns_only_those() {
+    let _machine = common::shared();
     let Some(c) = Cluster::start() else { return };
     // Cells of a few seconds, all three tasks started at once: one runs, two wait for the
     // node's CPU lock.
@@ -520,6 +522,7 @@ fn scancel_and_kill_9_of_tasks_carry_slurms_reason_and_resume_reruns_only_those(
 
 #[test]
 fn a_task_past_its_time_limit_is_a_timeout_and_the_breaker_stops_the_array() {
+    let _machine = common::shared();
     let Some(c) = Cluster::start() else { return };
     // A cell far longer than its one-minute limit.
     let long = c.yaml(
@@ -616,6 +619,7 @@ fn a_task_past_its_time_limit_is_a_timeout_and_the_breaker_stops_the_array() {
 /// completes and stops when it fails.
 #[test]
 fn after_failures_in_a_row_a_probe_cell_decides_whether_the_array_goes_on() {
+    let _machine = common::shared();
     let Some(c) = Cluster::start() else { return };
     let broken: Vec<String> = (1..=3)
         .map(|i| {
@@ -732,6 +736,7 @@ fn after_failures_in_a_row_a_probe_cell_decides_whether_the_array_goes_on() {
 
 #[test]
 fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
+    let _machine = common::shared();
     let Some(c) = Cluster::start() else { return };
     let yaml = c.yaml(
         "p.yaml",

@@ -15,20 +15,10 @@ use std::time::{Duration, Instant};
 use llem_results::{CellStatus, ExperimentResult, Manifest, StudyResult, StudyStatus};
 use llem_study::supervise::group_members;
 
-mod common;
+use crate::common;
 use common::assets;
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/// One study at a time: llama.cpp's worker threads spin, and several CPU studies on two cores
-/// slow each other down by an order of magnitude (the lock test runs two on purpose).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// Kills a spawned runner if the test fails before it is waited for (its cells follow it).
 struct Reaper(Child);
@@ -158,7 +148,7 @@ fn signal(child: &Child, sig: nix::sys::signal::Signal) {
 
 #[test]
 fn a_williams_ordered_study_runs_every_cell_and_its_records_agree() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let yaml = sb.yaml(
         "sweep.yaml",
@@ -324,7 +314,7 @@ fn a_williams_ordered_study_runs_every_cell_and_its_records_agree() {
 
 #[test]
 fn kill_9_of_the_runner_leaves_no_orphan_and_resume_finishes_without_rerunning() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let yaml = sb.yaml(
         "k.yaml",
@@ -427,7 +417,7 @@ fn kill_9_of_the_runner_leaves_no_orphan_and_resume_finishes_without_rerunning()
 /// naming the file, and --resume repairs the record once the disk takes it again.
 #[test]
 fn a_manifest_the_disk_refuses_fails_the_study_and_resume_repairs_it() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let yaml = sb.yaml(
         "m.yaml",
@@ -496,7 +486,7 @@ fn broken_model(sb: &Sandbox, name: &str) -> String {
 
 #[test]
 fn the_circuit_breaker_trips_cools_down_and_its_probe_closes_it() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let broken = broken_model(&sb, "broken.gguf");
     let yaml = sb.yaml(
@@ -548,7 +538,7 @@ fn the_circuit_breaker_trips_cools_down_and_its_probe_closes_it() {
 
 #[test]
 fn a_failed_probe_aborts_and_fail_fast_stops_at_the_first_failure() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let models: Vec<String> = (1..=3)
         .map(|i| broken_model(&sb, &format!("broken{i}.gguf")))
@@ -597,7 +587,7 @@ fn a_failed_probe_aborts_and_fail_fast_stops_at_the_first_failure() {
 
 #[test]
 fn a_hanging_cell_times_out_and_the_study_goes_on_then_the_wall_clock_stops_it() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     // batch_size 1 with 400 x 256 tokens runs for minutes: far past an 8 s cell timeout.
     let yaml = sb.yaml(
@@ -650,7 +640,7 @@ fn a_hanging_cell_times_out_and_the_study_goes_on_then_the_wall_clock_stops_it()
 
 #[test]
 fn a_second_study_on_the_same_devices_fails_fast_naming_the_holder() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let long = study_yaml(
         "holder",
@@ -729,7 +719,7 @@ fn a_second_study_on_the_same_devices_fails_fast_naming_the_holder() {
 
 #[test]
 fn schedule_every_runs_a_new_study_each_time() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let yaml = sb.yaml(
         "s.yaml",
@@ -761,7 +751,7 @@ fn schedule_every_runs_a_new_study_each_time() {
 /// it runs the study again at the interval until the total duration is spent, then says so.
 #[test]
 fn a_schedule_block_in_the_file_runs_until_its_total_duration() {
-    let _serial = serial();
+    let _serial = common::exclusive();
     let sb = Sandbox::new();
     let yaml = sb.yaml(
         "s.yaml",

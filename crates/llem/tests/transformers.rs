@@ -8,7 +8,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -35,13 +35,6 @@ fn python() -> String {
          LLEM_PYTHON)"
     );
     venv.display().to_string()
-}
-
-/// Each run loads torch and the model on both cores: one at a time.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct Sandbox {
@@ -108,7 +101,7 @@ fn cell_dir(study: &Path, cell: &llem_results::manifest::ManifestEntry) -> PathB
 
 #[test]
 fn a_study_runs_profiled_and_batched_cells_through_the_worker() {
-    let _g = serial();
+    let _g = common::exclusive();
     let sb = Sandbox::new();
     let yaml = format!(
         "name: tf\nmodel: {MODEL}\nengine: transformers\ndtype: float32\n\
@@ -209,7 +202,7 @@ fn a_study_runs_profiled_and_batched_cells_through_the_worker() {
 
 #[test]
 fn a_worker_killed_mid_batch_fails_its_cell_and_the_study_goes_on() {
-    let _g = serial();
+    let _g = common::exclusive();
     let sb = Sandbox::new();
     let yaml = format!(
         "name: crash\nmodel: {MODEL}\nengine: transformers\ndtype: float32\n\
@@ -266,7 +259,7 @@ fn a_worker_killed_mid_batch_fails_its_cell_and_the_study_goes_on() {
 
 #[test]
 fn a_python_without_torch_is_refused_before_anything_runs() {
-    let _g = serial();
+    let _g = common::exclusive();
     let sb = Sandbox::new();
     let venv = sb.path().join("bare");
     assert!(

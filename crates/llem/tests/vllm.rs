@@ -9,7 +9,7 @@
     clippy::panic
 )]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -75,6 +75,7 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 /// (vLLM's CPU build), and no vLLM process outlives the study.
 #[test]
 fn a_study_of_two_vllm_configurations_runs_for_real() {
+    let _machine = common::shared();
     let bin = venv_bin();
     let model = hf_model();
     let home = tempfile::tempdir().unwrap();

@@ -10,15 +10,18 @@ use std::path::{Path, PathBuf};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator started from `seed`.
     pub fn new(seed: u64) -> Self {
         Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
+    /// The next value in [0, 1).
     pub fn next_f64(&mut self) -> f64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
     }
+    /// The next integer in [0, n).
     pub fn below(&mut self, n: u64) -> u64 {
         (self.next_f64() * n as f64) as u64 % n.max(1)
     }
@@ -27,14 +30,23 @@ impl Rng {
 /// One run to write.
 #[derive(Clone, Debug)]
 pub struct RunSpec {
+    /// The benchmark family directory (`h100`, `b200`).
     pub family: &'static str,
+    /// The snapshot directory.
     pub snapshot: &'static str,
+    /// The task (`lm-arena-chat`, ...).
     pub task: String,
+    /// The model's organisation on the Hub.
     pub org: String,
+    /// The model's name under its organisation.
     pub model: String,
+    /// The GPU model.
     pub sku: &'static str,
+    /// GPUs the run used.
     pub num_gpus: u32,
+    /// The batch size (vLLM's `max_num_seqs`).
     pub max_num_seqs: u32,
+    /// The seed of the run's generated values.
     pub seed: u64,
     /// Steady-state duration, s.
     pub duration_s: f64,
@@ -42,6 +54,7 @@ pub struct RunSpec {
     pub utilisation: Option<f64>,
     /// Requests, and ITL values per request.
     pub requests: usize,
+    /// Output tokens per request.
     pub tokens: usize,
     /// Write the energy per token under the legacy key.
     pub legacy_energy_key: bool,
@@ -52,6 +65,7 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// A regular run of `model_id` on `gpus` × `sku` at batch size `b`.
     pub fn new(task: &str, model_id: &str, sku: &'static str, gpus: u32, b: u32) -> Self {
         let (org, model) = model_id.split_once('/').unwrap_or(("org", model_id));
         Self {
@@ -74,6 +88,7 @@ impl RunSpec {
         }
     }
 
+    /// The run's directory under `root`.
     pub fn dir(&self, root: &Path) -> PathBuf {
         root.join("llm")
             .join(self.family)
@@ -113,6 +128,51 @@ pub fn write_run(root: &Path, spec: &RunSpec) {
             ^ ((spec.task.len() as u64) << 30)
             ^ (u64::from(spec.num_gpus) << 40),
     );
+    let (results, total_tokens, completed) = requests_json(spec, &mut rng);
+    let d = spec.duration_s;
+    let power_per_gpu = 250.0 + 200.0 * rng.next_f64();
+    let energy = power_per_gpu * f64::from(spec.num_gpus) * d;
+    let tokens_in_window = (f64::from(spec.max_num_seqs) * d * 30.0).round();
+    let e = spec
+        .energy_per_token_override
+        .unwrap_or(energy / tokens_in_window);
+    let e_key = if spec.legacy_energy_key {
+        "energy_per_token_joules"
+    } else {
+        "steady_state_energy_per_token"
+    };
+    let start = 1_760_000_000.0 + f64::from(spec.max_num_seqs);
+    let (ss, se) = (start + 10.0, start + 10.0 + d);
+    let timeline = timeline_json(spec, &mut rng, power_per_gpu, (start, ss, se));
+    let text = format!(
+        "{{\"model_id\": \"{}/{}\", \"gpu_model\": \"{}\", \"num_gpus\": {}, \"max_num_seqs\": {},\n\"duration\": {}, \"completed\": {completed}, \"total_input_tokens\": 1234, \"total_output_tokens\": {total_tokens},\n\"output_throughput\": {}, \"steady_state_duration\": {}, \"steady_state_energy\": {}, \"{e_key}\": {},\n\"results\": {results}{timeline}}}\n",
+        spec.org,
+        spec.model,
+        spec.sku,
+        spec.num_gpus,
+        spec.max_num_seqs,
+        num(d + 20.0),
+        num(total_tokens as f64 / (d + 20.0)),
+        num(d),
+        num(energy),
+        num(e),
+    );
+    std::fs::write(dir.join("results.json"), text).unwrap();
+    if let Some(u) = spec.utilisation {
+        let running = u * f64::from(spec.max_num_seqs);
+        let prom = format!(
+            "{{\"collection_interval\": 1.0, \"steady_state_start_time\": {}, \"steady_state_end_time\": {}, \"timeline\": [{{\"timestamp\": {}, \"metrics\": \"vllm:num_requests_running{{engine=\\\"0\\\"}} 3.0\\n\"}}], \"steady_state_stats\": {{\"vllm:num_requests_running\": {}, \"vllm:kv_cache_usage_perc\": 0.5}}}}\n",
+            num(ss),
+            num(se),
+            num(ss),
+            num(running)
+        );
+        std::fs::write(dir.join("prometheus.json"), prom).unwrap();
+    }
+}
+
+/// The `results` array of a run's `results.json`: `(json, output tokens, completed)`.
+fn requests_json(spec: &RunSpec, rng: &mut Rng) -> (String, usize, usize) {
     let mut results = String::from("[");
     let mut total_tokens = 0usize;
     let mut completed = 0usize;
@@ -156,86 +216,59 @@ pub fn write_run(root: &Path, spec: &RunSpec) {
         .unwrap();
     }
     results.push(']');
+    (results, total_tokens, completed)
+}
+
+/// The `timeline` member of a run's `results.json` (empty without samples); `times`: the
+/// benchmark's start and the steady state's start and end, s.
+fn timeline_json(
+    spec: &RunSpec,
+    rng: &mut Rng,
+    power_per_gpu: f64,
+    (start, ss, se): (f64, f64, f64),
+) -> String {
     let d = spec.duration_s;
-    let power_per_gpu = 250.0 + 200.0 * rng.next_f64();
-    let energy = power_per_gpu * f64::from(spec.num_gpus) * d;
-    let tokens_in_window = (f64::from(spec.max_num_seqs) * d * 30.0).round();
-    let e = spec
-        .energy_per_token_override
-        .unwrap_or(energy / tokens_in_window);
-    let e_key = if spec.legacy_energy_key {
-        "energy_per_token_joules"
-    } else {
-        "steady_state_energy_per_token"
-    };
-    let start = 1_760_000_000.0 + f64::from(spec.max_num_seqs);
-    let (ss, se) = (start + 10.0, start + 10.0 + d);
-    let mut timeline = String::new();
-    if spec.timeline_samples > 0 {
-        let mut inst = String::new();
-        let mut avg = String::new();
-        let mut temp = String::new();
-        for g in 0..spec.num_gpus {
-            let key = g + 2; // physical indices need not start at 0
-            let mut a = String::new();
-            let mut b = String::new();
-            let mut c = String::new();
-            for k in 0..spec.timeline_samples {
-                // GPU 0 of the run misses its 4th sample; the others sample 1 s apart.
-                if g > 0 && k == 3 {
-                    continue;
-                }
-                let t = start + (d + 20.0) * k as f64 / spec.timeline_samples as f64;
-                let sep = if a.is_empty() { "" } else { ", " };
-                let p = power_per_gpu + 10.0 * rng.next_f64();
-                write!(a, "{sep}[{}, {}]", num(t), num(p)).unwrap();
-                write!(b, "{sep}[{}, {}]", num(t), num(p - 5.0)).unwrap();
-                write!(
-                    c,
-                    "{sep}[{}, {}]",
-                    num(t),
-                    num(55.0 + 10.0 * rng.next_f64())
-                )
-                .unwrap();
+    if spec.timeline_samples == 0 {
+        return String::new();
+    }
+    let mut inst = String::new();
+    let mut avg = String::new();
+    let mut temp = String::new();
+    for g in 0..spec.num_gpus {
+        let key = g + 2; // physical indices need not start at 0
+        let mut a = String::new();
+        let mut b = String::new();
+        let mut c = String::new();
+        for k in 0..spec.timeline_samples {
+            // GPU 0 of the run misses its 4th sample; the others sample 1 s apart.
+            if g > 0 && k == 3 {
+                continue;
             }
-            let sep = if inst.is_empty() { "" } else { ", " };
-            write!(inst, "{sep}\"{key}\": [{a}]").unwrap();
-            write!(avg, "{sep}\"{key}\": [{b}]").unwrap();
-            write!(temp, "{sep}\"{key}\": [{c}]").unwrap();
+            let t = start + (d + 20.0) * k as f64 / spec.timeline_samples as f64;
+            let sep = if a.is_empty() { "" } else { ", " };
+            let p = power_per_gpu + 10.0 * rng.next_f64();
+            write!(a, "{sep}[{}, {}]", num(t), num(p)).unwrap();
+            write!(b, "{sep}[{}, {}]", num(t), num(p - 5.0)).unwrap();
+            write!(
+                c,
+                "{sep}[{}, {}]",
+                num(t),
+                num(55.0 + 10.0 * rng.next_f64())
+            )
+            .unwrap();
         }
-        timeline = format!(
-            ",\n\"timeline\": {{\"benchmark_start_time\": {}, \"benchmark_end_time\": {}, \"steady_state_start_time\": {}, \"steady_state_end_time\": {}, \"power\": {{\"device_instant\": {{{inst}}}, \"device_average\": {{{avg}}}}}, \"temperature\": {{{temp}}}}}",
-            num(start),
-            num(start + d + 20.0),
-            num(ss),
-            num(se)
-        );
+        let sep = if inst.is_empty() { "" } else { ", " };
+        write!(inst, "{sep}\"{key}\": [{a}]").unwrap();
+        write!(avg, "{sep}\"{key}\": [{b}]").unwrap();
+        write!(temp, "{sep}\"{key}\": [{c}]").unwrap();
     }
-    let text = format!(
-        "{{\"model_id\": \"{}/{}\", \"gpu_model\": \"{}\", \"num_gpus\": {}, \"max_num_seqs\": {},\n\"duration\": {}, \"completed\": {completed}, \"total_input_tokens\": 1234, \"total_output_tokens\": {total_tokens},\n\"output_throughput\": {}, \"steady_state_duration\": {}, \"steady_state_energy\": {}, \"{e_key}\": {},\n\"results\": {results}{timeline}}}\n",
-        spec.org,
-        spec.model,
-        spec.sku,
-        spec.num_gpus,
-        spec.max_num_seqs,
-        num(d + 20.0),
-        num(total_tokens as f64 / (d + 20.0)),
-        num(d),
-        num(energy),
-        num(e),
-    );
-    std::fs::write(dir.join("results.json"), text).unwrap();
-    if let Some(u) = spec.utilisation {
-        let running = u * f64::from(spec.max_num_seqs);
-        let prom = format!(
-            "{{\"collection_interval\": 1.0, \"steady_state_start_time\": {}, \"steady_state_end_time\": {}, \"timeline\": [{{\"timestamp\": {}, \"metrics\": \"vllm:num_requests_running{{engine=\\\"0\\\"}} 3.0\\n\"}}], \"steady_state_stats\": {{\"vllm:num_requests_running\": {}, \"vllm:kv_cache_usage_perc\": 0.5}}}}\n",
-            num(ss),
-            num(se),
-            num(ss),
-            num(running)
-        );
-        std::fs::write(dir.join("prometheus.json"), prom).unwrap();
-    }
+    format!(
+        ",\n\"timeline\": {{\"benchmark_start_time\": {}, \"benchmark_end_time\": {}, \"steady_state_start_time\": {}, \"steady_state_end_time\": {}, \"power\": {{\"device_instant\": {{{inst}}}, \"device_average\": {{{avg}}}}}, \"temperature\": {{{temp}}}}}",
+        num(start),
+        num(start + d + 20.0),
+        num(ss),
+        num(se)
+    )
 }
 
 /// Writes `model_info.json` and `monolithic.config.yaml` for every (task, model, SKU).

@@ -12,7 +12,7 @@ const CHILD: &str = "LLEM_NVML_STANDIN_CHILD";
 
 /// The C source, next to this file.
 fn source() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../llem-energy/tests/support/nvml_standin.c")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/nvml_standin.c")
 }
 
 /// Compiles the stand-in into `dir` as `libnvidia-ml.so.1`.
@@ -67,7 +67,7 @@ impl StandIn {
     }
 }
 
-/// In the parent: runs test `name` of this test binary in a child that loads a stand-in
+/// In the parent: runs test `name` (its full path in the binary, `module::test`) of this test binary in a child that loads a stand-in
 /// scripted by `script`, fails if the child fails, and returns `true` (the caller returns).
 /// In that child: returns `false`, and the caller runs the test body.
 pub fn in_child(name: &str, script: &str) -> bool {

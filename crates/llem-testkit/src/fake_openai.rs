@@ -259,35 +259,49 @@ fn refusal(prompt: &str, headers: &HeaderMap) -> Option<Response> {
     None
 }
 
-fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool, headers: &HeaderMap) -> Response {
+/// The answer a steering word asks for in place of a stream (or the process's exit).
+fn induced_answer(prompt: &str, headers: &HeaderMap) -> Option<Response> {
     if prompt.contains("CRASH") {
         std::process::exit(3);
     }
-    if let Some(r) = refusal(&prompt, headers) {
-        return r;
+    if let Some(r) = refusal(prompt, headers) {
+        return Some(r);
     }
     if prompt.contains("HTML") {
-        return (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            "<html><body>Please log in</body></html>",
-        )
-            .into_response();
+        return Some(
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                "<html><body>Please log in</body></html>",
+            )
+                .into_response(),
+        );
     }
     if prompt.contains("EMPTY") {
-        return (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/event-stream")],
-            ": keep-alive comment only\n\n",
-        )
-            .into_response();
+        return Some(
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                ": keep-alive comment only\n\n",
+            )
+                .into_response(),
+        );
     }
     if prompt.contains("FAIL") {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            axum::Json(json!({"object": "error", "message": "induced failure"})),
-        )
-            .into_response();
+        return Some(
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({"object": "error", "message": "induced failure"})),
+            )
+                .into_response(),
+        );
+    }
+    None
+}
+
+fn stream(s: Arc<AppState>, v: Value, prompt: String, chat: bool, headers: &HeaderMap) -> Response {
+    if let Some(r) = induced_answer(&prompt, headers) {
+        return r;
     }
     let n = v["max_tokens"]
         .as_u64()

@@ -51,9 +51,7 @@ fn run(cmd: &mut Command, what: &str) {
 
 /// A LoRA adapter for the GGUF `model` in `out`: `(peft directory, GGUF adapter file)`.
 pub fn make(model: &Path, out: &Path) -> (PathBuf, PathBuf) {
-    // From either crate that includes this file.
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../llem-engines/tests/support/make_lora.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/make_lora.py");
     run(
         Command::new(python())
             .arg(&script)

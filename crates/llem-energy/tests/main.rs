@@ -1,0 +1,4 @@
+//! llem-energy's integration tests: one binary (linked once), one module per subject.
+
+mod nvml_standin;
+mod rapl_tree;

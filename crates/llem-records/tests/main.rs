@@ -1,0 +1,6 @@
+//! llem-records's integration tests: one binary (linked once), one module per subject.
+
+mod fuzz_results;
+mod llem07_bundles;
+mod mlenergy_parity;
+mod swept_fields;

@@ -1,0 +1,14 @@
+//! llem's integration tests: one binary (linked once), one module per subject.
+
+mod cli;
+mod common;
+mod diffusion;
+mod doctor;
+mod measure;
+mod records;
+mod run;
+mod serve;
+mod slurm;
+mod study;
+mod transformers;
+mod vllm;
