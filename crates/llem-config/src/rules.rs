@@ -512,6 +512,35 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             format!("`decoder.min_new_tokens` ({min}) exceeds `max_output_tokens` ({max})"),
         ));
     }
+    // The output cap's warnings come before the warmup's, as they always have.
+    check_output_cap(cfg, warnings);
+    check_warmup(cfg, out, warnings);
+    check_measurement(cfg, out, warnings);
+    if let Some(l) = &cfg.lora {
+        check_lora(cfg, l, out);
+    }
+    if let Some(kw) = &cfg.passthrough_kwargs {
+        for key in kw.keys() {
+            if ExperimentConfig::KEYS.contains(&key.as_str()) {
+                out.push(violation(
+                    &["passthrough_kwargs", key],
+                    format!(
+                        "`passthrough_kwargs.{key}` collides with the top-level field \
+                         `{key}`; set `{key}` directly"
+                    ),
+                ));
+            }
+        }
+    }
+    if cfg.energy_sampler.is_none() {
+        warnings.push(
+            "energy_sampler is null: energy is not measured (throughput and latency only)".into(),
+        );
+    }
+}
+
+/// Convergence bounds, the thermal floor and the warmup gate.
+fn check_warmup(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
     let w = &cfg.warmup;
     if w.enabled && w.convergence_detection {
         if w.min_prompts > w.max_prompts {
@@ -533,7 +562,6 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             ));
         }
     }
-    check_output_cap(cfg, warnings);
     if w.enabled && w.thermal_floor_seconds < 30.0 {
         warnings.push(format!(
             "warmup.thermal_floor_seconds is {} s, below the 30 s the methodology \
@@ -556,6 +584,10 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
             ));
         }
     }
+}
+
+/// The methodology's window, phase split and windows, and latency profiling.
+fn check_measurement(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Vec<String>) {
     let m = &cfg.measurement;
     if m.methodology == Methodology::Windowed {
         match m.window {
@@ -620,27 +652,6 @@ fn check_common(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut
                     .into(),
             );
         }
-    }
-    if let Some(l) = &cfg.lora {
-        check_lora(cfg, l, out);
-    }
-    if let Some(kw) = &cfg.passthrough_kwargs {
-        for key in kw.keys() {
-            if ExperimentConfig::KEYS.contains(&key.as_str()) {
-                out.push(violation(
-                    &["passthrough_kwargs", key],
-                    format!(
-                        "`passthrough_kwargs.{key}` collides with the top-level field \
-                         `{key}`; set `{key}` directly"
-                    ),
-                ));
-            }
-        }
-    }
-    if cfg.energy_sampler.is_none() {
-        warnings.push(
-            "energy_sampler is null: energy is not measured (throughput and latency only)".into(),
-        );
     }
 }
 

@@ -258,130 +258,37 @@ pub fn from_root(
     root: &crate::yaml::Map,
     sources: &SourceMap,
 ) -> Result<Option<ScheduleSpec>, ConfigError> {
-    let Some(block) = root.get("schedule") else {
+    let Some(node) = root.get("schedule") else {
         return Ok(None);
     };
-    let err = |n: &Node, kind: ErrorKind, msg: String| -> ConfigError {
-        Diagnostic::new(kind, msg)
-            .at(sources.location(n.span))
-            .into()
-    };
-    let Some(map) = block.as_map() else {
-        return Err(err(
-            block,
+    let Some(map) = node.as_map() else {
+        return Err(error_at(
+            sources,
+            node,
             ErrorKind::Type,
-            format!("`schedule` must be a mapping, found {}", block.describe()),
+            format!("`schedule` must be a mapping, found {}", node.describe()),
         ));
     };
-    for e in &map.entries {
-        if !KEYS.contains(&&*e.key) {
-            let mut d = Diagnostic::new(
-                ErrorKind::UnknownKey,
-                format!("unknown key `schedule.{}`", e.key),
-            )
-            .at(sources.location(e.key_span));
-            if let Some(c) = did_you_mean(&e.key, KEYS) {
-                d = d.with_help(format!("did you mean `{c}`?"));
-            }
-            return Err(d.into());
-        }
-    }
-    let text = |key: &str| -> Result<Option<(&Node, &str)>, ConfigError> {
-        match map.get(key) {
-            None => Ok(None),
-            Some(n) if n.is_null() => Ok(None),
-            Some(n) => match n.as_str() {
-                Some(s) => Ok(Some((n, s))),
-                None => Err(err(
-                    n,
-                    ErrorKind::Type,
-                    format!("`schedule.{key}` must be a string, found {}", n.describe()),
-                )),
-            },
-        }
-    };
-    let enabled = match text("enabled")? {
-        None => false,
-        Some((n, s)) => match s {
-            "true" | "True" | "yes" => true,
-            "false" | "False" | "no" => false,
-            _ => {
-                return Err(err(
-                    n,
-                    ErrorKind::Type,
-                    format!("`schedule.enabled` must be true or false, found `{s}`"),
-                ));
-            }
-        },
-    };
-    let list = |key: &str| -> Result<Vec<(&Node, &str)>, ConfigError> {
-        match map.get(key) {
-            None => Ok(Vec::new()),
-            Some(n) if n.is_null() => Ok(Vec::new()),
-            Some(n) => match (n.as_seq(), n.as_str()) {
-                (Some(items), _) => items
-                    .iter()
-                    .map(|i| {
-                        i.as_str().map(|s| (i, s)).ok_or_else(|| {
-                            err(
-                                i,
-                                ErrorKind::Type,
-                                format!(
-                                    "`schedule.{key}` items must be strings, found {}",
-                                    i.describe()
-                                ),
-                            )
-                        })
-                    })
-                    .collect(),
-                (None, Some(s)) => Ok(vec![(n, s)]),
-                (None, None) => Err(err(
-                    n,
-                    ErrorKind::Type,
-                    format!(
-                        "`schedule.{key}` must be a string or a list, found {}",
-                        n.describe()
-                    ),
-                )),
-            },
-        }
-    };
-    let duration = |key: &str, max: f64| -> Result<Option<Duration>, ConfigError> {
-        text(key)?
-            .map(|(n, s)| {
-                parse_duration(s, max)
-                    .map_err(|m| err(n, ErrorKind::Range, format!("schedule.{key}: {m}")))
-            })
-            .transpose()
-    };
-    let interval = duration("interval", MAX_DURATION_S)?;
-    let total = duration("total_duration", MAX_TOTAL_S)?;
+    let block = Block { map, sources };
+    block.check_keys()?;
+    let enabled = block.enabled()?;
+    let interval = block.duration("interval", MAX_DURATION_S)?;
+    let total = block.duration("total_duration", MAX_TOTAL_S)?;
     let mut at = Vec::new();
-    for (n, s) in list("at")? {
+    for (n, s) in block.list("at")? {
         at.push(
             parse_time_of_day(s)
-                .map_err(|m| err(n, ErrorKind::Type, format!("schedule.at: {m}")))?,
+                .map_err(|m| error_at(sources, n, ErrorKind::Type, format!("schedule.at: {m}")))?,
         );
     }
-    let mut days = Vec::new();
-    for (n, s) in list("days")? {
-        // Comma lists as the Python flags take them: `mon,wed,fri`.
-        let words: Vec<&str> = s.split(',').collect();
-        for d in parse_days(&words)
-            .map_err(|m| err(n, ErrorKind::Type, format!("schedule.days: {m}")))?
-        {
-            if !days.contains(&d) {
-                days.push(d);
-            }
-        }
-    }
-    days.sort_unstable();
+    let days = block.days()?;
     if !enabled {
         return Ok(None);
     }
     if interval.is_none() && at.is_empty() {
-        return Err(err(
-            block,
+        return Err(error_at(
+            sources,
+            node,
             ErrorKind::Missing,
             "`schedule` is enabled but says neither `interval` nor `at`".into(),
         ));
@@ -392,6 +299,138 @@ pub fn from_root(
         days,
         total_duration: Some(total.unwrap_or(Duration::from_secs(DEFAULT_TOTAL_DURATION_S))),
     }))
+}
+
+/// An error of `kind` at node `n` of the file.
+fn error_at(sources: &SourceMap, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
+    Diagnostic::new(kind, message)
+        .at(sources.location(n.span))
+        .into()
+}
+
+/// The `schedule:` mapping, read key by key; each error points at its node.
+struct Block<'a> {
+    map: &'a crate::yaml::Map,
+    sources: &'a SourceMap,
+}
+
+impl<'a> Block<'a> {
+    fn err(&self, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
+        error_at(self.sources, n, kind, message)
+    }
+
+    /// Refuses a key the block does not have, with the nearest one.
+    fn check_keys(&self) -> Result<(), ConfigError> {
+        for e in &self.map.entries {
+            if !KEYS.contains(&&*e.key) {
+                let mut d = Diagnostic::new(
+                    ErrorKind::UnknownKey,
+                    format!("unknown key `schedule.{}`", e.key),
+                )
+                .at(self.sources.location(e.key_span));
+                if let Some(c) = did_you_mean(&e.key, KEYS) {
+                    d = d.with_help(format!("did you mean `{c}`?"));
+                }
+                return Err(d.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// A scalar as text; `None` when absent or null.
+    fn text(&self, key: &str) -> Result<Option<(&'a Node, &'a str)>, ConfigError> {
+        match self.map.get(key) {
+            None => Ok(None),
+            Some(n) if n.is_null() => Ok(None),
+            Some(n) => match n.as_str() {
+                Some(s) => Ok(Some((n, s))),
+                None => Err(self.err(
+                    n,
+                    ErrorKind::Type,
+                    format!("`schedule.{key}` must be a string, found {}", n.describe()),
+                )),
+            },
+        }
+    }
+
+    /// `enabled`: false unless it says true.
+    fn enabled(&self) -> Result<bool, ConfigError> {
+        match self.text("enabled")? {
+            None => Ok(false),
+            Some((n, s)) => match s {
+                "true" | "True" | "yes" => Ok(true),
+                "false" | "False" | "no" => Ok(false),
+                _ => Err(self.err(
+                    n,
+                    ErrorKind::Type,
+                    format!("`schedule.enabled` must be true or false, found `{s}`"),
+                )),
+            },
+        }
+    }
+
+    /// A string or a list of strings; empty when absent or null.
+    fn list(&self, key: &str) -> Result<Vec<(&'a Node, &'a str)>, ConfigError> {
+        let n = match self.map.get(key) {
+            None => return Ok(Vec::new()),
+            Some(n) if n.is_null() => return Ok(Vec::new()),
+            Some(n) => n,
+        };
+        match (n.as_seq(), n.as_str()) {
+            (Some(items), _) => items
+                .iter()
+                .map(|i| {
+                    i.as_str().map(|s| (i, s)).ok_or_else(|| {
+                        self.err(
+                            i,
+                            ErrorKind::Type,
+                            format!(
+                                "`schedule.{key}` items must be strings, found {}",
+                                i.describe()
+                            ),
+                        )
+                    })
+                })
+                .collect(),
+            (None, Some(s)) => Ok(vec![(n, s)]),
+            (None, None) => Err(self.err(
+                n,
+                ErrorKind::Type,
+                format!(
+                    "`schedule.{key}` must be a string or a list, found {}",
+                    n.describe()
+                ),
+            )),
+        }
+    }
+
+    /// A duration of at most `max` seconds.
+    fn duration(&self, key: &str, max: f64) -> Result<Option<Duration>, ConfigError> {
+        self.text(key)?
+            .map(|(n, s)| {
+                parse_duration(s, max)
+                    .map_err(|m| self.err(n, ErrorKind::Range, format!("schedule.{key}: {m}")))
+            })
+            .transpose()
+    }
+
+    /// `days`, each once, in week order.
+    fn days(&self) -> Result<Vec<u8>, ConfigError> {
+        let mut days = Vec::new();
+        for (n, s) in self.list("days")? {
+            // Comma lists as the Python flags take them: `mon,wed,fri`.
+            let words: Vec<&str> = s.split(',').collect();
+            for d in parse_days(&words)
+                .map_err(|m| self.err(n, ErrorKind::Type, format!("schedule.days: {m}")))?
+            {
+                if !days.contains(&d) {
+                    days.push(d);
+                }
+            }
+        }
+        days.sort_unstable();
+        Ok(days)
+    }
 }
 
 #[cfg(test)]

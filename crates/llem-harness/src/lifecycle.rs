@@ -250,6 +250,34 @@ fn preflight_phase(
     Ok((model_path, data, set))
 }
 
+/// The idle baseline (recorded as a phase unless it came from the cache), then the meter
+/// that samples from here to the end: the timeseries shows load, warmup and the window.
+fn baseline_and_meter(
+    req: &ExperimentRequest<'_>,
+    set: &mut SensorSet,
+    epoch: Instant,
+    progress: &mut dyn Progress,
+    phases: &mut Phases,
+) -> Result<(Option<BaselineOutcome>, Option<Meter>), HarnessError> {
+    let meter_cfg = MeterConfig {
+        interval: req.sampling_interval,
+        ..MeterConfig::default()
+    };
+    let baseline_start = epoch.elapsed().as_secs_f64();
+    let baseline = baseline_phase(req, set, meter_cfg, epoch, progress)?;
+    let baseline_end = epoch.elapsed().as_secs_f64();
+    check_cancel(&req.cancel)?;
+    let meter = start_meter(&mut set.sensors, meter_cfg, epoch)?;
+    // A cached baseline took no time and spent nothing on this run.
+    if baseline
+        .as_ref()
+        .is_some_and(|b| b.origin != llem_energy::baseline::BaselineOrigin::Cached)
+    {
+        phases.add("baseline", baseline_start, baseline_end);
+    }
+    Ok((baseline, meter))
+}
+
 /// Baseline, before anything of the experiment is loaded: measured, or taken from the cache.
 /// The sensors are lent to it and come back.
 fn baseline_phase(
@@ -680,26 +708,9 @@ pub fn run_experiment(
     let mut warnings: Vec<String> = req.plan_warnings.clone();
 
     let (model_path, data, mut set) = preflight_phase(req, progress, &mut warnings)?;
-    let meter_cfg = MeterConfig {
-        interval: req.sampling_interval,
-        ..MeterConfig::default()
-    };
-    let baseline_start = epoch.elapsed().as_secs_f64();
-    let baseline = baseline_phase(req, &mut set, meter_cfg, epoch, progress)?;
-    let baseline_end = epoch.elapsed().as_secs_f64();
-    check_cancel(cancel)?;
-    // Telemetry from here to the end: the timeseries shows load, warmup and the window.
-    let meter = start_meter(&mut set.sensors, meter_cfg, epoch)?;
-
     let mut phases = Phases::default();
+    let (baseline, meter) = baseline_and_meter(req, &mut set, epoch, progress, &mut phases)?;
     let at = || epoch.elapsed().as_secs_f64();
-    // A cached baseline took no time and spent nothing on this run.
-    if baseline
-        .as_ref()
-        .is_some_and(|b| b.origin != llem_energy::baseline::BaselineOrigin::Cached)
-    {
-        phases.add("baseline", baseline_start, baseline_end);
-    }
     let load_start = at();
     let t_load = Instant::now();
     let engine = load_phase(req, model_path.as_ref(), progress)?;
@@ -767,7 +778,6 @@ pub fn run_experiment(
     let telemetry = stop_meter(meter)?;
     let end_unix = llem_results::time::unix_now_s();
 
-    let served = cfg.is_served();
     let target = registry::configured_batch_size(cfg);
     let chosen = choose_window(cfg, &run, target)?;
     warnings.extend(chosen.warnings.iter().cloned());
@@ -791,7 +801,7 @@ pub fn run_experiment(
         workload_span: run.span,
         methodology: chosen.methodology,
         steady_state: chosen.info.clone(),
-        served,
+        served: cfg.is_served(),
         configured_batch_size: target,
         start_unix,
         end_unix,

@@ -89,23 +89,13 @@ pub fn view(
         })
         .unwrap_or_default();
     let duration = f(result, "/total_inference_time_sec").unwrap_or(f64::NAN);
-    let raw_energy = f(result, "/total_energy_j");
-    let unmeasured = warnings
-        .iter()
-        .any(|w| w.starts_with("energy_measurement_unavailable"))
-        || s(declared, "/measurement/energy_sampler").is_none()
-        || (raw_energy == Some(0.0) && duration > 0.0);
-    let energy = if unmeasured {
-        f64::NAN
-    } else {
-        raw_energy.unwrap_or(f64::NAN)
-    };
+    let Energy {
+        unmeasured,
+        raw: raw_energy,
+        total: energy,
+        per_token: e_per_tok,
+    } = energy_of(result, declared, &warnings, duration);
     let output_tokens = f(result, "/output_tokens");
-    let e_per_tok = if unmeasured {
-        f64::NAN
-    } else {
-        f(result, "/avg_energy_per_token_j").unwrap_or(f64::NAN)
-    };
     let completed = f(
         result,
         "/extended_metrics/request_latency/e2e_latency_samples",
@@ -132,80 +122,28 @@ pub fn view(
         .map(|a| a.len() as i64)
         .or_else(|| i(result, "/aggregation/num_processes"))
         .unwrap_or(i64::from(gpu.is_some()));
-    let precision = s(declared, &format!("/{engine}/engine_params/dtype"))
-        .map(String::from)
-        .or_else(|| {
-            s(config, "/observed_engine_params/dtype")
-                .map(|d| d.trim_start_matches("torch.").to_string())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let precision = precision_of(declared, config, &engine);
     let b = batch_of(declared, &engine, result);
     let avg_batch = f(result, "/extended_metrics/batch/effective_batch_size");
-    let mut notes = warnings;
-    if unmeasured && raw_energy == Some(0.0) {
-        notes.push(
-            "llem 0.7 wrote 0 J for this run: not a measurement (no sampler, or too few \
-             samples), read as unknown"
-                .into(),
-        );
-    }
-    let adjusted = f(result, "/energy_adjusted_j");
-    if let (Some(a), false) = (adjusted, unmeasured)
-        && energy > 0.0
-        && a < llem_results::result::DEGENERATE_ADJUSTED_SHARE * energy
-    {
-        notes.push(format!(
-            "baseline-adjusted energy ({a:.3} J) is under {:.0} % of the raw {energy:.3} J: the \
-             run drew barely more than its baseline, so adjusted figures are mostly noise",
-            llem_results::result::DEGENERATE_ADJUSTED_SHARE * 100.0
-        ));
-    }
-    if result
-        .pointer("/throttle/detected")
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
-        notes.push("throttled during the run (llem 0.7 throttle.detected)".into());
-    }
-    let sampler = s(declared, "/measurement/energy_sampler").map(String::from);
-    let gpu_scope = matches!(sampler.as_deref(), Some("nvml" | "zeus" | "auto"));
-    let extra = LlemFields {
-        source: Some(RunSource::Llem07),
-        engine: Some(engine.clone()),
-        study: placement.0,
-        cycle: placement.1,
-        label: None,
-        config: (!declared.is_null()).then(|| Arc::new(declared.clone())),
-        config_hash: s(result, "/declared_config_hash").map(String::from),
-        experiment_id: s(result, "/experiment_id").map(String::from),
-        measurement_methodology: s(config, "/measurement_methodology").map(String::from),
-        energy_source: sampler,
-        energy_scope: gpu_scope.then(|| "gpu".to_string()),
-        system_energy_joules: None,
-        energy_adjusted_joules: f(result, "/energy_adjusted_j").filter(|_| !unmeasured),
-        mj_per_tok_adjusted: f(result, "/energy_per_token_mj_adjusted").filter(|_| !unmeasured),
-        ttft_median_ms: f(lat, "/ttft_median_ms"),
-        ttft_p99_ms: f(lat, "/ttft_p99_ms"),
-        tpot_median_ms: f(result, "/extended_metrics/tpot_ms"),
-        e2e_p99_ms: f(
-            result,
-            "/extended_metrics/request_latency/e2e_latency_p99_ms",
-        ),
-        warnings: (!notes.is_empty()).then(|| notes.join("\n")),
-        // llem 0.7 does not split its energy.
-        ..LlemFields::default()
-    };
+    let notes = notes_of(warnings, result, unmeasured, raw_energy, energy);
+    let extra = llem_fields(
+        (result, config, declared),
+        &engine,
+        placement,
+        unmeasured,
+        &notes,
+    );
     let gpu_model = gpu.unwrap_or_else(|| "CPU".into());
     let run = LlmRun {
         domain: "llm".into(),
-        task: task.clone(),
+        task,
         nickname: layout::model_slug(&model_id),
-        model_id: model_id.clone(),
+        model_id,
         architecture: "Dense".into(),
         total_params_billions: f64::NAN,
         activated_params_billions: f64::NAN,
         weight_precision: precision,
-        gpu_model: gpu_model.clone(),
+        gpu_model,
         num_gpus,
         max_num_seqs: b,
         seed: i(declared, "/task/random_seed"),
@@ -239,19 +177,148 @@ pub fn view(
         prometheus_path: String::new(),
         extra,
     };
-    let facts = RunFacts {
-        model_id,
-        task,
-        gpu_model,
-        num_gpus,
-        max_num_seqs: Some(b),
-        load_error: None,
-        steady_state_duration_s: Some(duration),
-        energy_per_token_j: Some(e_per_tok),
-        avg_batch_size: avg_batch,
-        variant: engine,
-    };
+    let facts = facts_of(&run, engine);
     (run, facts)
+}
+
+/// The weight precision the declared config set for `engine`, else the one llem 0.7 saw.
+fn precision_of(declared: &Value, config: &Value, engine: &str) -> String {
+    s(declared, &format!("/{engine}/engine_params/dtype"))
+        .map(String::from)
+        .or_else(|| {
+            s(config, "/observed_engine_params/dtype")
+                .map(|d| d.trim_start_matches("torch.").to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The facts the stability rules judge of `run`, grouped by `engine`.
+fn facts_of(run: &LlmRun, engine: String) -> RunFacts {
+    RunFacts {
+        model_id: run.model_id.clone(),
+        task: run.task.clone(),
+        gpu_model: run.gpu_model.clone(),
+        num_gpus: run.num_gpus,
+        max_num_seqs: Some(run.max_num_seqs),
+        load_error: None,
+        steady_state_duration_s: Some(run.steady_state_duration_seconds),
+        energy_per_token_j: Some(run.energy_per_token_joules),
+        avg_batch_size: run.avg_batch_size,
+        variant: engine,
+    }
+}
+
+/// A llem 0.7 run's energy, read as unknown where that tool wrote none or a 0 J that is not
+/// a measurement.
+struct Energy {
+    /// No sampler, an "unavailable" warning, or 0 J over a non-empty run.
+    unmeasured: bool,
+    /// `total_energy_j` as written, J.
+    raw: Option<f64>,
+    /// The run's energy, J (NaN when unmeasured).
+    total: f64,
+    /// `avg_energy_per_token_j`, J (NaN when unmeasured).
+    per_token: f64,
+}
+
+/// The energy of a run lasting `duration_s` (the `result.json` and declared config of it).
+fn energy_of(result: &Value, declared: &Value, warnings: &[String], duration_s: f64) -> Energy {
+    let raw = f(result, "/total_energy_j");
+    let unmeasured = warnings
+        .iter()
+        .any(|w| w.starts_with("energy_measurement_unavailable"))
+        || s(declared, "/measurement/energy_sampler").is_none()
+        || (raw == Some(0.0) && duration_s > 0.0);
+    let measured = |v: Option<f64>| {
+        if unmeasured {
+            f64::NAN
+        } else {
+            v.unwrap_or(f64::NAN)
+        }
+    };
+    Energy {
+        unmeasured,
+        raw,
+        total: measured(raw),
+        per_token: measured(f(result, "/avg_energy_per_token_j")),
+    }
+}
+
+/// The run's warnings, then what llem reads into its numbers: a 0 J that is no measurement,
+/// a baseline-adjusted energy that is mostly noise, throttling.
+fn notes_of(
+    mut notes: Vec<String>,
+    result: &Value,
+    unmeasured: bool,
+    raw_energy: Option<f64>,
+    energy: f64,
+) -> Vec<String> {
+    if unmeasured && raw_energy == Some(0.0) {
+        notes.push(
+            "llem 0.7 wrote 0 J for this run: not a measurement (no sampler, or too few \
+             samples), read as unknown"
+                .into(),
+        );
+    }
+    let adjusted = f(result, "/energy_adjusted_j");
+    if let (Some(a), false) = (adjusted, unmeasured)
+        && energy > 0.0
+        && a < llem_results::result::DEGENERATE_ADJUSTED_SHARE * energy
+    {
+        notes.push(format!(
+            "baseline-adjusted energy ({a:.3} J) is under {:.0} % of the raw {energy:.3} J: the \
+             run drew barely more than its baseline, so adjusted figures are mostly noise",
+            llem_results::result::DEGENERATE_ADJUSTED_SHARE * 100.0
+        ));
+    }
+    if result
+        .pointer("/throttle/detected")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        notes.push("throttled during the run (llem 0.7 throttle.detected)".into());
+    }
+    notes
+}
+
+/// The llem fields of a llem 0.7 run (`files`: its result, config and declared config).
+fn llem_fields(
+    files: (&Value, &Value, &Value),
+    engine: &str,
+    placement: (Option<String>, Option<i64>),
+    unmeasured: bool,
+    notes: &[String],
+) -> LlemFields {
+    let (result, config, declared) = files;
+    let lat = result.get("latency_stats").unwrap_or(&Value::Null);
+    let sampler = s(declared, "/measurement/energy_sampler").map(String::from);
+    let gpu_scope = matches!(sampler.as_deref(), Some("nvml" | "zeus" | "auto"));
+    LlemFields {
+        source: Some(RunSource::Llem07),
+        engine: Some(engine.to_string()),
+        study: placement.0,
+        cycle: placement.1,
+        label: None,
+        config: (!declared.is_null()).then(|| Arc::new(declared.clone())),
+        config_hash: s(result, "/declared_config_hash").map(String::from),
+        experiment_id: s(result, "/experiment_id").map(String::from),
+        measurement_methodology: s(config, "/measurement_methodology").map(String::from),
+        energy_source: sampler,
+        energy_scope: gpu_scope.then(|| "gpu".to_string()),
+        system_energy_joules: None,
+        energy_adjusted_joules: f(result, "/energy_adjusted_j").filter(|_| !unmeasured),
+        mj_per_tok_adjusted: f(result, "/energy_per_token_mj_adjusted").filter(|_| !unmeasured),
+        ttft_median_ms: f(lat, "/ttft_median_ms"),
+        ttft_p99_ms: f(lat, "/ttft_p99_ms"),
+        tpot_median_ms: f(result, "/extended_metrics/tpot_ms"),
+        e2e_p99_ms: f(
+            result,
+            "/extended_metrics/request_latency/e2e_latency_p99_ms",
+        ),
+        warnings: (!notes.is_empty()).then(|| notes.join("\n")),
+        // llem 0.7 does not split its energy.
+        ..LlemFields::default()
+    }
 }
 
 /// A llem 0.7 cell's GPU series from its `timeseries.parquet` (that tool's own columns:

@@ -380,25 +380,65 @@ struct StreamState {
     saw_done: bool,
 }
 
-async fn stream(
+impl StreamState {
+    /// Takes one event's payload, which arrived at `t` s; `Err` ends the stream as failed.
+    fn take(&mut self, t: f64, data: &[u8], shared: &Shared) -> Result<(), String> {
+        let c = match chunk::parse(data) {
+            Ok(None) => {
+                self.saw_done = true;
+                return Ok(());
+            }
+            Ok(Some(c)) if c.is_error => {
+                return Err(format!(
+                    "server error in stream: {}",
+                    String::from_utf8_lossy(data.get(..data.len().min(300)).unwrap_or_default())
+                ));
+            }
+            Ok(Some(c)) => c,
+            Err(e) => return Err(e.to_string()),
+        };
+        if c.completion_tokens.is_some() {
+            self.usage = (c.prompt_tokens.or(self.usage.0), c.completion_tokens);
+        }
+        if c.cached_prompt_tokens.is_some() {
+            self.cached = c.cached_prompt_tokens;
+        }
+        if c.finish.is_some() {
+            self.finish = c.finish;
+        }
+        let prev = self.chunks.last().and_then(|p| p.cum_tokens).unwrap_or(0);
+        // Usage on every chunk (continuous stats) lets a chunk carry tokens without
+        // text; a final usage on an otherwise empty chunk (llama-server) does not.
+        let continuous = self.chunks.last().is_none_or(|p| p.cum_tokens.is_some());
+        let tokens_without_text = continuous && c.completion_tokens.is_some_and(|n| n > prev);
+        if c.has_choice && (c.text_bytes > 0 || tokens_without_text) {
+            let n = match c.completion_tokens {
+                Some(cum) => cum.saturating_sub(prev),
+                None => u32::from(c.text_bytes > 0),
+            };
+            shared.tokens.fetch_add(u64::from(n), Ordering::Relaxed);
+            self.chunks.push(ChunkObs {
+                t_s: t,
+                text_bytes: c.text_bytes,
+                cum_tokens: c.completion_tokens,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Sends the request and returns a response that is an event stream. A pooled keep-alive
+/// connection the server closed while idle fails before the request reached it: that is
+/// sent once more, on a new connection.
+async fn send(
     http: Clients<'_>,
     endpoint: &Endpoint,
     req: &Prepared,
-    clock: Clock,
-    shared: &Shared,
-    st: &mut StreamState,
-) -> Result<(), String> {
-    let StreamState {
-        chunks,
-        usage,
-        cached,
-        finish,
-        saw_done,
-    } = st;
+) -> Result<reqwest::Response, String> {
     let url = format!("{}{}", endpoint.base_url, req.api.path());
     let stall = endpoint.stall_timeout;
     let mut attempt = 0;
-    let mut resp = loop {
+    let resp = loop {
         let client = if attempt == 0 {
             http.pooled
         } else {
@@ -414,8 +454,6 @@ async fn stream(
         }
         match tokio::time::timeout(stall, rb.send()).await {
             Err(_) => return Err(format!("no response within {} s", stall.as_secs_f64())),
-            // A pooled keep-alive connection the server closed while idle fails before the
-            // request reached it: send once more, on a new connection.
             Ok(Err(e)) if attempt == 0 && stale_connection(&e) => attempt += 1,
             Ok(Err(e)) => return Err(format!("request failed: {}", error_chain(&e))),
             Ok(Ok(r)) => break r,
@@ -433,55 +471,28 @@ async fn stream(
             body_start(resp, stall).await
         ));
     }
+    Ok(resp)
+}
+
+async fn stream(
+    http: Clients<'_>,
+    endpoint: &Endpoint,
+    req: &Prepared,
+    clock: Clock,
+    shared: &Shared,
+    st: &mut StreamState,
+) -> Result<(), String> {
+    let stall = endpoint.stall_timeout;
+    let mut resp = send(http, endpoint, req).await?;
     let mut framer = SseFramer::new();
     let mut failure: Option<String> = None;
     let mut events = 0usize;
     let mut on_event = |t: f64, data: &[u8]| -> bool {
         events += 1;
-        match chunk::parse(data) {
-            Ok(None) => {
-                *saw_done = true;
-                true
-            }
-            Ok(Some(c)) if c.is_error => {
-                failure = Some(format!(
-                    "server error in stream: {}",
-                    String::from_utf8_lossy(data.get(..data.len().min(300)).unwrap_or_default())
-                ));
-                false
-            }
-            Ok(Some(c)) => {
-                if c.completion_tokens.is_some() {
-                    *usage = (c.prompt_tokens.or(usage.0), c.completion_tokens);
-                }
-                if c.cached_prompt_tokens.is_some() {
-                    *cached = c.cached_prompt_tokens;
-                }
-                if c.finish.is_some() {
-                    *finish = c.finish;
-                }
-                let prev = chunks.last().and_then(|p| p.cum_tokens).unwrap_or(0);
-                // Usage on every chunk (continuous stats) lets a chunk carry tokens without
-                // text; a final usage on an otherwise empty chunk (llama-server) does not.
-                let continuous = chunks.last().is_none_or(|p| p.cum_tokens.is_some());
-                let tokens_without_text =
-                    continuous && c.completion_tokens.is_some_and(|n| n > prev);
-                if c.has_choice && (c.text_bytes > 0 || tokens_without_text) {
-                    let n = match c.completion_tokens {
-                        Some(cum) => cum.saturating_sub(prev),
-                        None => u32::from(c.text_bytes > 0),
-                    };
-                    shared.tokens.fetch_add(u64::from(n), Ordering::Relaxed);
-                    chunks.push(ChunkObs {
-                        t_s: t,
-                        text_bytes: c.text_bytes,
-                        cum_tokens: c.completion_tokens,
-                    });
-                }
-                true
-            }
+        match st.take(t, data, shared) {
+            Ok(()) => true,
             Err(e) => {
-                failure = Some(e.to_string());
+                failure = Some(e);
                 false
             }
         }

@@ -270,24 +270,7 @@ impl TransformersSession<'_> {
                 .iter()
                 .partition(|&&i| lengths.get(i).copied().unwrap_or(0) == 0);
             for i in empty {
-                let now = sink.now_s();
-                sink.on_done(RequestRecord {
-                    energy: None,
-                    request_id: u32::try_from(i).unwrap_or(u32::MAX),
-                    batch_index: Some(bi),
-                    input_tokens: 0,
-                    output_tokens: 0,
-                    reference_output_tokens: reference(i),
-                    cached_input_tokens: None,
-                    scheduled_s: None,
-                    submit_s: now,
-                    first_token_s: None,
-                    end_s: now,
-                    success: false,
-                    error: Some("empty prompt: nothing to decode".into()),
-                    finish_reason: FinishReason::Error,
-                    token_times_s: Vec::new(),
-                });
+                sink.on_done(empty_prompt(i, bi, sink.now_s(), reference(i)));
             }
             if members.is_empty() {
                 continue;
@@ -359,6 +342,27 @@ impl TransformersSession<'_> {
         };
         summary.memory = self.memory(device_peak, rss_peak);
         Ok((summary, ids_out))
+    }
+}
+
+/// The failed record of empty prompt `i` of batch `batch`, at `now_s`.
+fn empty_prompt(i: usize, batch: u32, now_s: f64, reference: Option<u32>) -> RequestRecord {
+    RequestRecord {
+        energy: None,
+        request_id: u32::try_from(i).unwrap_or(u32::MAX),
+        batch_index: Some(batch),
+        input_tokens: 0,
+        output_tokens: 0,
+        reference_output_tokens: reference,
+        cached_input_tokens: None,
+        scheduled_s: None,
+        submit_s: now_s,
+        first_token_s: None,
+        end_s: now_s,
+        success: false,
+        error: Some("empty prompt: nothing to decode".into()),
+        finish_reason: FinishReason::Error,
+        token_times_s: Vec::new(),
     }
 }
 

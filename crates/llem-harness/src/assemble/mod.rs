@@ -191,16 +191,8 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let (energy_per_request_j, energy_per_response_token_mj) =
         attributed::distributions(&records, m.window);
     let fl = flops::estimate(m.model, &shares);
-    if fl.is_none()
-        && !warnings
-            .iter()
-            .any(|w| w.starts_with("FLOPs not estimated"))
-    {
-        warnings.push(
-            "FLOPs not estimated: the model description lacks the layer, head and size \
-             counts the formula needs"
-                .into(),
-        );
+    if fl.is_none() {
+        flops_warning(&mut warnings);
     }
     let per_tok = |j: f64| (output > 0 && have_energy).then(|| j / output as f64 * 1000.0);
     let total_flops = fl.as_ref().map(|f| f.value);
@@ -213,25 +205,10 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     };
     let extended = metrics::extended(m, &rates, lat.as_ref());
     warnings.extend(metrics::prefix_cache_warning(cfg, &extended.kv_cache));
-    if let Some(adj) = adjusted
-        && llem_results::result::adjusted_is_degenerate(adj, total_j)
-    {
-        warnings.push(format!(
-            "baseline-adjusted energy is {:.1} % of the measured {total_j:.2} J: the window drew \
-             barely more than the idle baseline, so the adjusted figures (mj_per_tok_adjusted) \
-             are mostly subtraction noise; read the raw figures",
-            adj / total_j * 100.0
-        ));
-    }
+    warnings.extend(adjusted.and_then(|adj| degenerate_warning(adj, total_j)));
     let windows = windows::windows(m);
-    let mut steady_state = m.steady_state.clone();
-    if let Some(w) = windows.as_ref().filter(|w| !w.valid) {
-        warnings.extend(windows::warning(w));
-        if let Some(info) = steady_state.as_mut() {
-            info.is_stable = false;
-            info.unstable_reason.clone_from(&w.invalid_reason);
-        }
-    }
+    let steady_state = checked_steady_state(m, windows.as_ref(), &mut warnings);
+    let throttle = energy::throttle_info(m.telemetry, t0, t1, &summary.throttle);
     let sampler = cfg
         .energy_sampler
         .map_or_else(|| "none".to_string(), |s| s.to_string());
@@ -287,12 +264,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
         measurement_warnings: warnings,
         warmup_excluded_samples: m.warmup.as_ref().map(|w| w.iterations_completed),
         reproducibility_notes: notes::reproducibility_notes(m, &sampler, interval_ms),
-        thermal_throttle: Some(energy::throttle_info(
-            m.telemetry,
-            t0,
-            t1,
-            &summary.throttle,
-        )),
+        thermal_throttle: Some(throttle),
         warmup_result: m.warmup.clone(),
         start_time: llem_results::time::iso8601_utc(m.start_unix),
         end_time: llem_results::time::iso8601_utc(m.end_unix),
@@ -306,14 +278,7 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
         effective_config: serde_json::to_value(cfg).ok(),
         phases,
         lifecycle_energy_j,
-        goodput: cfg
-            .traffic
-            .as_deref()
-            .and_then(|t| t.slo.as_ref())
-            .filter(|_| m.served)
-            .map(|slo| {
-                crate::goodput::goodput(m.records, slo, (t0, t1), have_energy.then_some(total_j))
-            }),
+        goodput: goodput(m, have_energy.then_some(total_j)),
         traffic: m.summary.traffic.clone(),
         server_metrics: (!m.summary.server_metrics.is_empty())
             .then(|| layout::SERVER_METRICS.to_string()),
@@ -323,6 +288,63 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
         energy_uncertainty: energy::uncertainty(m, window, &energies, output),
     };
     (result, records)
+}
+
+/// Says once that FLOPs could not be estimated (the engine may have said why already).
+fn flops_warning(warnings: &mut Vec<String>) {
+    if !warnings
+        .iter()
+        .any(|w| w.starts_with("FLOPs not estimated"))
+    {
+        warnings.push(
+            "FLOPs not estimated: the model description lacks the layer, head and size \
+             counts the formula needs"
+                .into(),
+        );
+    }
+}
+
+/// A warning when the baseline-adjusted energy `adjusted_j` is too small a share of the
+/// measured `total_j` to mean anything.
+fn degenerate_warning(adjusted_j: f64, total_j: f64) -> Option<String> {
+    llem_results::result::adjusted_is_degenerate(adjusted_j, total_j).then(|| {
+        format!(
+            "baseline-adjusted energy is {:.1} % of the measured {total_j:.2} J: the window drew \
+             barely more than the idle baseline, so the adjusted figures (mj_per_tok_adjusted) \
+             are mostly subtraction noise; read the raw figures",
+            adjusted_j / total_j * 100.0
+        )
+    })
+}
+
+/// The steady-state verdict, made unstable (with a warning) when the measurement windows
+/// disagree beyond their bound.
+fn checked_steady_state(
+    m: &Measured<'_>,
+    windows: Option<&llem_results::result::WindowsResult>,
+    warnings: &mut Vec<String>,
+) -> Option<llem_results::result::SteadyStateInfo> {
+    let mut steady_state = m.steady_state.clone();
+    if let Some(w) = windows.filter(|w| !w.valid) {
+        warnings.extend(windows::warning(w));
+        if let Some(info) = steady_state.as_mut() {
+            info.is_stable = false;
+            info.unstable_reason.clone_from(&w.invalid_reason);
+        }
+    }
+    steady_state
+}
+
+/// Goodput against the traffic's SLO, for a served run that set one (`energy_j`: the
+/// window's energy, when measured).
+fn goodput(m: &Measured<'_>, energy_j: Option<f64>) -> Option<llem_results::result::Goodput> {
+    m.request
+        .config
+        .traffic
+        .as_deref()
+        .and_then(|t| t.slo.as_ref())
+        .filter(|_| m.served)
+        .map(|slo| crate::goodput::goodput(m.records, slo, m.window, energy_j))
 }
 
 /// Writes `result.json`, `effective_config.json`, `timeseries.parquet` (when

@@ -294,49 +294,12 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
         manifest.end_time = None;
         None
     } else {
-        manifest.status = if breaker.is_some() {
-            StudyStatus::CircuitBreaker
-        } else if manifest
-            .experiments
-            .iter()
-            .any(|e| e.error_type.as_deref() == Some("WallClockTimeout"))
-        {
-            StudyStatus::TimedOut
-        } else if manifest
-            .experiments
-            .iter()
-            .all(|e| e.status == CellStatus::Completed)
-        {
-            StudyStatus::Completed
-        } else {
-            StudyStatus::Failed
-        };
-        if let Some(b) = &breaker {
-            let w = format!("circuit breaker: {}", b.message);
-            if !manifest.summary.warnings.contains(&w) {
-                manifest.summary.warnings.push(w);
-            }
-        }
-        manifest.end_time = Some(
-            manifest
-                .experiments
-                .iter()
-                .filter_map(|e| e.completed_at.clone())
-                .max()
-                .unwrap_or_else(|| iso8601_utc(unix_now_s())),
-        );
+        settle(&mut manifest, breaker.as_ref());
         Some(assemble(&design, dir, &mut manifest))
     };
     let controls = node_controls(dir, &jobs, !open);
     let probe: Option<ProbeClaim> = record::read(&record::slurm_dir(dir).join(PROBE))?;
-    let breaker = match (breaker, probe) {
-        (Some(b), _) => Some(format!("tripped at {}: {}", b.at, b.message)),
-        (None, Some(p)) if open && p.submission == sub.number => Some(format!(
-            "open: {}; the half-open probe is {} ({}), claimed at {}",
-            p.message, p.slurm_job, p.cell, p.at
-        )),
-        _ => None,
-    };
+    let breaker = breaker_state(breaker, probe, open.then_some(sub.number));
     Ok(Compiled {
         manifest,
         result,
@@ -345,6 +308,59 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
         controls,
         breaker,
     })
+}
+
+/// A study with no task left to run: its end status (the breaker, the wall clock, every cell
+/// completed, or failed), the breaker's warning, and its end time (the last cell's).
+fn settle(manifest: &mut Manifest, breaker: Option<&BreakerTrip>) {
+    manifest.status = if breaker.is_some() {
+        StudyStatus::CircuitBreaker
+    } else if manifest
+        .experiments
+        .iter()
+        .any(|e| e.error_type.as_deref() == Some("WallClockTimeout"))
+    {
+        StudyStatus::TimedOut
+    } else if manifest
+        .experiments
+        .iter()
+        .all(|e| e.status == CellStatus::Completed)
+    {
+        StudyStatus::Completed
+    } else {
+        StudyStatus::Failed
+    };
+    if let Some(b) = breaker {
+        let w = format!("circuit breaker: {}", b.message);
+        if !manifest.summary.warnings.contains(&w) {
+            manifest.summary.warnings.push(w);
+        }
+    }
+    manifest.end_time = Some(
+        manifest
+            .experiments
+            .iter()
+            .filter_map(|e| e.completed_at.clone())
+            .max()
+            .unwrap_or_else(|| iso8601_utc(unix_now_s())),
+    );
+}
+
+/// The circuit breaker's state for the status line: tripped, or half-open with its probe
+/// (`open_submission`: the submission whose tasks are still running).
+fn breaker_state(
+    breaker: Option<BreakerTrip>,
+    probe: Option<ProbeClaim>,
+    open_submission: Option<u32>,
+) -> Option<String> {
+    match (breaker, probe) {
+        (Some(b), _) => Some(format!("tripped at {}: {}", b.at, b.message)),
+        (None, Some(p)) if open_submission == Some(p.submission) => Some(format!(
+            "open: {}; the half-open probe is {} ({}), claimed at {}",
+            p.message, p.slurm_job, p.cell, p.at
+        )),
+        _ => None,
+    }
 }
 
 /// Compiles and writes: `study_result.json` once the study is settled, then the manifest (a

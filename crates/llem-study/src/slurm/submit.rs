@@ -289,7 +289,6 @@ pub fn submit(
     manifest.recount();
     llem_results::write_json_atomic(&dir.join(layout::MANIFEST), &manifest)?;
 
-    let exec = &plan.execution;
     // The runner URLs' credentials go to the tasks in their environment, not in a file.
     let credentials: Vec<(String, String)> =
         llem_config::credentials::env_var(plan.configs.iter().map(|c| &c.config))
@@ -303,52 +302,8 @@ pub fn submit(
         source,
     })?;
     let dir_arg = dir.display().to_string();
-    let mut record = SubmissionRecord {
-        number,
-        submitted_at: iso8601_utc(unix_now_s()),
-        deadline_unix_s: exec
-            .wall_clock_timeout_hours
-            .filter(|h| h.is_finite() && *h > 0.0)
-            .map(|h| unix_now_s() + h * 3600.0),
-        options: slurm.options.clone(),
-        locks: TaskLocks {
-            dir: opts.lock_dir.clone(),
-            resources: opts.lock_resources.clone(),
-        },
-        no_gaps: opts.no_gaps,
-        sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
-        kill_grace_s: opts.kill_grace.as_secs_f64(),
-        experiment_timeout_s: exec.experiment_timeout_seconds,
-        gaps_s: (exec.experiment_gap_seconds, exec.cycle_gap_seconds),
-        max_consecutive_failures: exec.max_consecutive_failures,
-        breaker_cooldown_s: exec.circuit_breaker_cooldown_seconds,
-        arrays: Vec::new(),
-        compile_job: None,
-        control: None,
-    };
-    if exec.node_control
-        && let Some(pc) = plan.configs.first()
-    {
-        let spec = CellSpec {
-            config: pc.config.clone(),
-            config_hash: pc.digest.short(),
-            experiment_id: format!("{}_control", study_stamp(&dir)),
-            // Each node's task points it at its own control cell.
-            cell_dir: sub_dir.join("nodes"),
-            baseline_cache_dir: dir.join(layout::STUDY_ARTEFACTS),
-            sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
-            index: 0,
-            cycle: 0,
-            plan_warnings: pc.warnings.clone(),
-        };
-        let rel = format!("{}/sub-{number:03}/control_spec.json", record::SLURM_DIR);
-        llem_results::write_json_atomic(&dir.join(&rel), &spec)?;
-        record.control = Some(ControlRecord {
-            label: crate::runner::label_of(pc),
-            config_hash: pc.digest.short(),
-            spec: rel,
-        });
-    }
+    let mut record = submission_record(plan, opts, slurm, number);
+    record.control = control_cell(plan, opts, &dir, &sub_dir, number)?;
     jobs.submissions.push(record.clone());
     let name = job_name(&plan.study_name);
     let mut after: Option<String> = None;
@@ -393,25 +348,8 @@ pub fn submit(
         llem_results::write_json_atomic(&slurm_dir.join(JOBS), &jobs)?;
         after = Some(job);
     }
-    let compile_script = sub_dir.join("compile.sh");
-    write_script(
-        &compile_script,
-        &slurm.command,
-        &["__slurm-compile".into(), dir_arg],
-    )?;
-    let ids: Vec<String> = record.arrays.iter().map(|x| x.job_id.clone()).collect();
-    let mut args = vec![
-        format!("--job-name={name}-compile"),
-        format!("--output={}", sub_dir.join("compile.out").display()),
-        format!("--dependency=afterany:{}", ids.join(":")),
-        "--time=10".to_string(),
-    ];
-    common_args(&slurm.options, &mut args, false);
-    args.push(compile_script.display().to_string());
-    record.compile_job = Some(commands::sbatch(&args, &[]).inspect_err(|e| {
-        let _ = commands::cancel(&ids);
-        refused(&dir, &mut manifest, e);
-    })?);
+    let compile = queue_compile(slurm, &name, &sub_dir, dir_arg, &record.arrays);
+    record.compile_job = Some(compile.inspect_err(|e| refused(&dir, &mut manifest, e))?);
     if let Some(last) = jobs.submissions.last_mut() {
         *last = record.clone();
     }
@@ -429,6 +367,101 @@ pub fn submit(
         manifest,
         record,
         resumed: prepared.resumed,
+    })
+}
+
+/// The record of submission `number`, before its jobs are queued.
+fn submission_record(
+    plan: &StudyPlan,
+    opts: &StudyOptions,
+    slurm: &SlurmExecution,
+    number: u32,
+) -> SubmissionRecord {
+    let exec = &plan.execution;
+    SubmissionRecord {
+        number,
+        submitted_at: iso8601_utc(unix_now_s()),
+        deadline_unix_s: exec
+            .wall_clock_timeout_hours
+            .filter(|h| h.is_finite() && *h > 0.0)
+            .map(|h| unix_now_s() + h * 3600.0),
+        options: slurm.options.clone(),
+        locks: TaskLocks {
+            dir: opts.lock_dir.clone(),
+            resources: opts.lock_resources.clone(),
+        },
+        no_gaps: opts.no_gaps,
+        sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
+        kill_grace_s: opts.kill_grace.as_secs_f64(),
+        experiment_timeout_s: exec.experiment_timeout_seconds,
+        gaps_s: (exec.experiment_gap_seconds, exec.cycle_gap_seconds),
+        max_consecutive_failures: exec.max_consecutive_failures,
+        breaker_cooldown_s: exec.circuit_breaker_cooldown_seconds,
+        arrays: Vec::new(),
+        compile_job: None,
+        control: None,
+    }
+}
+
+/// With `node_control`, writes the spec of the control cell each node measures first (the
+/// study's first configuration) under the submission's directory.
+fn control_cell(
+    plan: &StudyPlan,
+    opts: &StudyOptions,
+    dir: &Path,
+    sub_dir: &Path,
+    number: u32,
+) -> Result<Option<ControlRecord>, StudyError> {
+    let Some(pc) = plan.configs.first().filter(|_| plan.execution.node_control) else {
+        return Ok(None);
+    };
+    let spec = CellSpec {
+        config: pc.config.clone(),
+        config_hash: pc.digest.short(),
+        experiment_id: format!("{}_control", study_stamp(dir)),
+        // Each node's task points it at its own control cell.
+        cell_dir: sub_dir.join("nodes"),
+        baseline_cache_dir: dir.join(layout::STUDY_ARTEFACTS),
+        sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
+        index: 0,
+        cycle: 0,
+        plan_warnings: pc.warnings.clone(),
+    };
+    let rel = format!("{}/sub-{number:03}/control_spec.json", record::SLURM_DIR);
+    llem_results::write_json_atomic(&dir.join(&rel), &spec)?;
+    Ok(Some(ControlRecord {
+        label: crate::runner::label_of(pc),
+        config_hash: pc.digest.short(),
+        spec: rel,
+    }))
+}
+
+/// Queues the job that compiles the study's results once every array has ended; if sbatch
+/// refuses it, cancels the arrays (a study without its compile job would never finish).
+fn queue_compile(
+    slurm: &SlurmExecution,
+    name: &str,
+    sub_dir: &Path,
+    dir_arg: String,
+    arrays: &[ArrayRecord],
+) -> Result<String, StudyError> {
+    let compile_script = sub_dir.join("compile.sh");
+    write_script(
+        &compile_script,
+        &slurm.command,
+        &["__slurm-compile".into(), dir_arg],
+    )?;
+    let ids: Vec<String> = arrays.iter().map(|x| x.job_id.clone()).collect();
+    let mut args = vec![
+        format!("--job-name={name}-compile"),
+        format!("--output={}", sub_dir.join("compile.out").display()),
+        format!("--dependency=afterany:{}", ids.join(":")),
+        "--time=10".to_string(),
+    ];
+    common_args(&slurm.options, &mut args, false);
+    args.push(compile_script.display().to_string());
+    commands::sbatch(&args, &[]).inspect_err(|_| {
+        let _ = commands::cancel(&ids);
     })
 }
 

@@ -14,11 +14,11 @@ use llem_results::time::{iso8601_utc, unix_now_s};
 use super::breaker::{self, Gate};
 use super::compile::jobs_of;
 use super::record::{
-    self, CONTROL_CELL, CONTROL_STATUS, ControlRecord, NodeIdentity, SubmissionRecord, TASK_STATUS,
-    TaskState, TaskStatus,
+    self, CONTROL_CELL, CONTROL_STATUS, ControlRecord, JobsRecord, NodeIdentity, SubmissionRecord,
+    TASK_STATUS, TaskState, TaskStatus,
 };
 use crate::StudyError;
-use crate::locks::{self, Holder, LockError};
+use crate::locks::{self, DeviceLocks, Holder, LockError};
 use crate::protocol::{CellMessage, CellSpec};
 use crate::resume::load_manifest;
 use crate::runner::read_result;
@@ -213,11 +213,18 @@ fn run_control(
     }
 }
 
-/// Runs the task's cell; `on_message` sees the cell's progress lines.
-pub fn run_task(
-    a: &TaskArgs,
-    on_message: &mut dyn FnMut(&CellMessage),
-) -> Result<TaskState, StudyError> {
+/// What a task reads before it starts: its submission, its array's job id and its cell.
+struct Placement {
+    jobs: JobsRecord,
+    sub: SubmissionRecord,
+    array_job_id: String,
+    cell_dir: String,
+    /// Every cell of the study, in manifest order (the breaker looks across them).
+    cells: Vec<String>,
+}
+
+/// Finds the cell this task's index names in its submission's array for its cycle.
+fn place(a: &TaskArgs) -> Result<Placement, StudyError> {
     let jobs = jobs_of(&a.dir)?;
     let sub = jobs
         .submissions
@@ -242,9 +249,33 @@ pub fn run_task(
     let entry = manifest
         .experiments
         .get(position)
-        .cloned()
         .ok_or_else(|| StudyError::Refused(format!("no cell {position} in the manifest")))?;
-    let cell = a.dir.join(&entry.cell_dir);
+    Ok(Placement {
+        array_job_id: array.job_id.clone(),
+        cell_dir: entry.cell_dir.clone(),
+        cells: manifest
+            .experiments
+            .iter()
+            .map(|e| e.cell_dir.clone())
+            .collect(),
+        jobs,
+        sub,
+    })
+}
+
+/// Runs the task's cell; `on_message` sees the cell's progress lines.
+pub fn run_task(
+    a: &TaskArgs,
+    on_message: &mut dyn FnMut(&CellMessage),
+) -> Result<TaskState, StudyError> {
+    let Placement {
+        jobs,
+        sub,
+        array_job_id,
+        cell_dir,
+        cells,
+    } = place(a)?;
+    let cell = a.dir.join(&cell_dir);
     // Slurm may run a task again under the same id (requeued after a node failure or a
     // preemption, or by `scontrol requeue`): a cell this submission already completed is
     // never measured twice, and its record stays as it was (the cell would refuse to
@@ -255,9 +286,9 @@ pub fn run_task(
     {
         on_message(&CellMessage::Note {
             message: format!(
-                "{} was completed by an earlier run of this task ({}, {}); Slurm ran the task \
-                 again, the cell is not measured twice",
-                entry.cell_dir, earlier.slurm_job, earlier.node.node
+                "{cell_dir} was completed by an earlier run of this task ({}, {}); Slurm ran \
+                 the task again, the cell is not measured twice",
+                earlier.slurm_job, earlier.node.node
             ),
         });
         return Ok(TaskState::Completed);
@@ -266,20 +297,15 @@ pub fn run_task(
         path: cell.join(TASK_STATUS),
         status: TaskStatus::started(
             sub.number,
-            format!("{}_{}", array.job_id, a.task_index),
+            format!("{array_job_id}_{}", a.task_index),
             &a.job_id_raw,
             &a.node,
         ),
     };
     status.save()?;
 
-    let cells: Vec<String> = manifest
-        .experiments
-        .iter()
-        .map(|e| e.cell_dir.clone())
-        .collect();
     let me = breaker::Me {
-        cell: &entry.cell_dir,
+        cell: &cell_dir,
         slurm_job: &status.status.slurm_job,
     };
     let probe = match breaker::gate(&a.dir, &sub, &cells, &me, &a.interrupts, on_message)? {
@@ -298,104 +324,21 @@ pub fn run_task(
             );
         }
     };
-    let past_deadline = || sub.deadline_unix_s.is_some_and(|d| unix_now_s() >= d);
-    if past_deadline() {
-        return status.end(
-            TaskState::Skipped,
-            Some((
-                "WallClockTimeout",
-                "the study's wall-clock limit passed first".into(),
-            )),
-            None,
-        );
+    if let Some((state, error)) = before_start(a, &sub) {
+        return status.end(state, Some(error), None);
     }
-    if !sub.no_gaps {
-        let first_of_study =
-            a.task_index == 0 && sub.arrays.first().is_some_and(|f| f.cycle == a.cycle);
-        let gap = match (first_of_study, a.task_index) {
-            (true, _) => 0.0,
-            (false, 0) => sub.gaps_s.1,
-            _ => sub.gaps_s.0,
-        };
-        if !rest(gap, &a.interrupts) {
-            return status.end(
-                TaskState::Interrupted,
-                Some((
-                    "Interrupted",
-                    "a signal came before the cell started".into(),
-                )),
-                None,
-            );
-        }
-    }
-    // Two cells on one node at once would share its power draw: a task waits for the
-    // node's device locks (the GPUs Slurm gave it, or the CPU) rather than failing.
-    let resources: Vec<String> = match &a.lock_resources {
-        Some(gpus) => sub
-            .locks
-            .resources
-            .iter()
-            .filter(|r| !r.starts_with("gpu"))
-            .chain(gpus)
-            .cloned()
-            .collect(),
-        None => sub.locks.resources.clone(),
+    let _locks = match node_locks(a, &sub, &status.status.slurm_job, on_message) {
+        Ok(locks) => locks,
+        Err((state, error)) => return status.end(state, Some(error), None),
     };
-    let _locks = match &sub.locks.dir {
-        Some(d) => {
-            let holder = Holder {
-                pid: std::process::id(),
-                host: a.node.node.clone(),
-                started_at: iso8601_utc(unix_now_s()),
-                purpose: format!(
-                    "Slurm task {} of study {}",
-                    status.status.slurm_job,
-                    a.dir.display()
-                ),
-            };
-            let stop = || a.interrupts.load(Ordering::SeqCst) > 0;
-            let mut on_wait = |_: &LockError| {
-                on_message(&CellMessage::Note {
-                    message: format!(
-                        "waiting for {} on this node (another cell holds it)",
-                        resources.join(", ")
-                    ),
-                });
-            };
-            match locks::acquire_waiting(d, &resources, &holder, &stop, &mut on_wait) {
-                Ok(Some(l)) => Some(l),
-                Ok(None) => {
-                    return status.end(
-                        TaskState::Interrupted,
-                        Some((
-                            "Interrupted",
-                            "a signal came while the task waited for the node's locks".into(),
-                        )),
-                        None,
-                    );
-                }
-                Err(e) => {
-                    return status.end(TaskState::Failed, Some(("LockHeld", e.to_string())), None);
-                }
-            }
-        }
-        None => None,
-    };
-    let mut command = jobs.command.iter();
-    // The runner URLs' credentials reach the task in its environment (sbatch passes the
-    // submitter's), and the cell inherits them.
-    let launcher = Launcher {
-        program: command.next().map(PathBuf::from).unwrap_or_default(),
-        args: command.map(Into::into).chain(["__cell".into()]).collect(),
-        env: Vec::new(),
-    };
+    let launcher = cell_launcher(&jobs);
     let limits = CellLimits {
         timeout: Duration::from_secs_f64(sub.experiment_timeout_s.max(0.001)),
         kill_grace: Duration::from_secs_f64(sub.kill_grace_s.max(0.0)),
     };
     let interrupts = a.interrupts.clone();
     let mut stop = || match interrupts.load(Ordering::SeqCst) {
-        0 if past_deadline() => StopRequest::Terminate(StopCause::WallClock),
+        0 if past_deadline(&sub) => StopRequest::Terminate(StopCause::WallClock),
         0 => StopRequest::None,
         1 => StopRequest::Terminate(StopCause::User),
         _ => StopRequest::Kill(StopCause::User),
@@ -423,4 +366,107 @@ pub fn run_task(
         p.settle(end)?;
     }
     Ok(end)
+}
+
+/// Whether the study's wall-clock limit has passed.
+fn past_deadline(sub: &SubmissionRecord) -> bool {
+    sub.deadline_unix_s.is_some_and(|d| unix_now_s() >= d)
+}
+
+/// How a task ends before its cell starts: its state and error (type, message).
+type EarlyEnd = (TaskState, (&'static str, String));
+
+/// The wall-clock limit, then the rest between cells; `Some` when the task ends here.
+fn before_start(a: &TaskArgs, sub: &SubmissionRecord) -> Option<EarlyEnd> {
+    if past_deadline(sub) {
+        return Some((
+            TaskState::Skipped,
+            (
+                "WallClockTimeout",
+                "the study's wall-clock limit passed first".into(),
+            ),
+        ));
+    }
+    if sub.no_gaps {
+        return None;
+    }
+    let first_of_study =
+        a.task_index == 0 && sub.arrays.first().is_some_and(|f| f.cycle == a.cycle);
+    let gap = match (first_of_study, a.task_index) {
+        (true, _) => 0.0,
+        (false, 0) => sub.gaps_s.1,
+        _ => sub.gaps_s.0,
+    };
+    (!rest(gap, &a.interrupts)).then(|| {
+        (
+            TaskState::Interrupted,
+            (
+                "Interrupted",
+                "a signal came before the cell started".into(),
+            ),
+        )
+    })
+}
+
+/// Takes the node's device locks, waiting while another cell holds them: two cells on one
+/// node at once would share its power draw. The locks are the GPUs Slurm gave this task (or
+/// the submission's, or the CPU); `None` when the study locks nothing.
+fn node_locks(
+    a: &TaskArgs,
+    sub: &SubmissionRecord,
+    slurm_job: &str,
+    on_message: &mut dyn FnMut(&CellMessage),
+) -> Result<Option<DeviceLocks>, EarlyEnd> {
+    let Some(d) = &sub.locks.dir else {
+        return Ok(None);
+    };
+    let resources: Vec<String> = match &a.lock_resources {
+        Some(gpus) => sub
+            .locks
+            .resources
+            .iter()
+            .filter(|r| !r.starts_with("gpu"))
+            .chain(gpus)
+            .cloned()
+            .collect(),
+        None => sub.locks.resources.clone(),
+    };
+    let holder = Holder {
+        pid: std::process::id(),
+        host: a.node.node.clone(),
+        started_at: iso8601_utc(unix_now_s()),
+        purpose: format!("Slurm task {slurm_job} of study {}", a.dir.display()),
+    };
+    let stop = || a.interrupts.load(Ordering::SeqCst) > 0;
+    let mut on_wait = |_: &LockError| {
+        on_message(&CellMessage::Note {
+            message: format!(
+                "waiting for {} on this node (another cell holds it)",
+                resources.join(", ")
+            ),
+        });
+    };
+    match locks::acquire_waiting(d, &resources, &holder, &stop, &mut on_wait) {
+        Ok(Some(l)) => Ok(Some(l)),
+        Ok(None) => Err((
+            TaskState::Interrupted,
+            (
+                "Interrupted",
+                "a signal came while the task waited for the node's locks".into(),
+            ),
+        )),
+        Err(e) => Err((TaskState::Failed, ("LockHeld", e.to_string()))),
+    }
+}
+
+/// How the node starts a cell: the submission's command, then `__cell`. The runner URLs'
+/// credentials reach the task in its environment (sbatch passes the submitter's), and the
+/// cell inherits them.
+fn cell_launcher(jobs: &JobsRecord) -> Launcher {
+    let mut command = jobs.command.iter();
+    Launcher {
+        program: command.next().map(PathBuf::from).unwrap_or_default(),
+        args: command.map(Into::into).chain(["__cell".into()]).collect(),
+        env: Vec::new(),
+    }
 }

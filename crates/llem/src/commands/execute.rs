@@ -34,6 +34,50 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
         "   throughput  {:.1} tok/s out, {:.1} tok/s total",
         r.avg_tokens_per_second, r.avg_total_tokens_per_second
     );
+    energy_lines(&mut s, r);
+    if let Some(e) = &r.emissions {
+        let _ = writeln!(
+            s,
+            "   CO2         {} (system {}) at {} gCO2/kWh{}, PUE {}",
+            opt(e.co2_g, "g", 3),
+            opt(e.system_co2_g, "g", 3),
+            e.carbon_intensity_gco2_kwh,
+            if e.intensity_source == "configured" {
+                ""
+            } else {
+                " (world average)"
+            },
+            e.datacenter_pue
+        );
+    }
+    if let Some(l) = &r.latency_stats {
+        let _ = writeln!(
+            s,
+            "   latency     TTFT {} median, {} p99; ITL {} mean (trimmed); TPOT {} mean",
+            opt(l.ttft_median_ms, "ms", 1),
+            opt(l.ttft_p99_ms, "ms", 1),
+            opt(l.itl_mean_ms, "ms", 2),
+            opt(l.tpot_mean_ms, "ms", 2)
+        );
+    }
+    if let Some(f) = &r.flops {
+        let _ = writeln!(
+            s,
+            "   FLOPs       {:.3e} ({} estimate, {} confidence)",
+            f.value, f.method, f.confidence
+        );
+    }
+    for w in &r.measurement_warnings {
+        let _ = writeln!(s, "   warning: {w}");
+    }
+    let _ = writeln!(s, "\n   {}", dir.display());
+    s
+}
+
+/// The headline's energy lines: the total, per token with its bound, the prefill/decode
+/// split and the lifecycle's phases.
+fn energy_lines(s: &mut String, r: &ExperimentResult) {
+    use std::fmt::Write;
     let source = r.energy_source.as_deref().unwrap_or("not measured");
     let scope = match r.energy_scope.as_deref() {
         Some("gpu") => "GPU",
@@ -106,43 +150,6 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
             .collect();
         let _ = writeln!(s, "   lifecycle   {l:.1} J in all: {}", parts.join(", "));
     }
-    if let Some(e) = &r.emissions {
-        let _ = writeln!(
-            s,
-            "   CO2         {} (system {}) at {} gCO2/kWh{}, PUE {}",
-            opt(e.co2_g, "g", 3),
-            opt(e.system_co2_g, "g", 3),
-            e.carbon_intensity_gco2_kwh,
-            if e.intensity_source == "configured" {
-                ""
-            } else {
-                " (world average)"
-            },
-            e.datacenter_pue
-        );
-    }
-    if let Some(l) = &r.latency_stats {
-        let _ = writeln!(
-            s,
-            "   latency     TTFT {} median, {} p99; ITL {} mean (trimmed); TPOT {} mean",
-            opt(l.ttft_median_ms, "ms", 1),
-            opt(l.ttft_p99_ms, "ms", 1),
-            opt(l.itl_mean_ms, "ms", 2),
-            opt(l.tpot_mean_ms, "ms", 2)
-        );
-    }
-    if let Some(f) = &r.flops {
-        let _ = writeln!(
-            s,
-            "   FLOPs       {:.3e} ({} estimate, {} confidence)",
-            f.value, f.method, f.confidence
-        );
-    }
-    for w in &r.measurement_warnings {
-        let _ = writeln!(s, "   warning: {w}");
-    }
-    let _ = writeln!(s, "\n   {}", dir.display());
-    s
 }
 
 /// A flag the first SIGINT/SIGTERM sets: the harness stops at the next decode step and cleans
