@@ -32,64 +32,19 @@ impl MemoryEstimate {
     }
 }
 
-/// Bytes per KV element and its name, from the engine section's cache type, else 16 bits (32
-/// for a float32 transformers run).
+/// Bytes per KV-cache element and the type's name: the engine's own answer where its config
+/// sets the cache's type (its spec, or llama.cpp's ggml types), else the model dtype (the
+/// transformers worker; an OpenAI endpoint's server is not llem's to know).
 fn kv_element(cfg: &ExperimentConfig) -> (f64, String) {
-    let fp8 = |name: Option<&str>| name.filter(|n| n.starts_with("fp8")).map(String::from);
-    let named = match cfg.engine {
-        EngineName::Vllm => fp8(cfg
-            .vllm
-            .as_deref()
-            .and_then(|v| v.engine.as_ref())
-            .and_then(|e| e.kv_cache_dtype)
-            .map(|d| d.as_str())),
-        EngineName::Sglang => fp8(cfg
-            .sglang
-            .as_deref()
-            .and_then(|s| s.kv_cache_dtype)
-            .map(|d| d.as_str())),
-        EngineName::Tgi => fp8(cfg
-            .tgi
-            .as_deref()
-            .and_then(|t| t.kv_cache_dtype)
-            .map(|d| d.as_str())),
-        // TensorRT-LLM quantises its KV cache to FP8 or INT8: one byte an element either way.
-        EngineName::TensorRt => cfg
-            .tensorrt
-            .as_deref()
-            .and_then(|t| t.quant.as_ref())
-            .and_then(|q| q.kv_cache_quant_algo)
-            .map(|a| a.as_str().to_ascii_lowercase()),
-        // Below: llama.cpp's types (ggml blocks), or the model dtype (transformers; an
-        // OpenAI endpoint's server is not llem's to know). Every engine is named, so a new
-        // one must say here what its KV cache holds.
-        EngineName::LlamaCpp | EngineName::Transformers | EngineName::OpenAi => None,
+    let set_by_engine = match registry::runtime(cfg) {
+        Runtime::Embedded => crate::llamacpp::kv_element(cfg),
+        Runtime::Server => registry::server(cfg.engine).and_then(|spec| (spec.kv_element)(cfg)),
+        Runtime::Worker => None,
     };
-    if let Some(n) = named {
-        return (1.0, n);
-    }
-    if cfg.engine == EngineName::LlamaCpp {
-        let t = cfg
-            .llamacpp
-            .as_deref()
-            .map(|l| l.kv_cache_type.as_str())
-            .unwrap_or("f16");
-        // ggml block sizes: 32 elements per block, plus the block's scale (and offset).
-        let bytes = match t {
-            "f32" => 4.0,
-            "q8_0" => 34.0 / 32.0,
-            "q4_0" | "iq4_nl" => 18.0 / 32.0,
-            "q4_1" => 20.0 / 32.0,
-            "q5_0" => 22.0 / 32.0,
-            "q5_1" => 24.0 / 32.0,
-            _ => 2.0,
-        };
-        return (bytes, t.to_string());
-    }
-    match cfg.dtype {
+    set_by_engine.unwrap_or_else(|| match cfg.dtype {
         Some(Dtype::Float32) => (4.0, "float32".into()),
         _ => (2.0, "16-bit".into()),
-    }
+    })
 }
 
 /// Bytes per weight and why, for a model loaded from Hugging Face weights.

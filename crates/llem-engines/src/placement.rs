@@ -5,7 +5,9 @@
 //! configuration and the number of GPUs visible to the process; an engine's
 //! [`crate::EngineInfo::placement`] answers from what it loaded, and wins when given.
 
-use llem_config::{Engine as EngineName, ExperimentConfig};
+use llem_config::ExperimentConfig;
+
+use crate::registry::{self, Runtime};
 
 /// The devices an engine computes on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,12 +22,17 @@ pub enum Placement {
 impl Placement {
     /// The first `n` visible GPUs, or the CPU when none is visible (a GPU engine then runs
     /// its CPU build, as vLLM's does, or fails to start, which fails the cell anyway).
-    fn first_gpus(n: u32, visible: u32) -> Placement {
+    pub(crate) fn first_gpus(n: u32, visible: u32) -> Placement {
         if visible == 0 {
             Placement::Cpu
         } else {
             Placement::Gpus((0..n.clamp(1, visible)).collect())
         }
+    }
+
+    /// Every visible GPU (the CPU when none is).
+    pub(crate) fn all(visible: u32) -> Placement {
+        Placement::first_gpus(visible, visible)
     }
 
     /// GPUs of the placement (empty on the CPU).
@@ -37,72 +44,18 @@ impl Placement {
     }
 }
 
-/// Where `cfg` will run with `visible_gpus` GPUs visible, from its configuration alone.
+/// Where `cfg` will run with `visible_gpus` GPUs visible, from its configuration alone: the
+/// engine's own rule (its parallelism settings, its device map, its offload).
 pub fn planned(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
-    let all = || Placement::first_gpus(visible_gpus, visible_gpus);
-    let first = |n: Option<u32>| Placement::first_gpus(n.unwrap_or(1), visible_gpus);
-    match cfg.engine {
-        // llama.cpp offloads to every GPU its backend sees (split by layer) unless told to
-        // keep the layers on the CPU.
-        EngineName::LlamaCpp => {
-            let layers = cfg.llamacpp.as_deref().map_or(0, |l| l.n_gpu_layers);
-            if layers == 0 { Placement::Cpu } else { all() }
-        }
-        EngineName::Transformers => {
-            let t = cfg.transformers.as_deref();
-            match t {
-                Some(t) if t.tp_plan.is_some() => match t.tp_size {
-                    Some(n) => first(Some(n)),
-                    None => all(),
-                },
-                Some(t) => match t.device_map.as_deref() {
-                    Some("cpu") => Placement::Cpu,
-                    // `auto`, `balanced`, `sequential` spread the weights over every GPU.
-                    Some(m) if !m.starts_with("cuda") && m.parse::<u32>().is_err() => all(),
-                    Some(m) => {
-                        let idx = m
-                            .trim_start_matches("cuda")
-                            .trim_start_matches(':')
-                            .parse::<u32>()
-                            .unwrap_or(0);
-                        if idx < visible_gpus {
-                            Placement::Gpus(vec![idx])
-                        } else {
-                            Placement::Cpu
-                        }
-                    }
-                    None => first(Some(1)),
-                },
-                None => first(Some(1)),
-            }
-        }
-        EngineName::Vllm => {
-            let v = cfg.vllm.as_deref();
-            let e = v.and_then(|v| v.engine.as_ref());
-            let tp = e.and_then(|e| e.tensor_parallel_size).unwrap_or(1u32);
-            let pp = e.and_then(|e| e.pipeline_parallel_size).unwrap_or(1);
-            first(Some(tp.saturating_mul(pp)))
-        }
-        EngineName::Sglang => {
-            let s = cfg.sglang.as_deref();
-            let tp = s.and_then(|s| s.tp_size).unwrap_or(1);
-            let dp = s.and_then(|s| s.dp_size).unwrap_or(1);
-            first(Some(tp.saturating_mul(dp)))
-        }
-        EngineName::TensorRt => {
-            let t = cfg.tensorrt.as_deref();
-            let tp = t.and_then(|t| t.tensor_parallel_size).unwrap_or(1);
-            let pp = t.and_then(|t| t.pipeline_parallel_size).unwrap_or(1);
-            first(Some(tp.saturating_mul(pp)))
-        }
-        // TGI shards over every visible GPU unless num_shard says otherwise.
-        EngineName::Tgi => match cfg.tgi.as_deref().and_then(|t| t.num_shard) {
-            Some(n) => first(Some(n)),
-            None => all(),
+    match registry::runtime(cfg) {
+        Runtime::Embedded => crate::llamacpp::placement(cfg, visible_gpus),
+        Runtime::Worker => crate::transformers::placement(cfg, visible_gpus),
+        Runtime::Server => match registry::server(cfg.engine) {
+            Some(spec) => (spec.placement)(cfg, visible_gpus),
+            // A server llem did not start and has no spec of (an OpenAI URL): it is assumed
+            // to be this host's, on every GPU it sees (the result warns that llem cannot know).
+            None => Placement::all(visible_gpus),
         },
-        // A server llem did not start: it is assumed to be this host's, on every GPU it sees
-        // (the result warns that llem cannot know).
-        EngineName::OpenAi => all(),
     }
 }
 

@@ -251,7 +251,8 @@ pub fn check_runnable(
         }
         Runtime::Server => {
             let opts = ServeOptions::new(assets_dir.to_path_buf());
-            crate::serving::check_launchable(cfg, &opts).map_err(|e| e.to_string())?;
+            crate::serving::check_launchable(cfg, server(cfg.engine), &opts)
+                .map_err(|e| e.to_string())?;
             // Only a server that reads model files (llama-server) is handed one; the others
             // load what `model` names.
             let reads_files =
@@ -307,8 +308,10 @@ pub fn load(
             // SGLang launches through Python too: the same interpreter setting applies.
             serve.python = transformers::python_for(opts.python.as_deref());
             let log = opts.work_dir.join(layout::SERVER_LOG);
+            let spec = server(cfg.engine);
+            let model_file = opts.model_file.clone();
             let server =
-                ServerEngine::start_reporting(cfg, opts.model_file.clone(), log, serve, on_launch)?;
+                ServerEngine::start_reporting(cfg, spec, model_file, log, serve, on_launch)?;
             Ok(Box::new(server))
         }
         Runtime::Worker => {

@@ -182,8 +182,8 @@ pub struct RunArgs {
     /// Model for every experiment (Hugging Face id, directory or GGUF file).
     #[arg(short = 'm', long)]
     pub model: Option<String>,
-    /// Engine for every experiment: llamacpp, transformers, vllm, tensorrt, sglang, tgi, openai.
-    #[arg(short = 'e', long)]
+    /// Engine for every experiment (the help lists the registered ones).
+    #[arg(short = 'e', long, help = engine_help())]
     pub engine: Option<Engine>,
     /// Number of prompts for every experiment.
     #[arg(short = 'n', long = "n-prompts", value_parser = clap::value_parser!(u32).range(1..))]
@@ -246,6 +246,11 @@ pub struct RunArgs {
 }
 
 /// `--executor`.
+/// `--engine`'s help: every engine the configuration knows, from its own list.
+fn engine_help() -> String {
+    format!("Engine for every experiment: {}", Engine::NAMES.join(", "))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ExecutorArg {
     /// Child processes on this host.

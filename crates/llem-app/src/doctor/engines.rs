@@ -94,17 +94,11 @@ pub fn engines(python: Option<&str>) -> Vec<Line> {
             )),
         ),
     }
-    for e in [
-        Engine::LlamaCpp,
-        Engine::Vllm,
-        Engine::Sglang,
-        Engine::TensorRt,
-        Engine::Tgi,
-    ] {
-        let name = if e == Engine::LlamaCpp {
-            "llama-server"
-        } else {
-            e.as_str()
+    // Every engine the registry can launch as a server; the others have no program to ask.
+    for &e in Engine::ALL {
+        let name = match local_program(e) {
+            Some(LocalProgram::LlamaServer) => "llama-server",
+            _ => e.as_str(),
         };
         match server_version(e, &py) {
             Some(Ok(v)) => lines.push(Line::ok(format!("{name}: {v}"))),

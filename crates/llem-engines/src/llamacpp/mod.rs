@@ -10,6 +10,7 @@ pub(crate) mod plan;
 mod prompt;
 
 pub use plan::plan_for_config;
+pub(crate) use plan::{kv_element, placement};
 
 use std::num::NonZeroU32;
 use std::path::Path;

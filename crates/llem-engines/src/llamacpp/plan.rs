@@ -6,6 +6,7 @@ use llem_config::ExperimentConfig;
 use llem_config::model::engines::LlamaCppConfig;
 
 use crate::engine::ContextPlan;
+use crate::placement::Placement;
 
 /// Tokens a slot needs when the config leaves a limit open.
 pub(crate) const OPEN_INPUT_TOKENS: u32 = 2048;
@@ -60,6 +61,37 @@ pub(crate) fn threads(l: &LlamaCppConfig) -> i32 {
                 .and_then(|n| i32::try_from(n.get()).ok())
                 .unwrap_or(1)
         })
+}
+
+/// llama.cpp offloads to every GPU its backend sees (split by layer) unless told to keep the
+/// layers on the CPU.
+pub(crate) fn placement(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
+    let layers = cfg.llamacpp.as_deref().map_or(0, |l| l.n_gpu_layers);
+    if layers == 0 {
+        Placement::Cpu
+    } else {
+        Placement::all(visible_gpus)
+    }
+}
+
+/// Bytes per KV-cache element and the type's name (`kv_cache_type`, f16 by default), for the
+/// memory estimate: ggml blocks of 32 elements plus their scale (and offset).
+pub(crate) fn kv_element(cfg: &ExperimentConfig) -> Option<(f64, String)> {
+    let t = cfg
+        .llamacpp
+        .as_deref()
+        .map(|l| l.kv_cache_type.as_str())
+        .unwrap_or("f16");
+    let bytes = match t {
+        "f32" => 4.0,
+        "q8_0" => 34.0 / 32.0,
+        "q4_0" | "iq4_nl" => 18.0 / 32.0,
+        "q4_1" => 20.0 / 32.0,
+        "q5_0" => 22.0 / 32.0,
+        "q5_1" => 24.0 / 32.0,
+        _ => 2.0,
+    };
+    Some((bytes, t.to_string()))
 }
 
 #[cfg(test)]

@@ -135,14 +135,17 @@ impl ServerEngine {
         log_path: PathBuf,
         opts: ServeOptions,
     ) -> Result<ServerEngine, EngineError> {
-        Self::start_reporting(cfg, model_file, log_path, opts, &mut |_, _| {})
+        let spec = crate::registry::server(cfg.engine);
+        Self::start_reporting(cfg, spec, model_file, log_path, opts, &mut |_, _| {})
     }
 
     /// [`ServerEngine::start`], telling `on_launch` the server's process group and container
     /// as soon as it is spawned — before it is healthy, which can take many minutes — so a
-    /// supervisor can stop it if this process dies first.
+    /// supervisor can stop it if this process dies first. `spec`: the engine's server, as
+    /// the registry gave it (`None`: reachable by URL only).
     pub fn start_reporting(
         cfg: &ExperimentConfig,
+        spec: Option<&'static ServerSpec>,
         model_file: Option<PathBuf>,
         log_path: PathBuf,
         opts: ServeOptions,
@@ -176,7 +179,7 @@ impl ServerEngine {
                 cfg.engine, cfg.engine
             ))
         })?;
-        check_launchable(cfg, &opts).map_err(|e| EngineError::Config(e.to_string()))?;
+        check_launchable(cfg, spec, &opts).map_err(|e| EngineError::Config(e.to_string()))?;
         // The architecture for FLOPs: from the GGUF llama-server loads, or a config.json.
         let (model, notes) = match crate::model_config::describe(
             &cfg.model,
@@ -191,7 +194,6 @@ impl ServerEngine {
                 )],
             ),
         };
-        let spec = crate::registry::server(cfg.engine);
         let (base_url, process, health_path) = match (&runner, spec) {
             (RunnerSpec::External { url }, _) => {
                 (url.trim_end_matches('/').to_string(), None, "/health")

@@ -30,9 +30,12 @@ pub fn find_llama_server(explicit: Option<&PathBuf>) -> Option<PathBuf> {
 }
 
 /// Checks, without starting anything, that `cfg`'s server can be started here: its CLI (or
-/// `docker`) is installed. `Ok` for external URLs.
-pub fn check_launchable(cfg: &ExperimentConfig, opts: &ServeOptions) -> Result<(), LaunchError> {
-    let spec = crate::registry::server(cfg.engine);
+/// `docker`) is installed. `Ok` for external URLs. `spec`: the engine's, from the registry.
+pub fn check_launchable(
+    cfg: &ExperimentConfig,
+    spec: Option<&ServerSpec>,
+    opts: &ServeOptions,
+) -> Result<(), LaunchError> {
     match (cfg.runner(), spec) {
         (Some(RunnerSpec::External { .. }), _) => Ok(()),
         (None, _) => Err(LaunchError::NeedsUrl(cfg.engine)),
@@ -306,7 +309,9 @@ mod tests {
         let opts = ServeOptions::new(std::env::temp_dir());
         let v = cfg(json!({"model": "m", "engine": "vllm", "runners": {"vllm": "local"}}));
         if launch::which("vllm").is_none() {
-            let e = check_launchable(&v, &opts).unwrap_err().to_string();
+            let e = check_launchable(&v, crate::registry::server(v.engine), &opts)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("`vllm` is not on PATH") && e.contains("pip install vllm"),
                 "{e}"
@@ -315,6 +320,6 @@ mod tests {
         let ext = cfg(
             json!({"model": "m", "engine": "openai", "runners": {"openai": "external:http://127.0.0.1:9"}}),
         );
-        assert!(check_launchable(&ext, &opts).is_ok());
+        assert!(check_launchable(&ext, crate::registry::server(ext.engine), &opts).is_ok());
     }
 }

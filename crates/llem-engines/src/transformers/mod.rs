@@ -28,6 +28,7 @@ pub use source::{ModelSource, check_python, resolve_source};
 use crate::engine::{
     ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, Session,
 };
+use crate::placement::Placement;
 use crate::workload::Workload;
 
 /// The Python interpreter: the user config's `python:` (which `LLEM_PYTHON` overrides when
@@ -95,6 +96,41 @@ pub fn batch_plan(cfg: &ExperimentConfig) -> (bool, u32) {
     let stream = cfg.measurement.latency_profiling && beams <= 1;
     let configured = t.batch_size.unwrap_or(1);
     (stream, if stream { 1 } else { configured })
+}
+
+/// Where transformers puts the weights: a tensor-parallel plan over `tp_size` GPUs (else
+/// all), else the device map (`cpu`, one `cuda:N`, or `auto`-like maps over every GPU), else
+/// the first GPU.
+pub(crate) fn placement(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
+    let Some(t) = cfg.transformers.as_deref() else {
+        return Placement::first_gpus(1, visible_gpus);
+    };
+    if t.tp_plan.is_some() {
+        return match t.tp_size {
+            Some(n) => Placement::first_gpus(n, visible_gpus),
+            None => Placement::all(visible_gpus),
+        };
+    }
+    match t.device_map.as_deref() {
+        Some("cpu") => Placement::Cpu,
+        // `auto`, `balanced`, `sequential` spread the weights over every GPU.
+        Some(m) if !m.starts_with("cuda") && m.parse::<u32>().is_err() => {
+            Placement::all(visible_gpus)
+        }
+        Some(m) => {
+            let idx = m
+                .trim_start_matches("cuda")
+                .trim_start_matches(':')
+                .parse::<u32>()
+                .unwrap_or(0);
+            if idx < visible_gpus {
+                Placement::Gpus(vec![idx])
+            } else {
+                Placement::Cpu
+            }
+        }
+        None => Placement::first_gpus(1, visible_gpus),
+    }
 }
 
 /// A loaded model in a worker.

@@ -27,6 +27,9 @@ pub static SPEC: ServerSpec = ServerSpec {
     request_fields: super::no_request_fields,
     // A CPU run (no layers offloaded) asks Docker for no GPU.
     wants_gpus: |cfg| cfg.llamacpp.as_deref().is_some_and(|l| l.n_gpu_layers != 0),
+    // The same offload and cache types as the embedded engine.
+    placement: crate::llamacpp::placement,
+    kv_element: crate::llamacpp::kv_element,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::LoraAdapters,
     prefix_cache_reset: Some(super::PrefixCacheReset::EraseSlots),

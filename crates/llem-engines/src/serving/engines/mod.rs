@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 use llem_config::ExperimentConfig;
 
+use crate::placement::Placement;
+
 /// What a local run starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LocalProgram {
@@ -111,6 +113,12 @@ pub struct ServerSpec {
     pub request_fields: fn(&ExperimentConfig) -> Map<String, Value>,
     /// True when its container needs GPUs for `cfg`.
     pub wants_gpus: fn(&ExperimentConfig) -> bool,
+    /// The GPUs `cfg` occupies with this many visible (its parallelism settings): the
+    /// devices a cell locks and the scope of its energy.
+    pub placement: fn(&ExperimentConfig, u32) -> Placement,
+    /// Bytes per KV-cache element and the type's name when `cfg` sets the cache's type
+    /// (an FP8 cache is one byte); `None` when it holds the model's dtype.
+    pub kv_element: fn(&ExperimentConfig) -> Option<(f64, String)>,
     /// The `model` requests name, when it is not `cfg.model` (a LoRA adapter served beside
     /// the base model under its own name).
     pub served_model: fn(&ExperimentConfig) -> Option<&'static str>,
@@ -175,6 +183,18 @@ pub(crate) fn configured_model(_: &ExperimentConfig) -> Option<&'static str> {
 /// directory is its cell's, not llem's.
 pub(crate) fn adapter_path(cfg: &ExperimentConfig) -> Option<String> {
     cfg.lora.as_deref()?.absolute_adapter_path()
+}
+
+/// An FP8 KV-cache type (`fp8`, `fp8_e5m2`, `fp8_e4m3`): one byte an element.
+pub(crate) fn fp8_kv(name: Option<&str>) -> Option<(f64, String)> {
+    name.filter(|n| n.starts_with("fp8"))
+        .map(|n| (1.0, n.to_string()))
+}
+
+/// The first `tp × other` visible GPUs (an unset size is 1).
+pub(crate) fn parallel_gpus(tp: Option<u32>, other: Option<u32>, visible_gpus: u32) -> Placement {
+    let n = tp.unwrap_or(1).saturating_mul(other.unwrap_or(1));
+    Placement::first_gpus(n, visible_gpus)
 }
 
 /// For engines whose server always runs on GPUs.

@@ -3,6 +3,7 @@
 use llem_config::ExperimentConfig;
 
 use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::placement::Placement;
 use crate::serving::flags::{Flag, Flag::*, append, to_value};
 
 /// SGLang's launch, metrics and batch limit.
@@ -26,6 +27,8 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields: super::no_request_fields,
     wants_gpus: super::always,
+    placement,
+    kv_element,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: Some(super::PrefixCacheReset::Post {
@@ -75,6 +78,26 @@ const FLAGS: &[(&str, Flag)] = &[
         Val("--speculative-num-draft-tokens"),
     ),
 ];
+
+/// Tensor × data parallel GPUs.
+fn placement(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
+    let s = cfg.sglang.as_deref();
+    super::parallel_gpus(
+        s.and_then(|s| s.tp_size),
+        s.and_then(|s| s.dp_size),
+        visible_gpus,
+    )
+}
+
+/// `kv_cache_dtype: fp8*` is one byte an element.
+fn kv_element(cfg: &ExperimentConfig) -> Option<(f64, String)> {
+    super::fp8_kv(
+        cfg.sglang
+            .as_deref()
+            .and_then(|s| s.kv_cache_dtype)
+            .map(|d| d.as_str()),
+    )
+}
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec!["--model-path".into(), at.model.into()];

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use llem_config::ExperimentConfig;
 
 use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::placement::Placement;
 use crate::serving::flags::{Flag, Flag::*, append, to_value};
 
 /// TensorRT-LLM's launch, metrics and batch limit.
@@ -22,6 +23,8 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields,
     wants_gpus: super::always,
+    placement,
+    kv_element,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
@@ -46,6 +49,26 @@ const FLAGS: &[(&str, Flag)] = &[
     ("scheduler", Extra("scheduler_config")),
     ("sampling", Request),
 ];
+
+/// Tensor × pipeline parallel GPUs.
+fn placement(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
+    let t = cfg.tensorrt.as_deref();
+    super::parallel_gpus(
+        t.and_then(|t| t.tensor_parallel_size),
+        t.and_then(|t| t.pipeline_parallel_size),
+        visible_gpus,
+    )
+}
+
+/// TensorRT-LLM quantises its KV cache to FP8 or INT8 (`quant.kv_cache_quant_algo`): one
+/// byte an element either way.
+fn kv_element(cfg: &ExperimentConfig) -> Option<(f64, String)> {
+    cfg.tensorrt
+        .as_deref()
+        .and_then(|t| t.quant.as_ref())
+        .and_then(|q| q.kv_cache_quant_algo)
+        .map(|a| (1.0, a.as_str().to_ascii_lowercase()))
+}
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec![at.model.into(), "--host".into(), at.host.into()];

@@ -3,6 +3,7 @@
 use llem_config::ExperimentConfig;
 
 use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::placement::Placement;
 use crate::serving::flags::{Flag, Flag::*, append, to_value};
 
 /// TGI's launch, metrics and batch limit.
@@ -24,6 +25,8 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields: super::no_request_fields,
     wants_gpus: super::always,
+    placement,
+    kv_element,
     served_model: super::configured_model,
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
@@ -50,6 +53,24 @@ const FLAGS: &[(&str, Flag)] = &[
     ("disable_custom_kernels", Switch("--disable-custom-kernels")),
     ("speculate", Val("--speculate")),
 ];
+
+/// TGI shards over every visible GPU unless `num_shard` says otherwise.
+fn placement(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
+    match cfg.tgi.as_deref().and_then(|t| t.num_shard) {
+        Some(n) => Placement::first_gpus(n, visible_gpus),
+        None => Placement::all(visible_gpus),
+    }
+}
+
+/// `kv_cache_dtype: fp8*` is one byte an element.
+fn kv_element(cfg: &ExperimentConfig) -> Option<(f64, String)> {
+    super::fp8_kv(
+        cfg.tgi
+            .as_deref()
+            .and_then(|t| t.kv_cache_dtype)
+            .map(|d| d.as_str()),
+    )
+}
 
 fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::LaunchError> {
     let mut args: Vec<String> = vec!["--model-id".into(), at.model.into()];

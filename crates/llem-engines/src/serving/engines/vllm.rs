@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 use llem_config::ExperimentConfig;
 
 use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
+use crate::placement::Placement;
 use crate::serving::flags::{Flag, Flag::*, append, to_value};
 
 /// vLLM's launch, metrics and batch limit.
@@ -33,6 +34,8 @@ pub static SPEC: ServerSpec = ServerSpec {
     args,
     request_fields,
     wants_gpus: super::always,
+    placement,
+    kv_element,
     served_model,
     lora_listing: super::LoraListing::Models,
     prefix_cache_reset: Some(super::PrefixCacheReset::Post {
@@ -42,6 +45,27 @@ pub static SPEC: ServerSpec = ServerSpec {
     prompt_cache_off: None,
     flags_version: Some("0.32.0"),
 };
+
+/// Tensor × pipeline parallel GPUs.
+fn placement(cfg: &ExperimentConfig, visible_gpus: u32) -> Placement {
+    let e = cfg.vllm.as_deref().and_then(|v| v.engine.as_ref());
+    super::parallel_gpus(
+        e.and_then(|e| e.tensor_parallel_size),
+        e.and_then(|e| e.pipeline_parallel_size),
+        visible_gpus,
+    )
+}
+
+/// `kv_cache_dtype: fp8*` is one byte an element.
+fn kv_element(cfg: &ExperimentConfig) -> Option<(f64, String)> {
+    super::fp8_kv(
+        cfg.vllm
+            .as_deref()
+            .and_then(|v| v.engine.as_ref())
+            .and_then(|e| e.kv_cache_dtype)
+            .map(|d| d.as_str()),
+    )
+}
 
 /// The name `--lora-modules` gives the adapter; requests ask for it to get the adapter.
 pub const LORA_NAME: &str = "llem-lora";
