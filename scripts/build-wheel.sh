@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the `llem` Python wheel (crates/llem-py: the extension module with the whole Rust
 # core, the embedded llama.cpp included, plus the pure-Python layer) with maturin into
-# target/wheels, and prints its path on the last line.
+# target/wheels, adds the `llem` command-line binary to it (scripts/bundle-cli.py), and prints
+# its path on the last line.
 #   scripts/build-wheel.sh            release build (what `make python` installs)
 #   scripts/build-wheel.sh --dev      the test profile's build: it reuses what `cargo test`
 #                                     compiled (llama.cpp is optimised in both)
@@ -24,4 +25,10 @@ rm -rf "$out"
 # manylinux tag would promise away; it installs on machines like the one that built it.
 "$venv/bin/maturin" build --quiet --manifest-path crates/llem-py/Cargo.toml \
   --profile "$profile" --out "$out" --interpreter python3 --compatibility linux >&2
-ls "$out"/llem-*.whl | tail -n 1
+# The command line, built with the same profile, goes into the wheel beside the extension
+# module (`llem/_bin/llem`): the `llem` script and a study's cells run it.
+cargo build --quiet -p llem --profile "$profile" >&2
+bin_dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+wheel=$(ls "$out"/llem-*.whl | tail -n 1)
+python3 scripts/bundle-cli.py "$wheel" "target/$bin_dir/llem"
+echo "$wheel"

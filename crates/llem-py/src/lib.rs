@@ -103,13 +103,6 @@ fn diagnostics<'py>(
     Ok(list)
 }
 
-/// Runs the `llem` command line on `argv` (program name first) with the GIL released;
-/// returns its exit code. What `python -m llem` and the `llem` script call.
-#[pyfunction]
-fn cli(py: Python<'_>, argv: Vec<String>) -> i32 {
-    py.detach(|| llem::cli_main(argv))
-}
-
 /// The version of llem this module was built from.
 #[pyfunction]
 fn version() -> &'static str {
@@ -121,7 +114,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("LlemError", py.get_type::<LlemError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;
-    m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     measure::register(m)?;
     records::register(m)?;

@@ -1,5 +1,6 @@
 //! `llem`: measure what LLM inference costs. The CLI, as a library: the `llem` binary is
-//! [`cli_main`] (the Python package's `llem` script runs it too). It parses arguments into
+//! [`cli_main`] (the Python wheel carries that binary: its `llem` script, `python -m llem` and
+//! the cells of a Python study run it). It parses arguments into
 //! `llem-app`'s typed options, calls it, and prints.
 
 // std's print macros panic when the write fails (a full disk under a cell's log, a closed

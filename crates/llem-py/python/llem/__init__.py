@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -23,6 +22,7 @@ from . import _native, records
 from ._native import ConfigError, LlemError
 from ._progress import sink as _sink
 from ._results import ExperimentResult, Section, StudyResult
+from ._cli import cli_path as _cli_path
 
 __version__: str = _native.version()
 
@@ -175,10 +175,10 @@ def run_study(
     bar = _sink(progress)
     try:
         with _ConfigFile(config, {}) as (path, config_dir):
-            # Each cell runs this package's CLI in a fresh interpreter (`python -m llem
-            # __cell SPEC`), so a crashed engine never takes the notebook down.
+            # Each cell runs this package's CLI binary in a process of its own (`llem __cell
+            # SPEC`), so a crashed engine never takes the notebook down.
             study_dir, _status = _native.study(
-                path, config_dir, sys.executable, ["-m", "llem", "__cell"], bar, _warn,
+                path, config_dir, str(_cli_path()), ["__cell"], bar, _warn,
                 cycles=cycles, order=order, output_dir=output_dir, resume=resume,
                 resume_dir=resume_dir, fail_fast=fail_fast, circuit_breaker=circuit_breaker,
                 timeout_hours=timeout_hours, gaps=gaps, lock=lock,

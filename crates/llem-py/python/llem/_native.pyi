@@ -13,9 +13,6 @@ class ConfigError(ValueError):
 
     errors: List[Dict[str, Any]]
 
-def cli(argv: List[str]) -> int:
-    """Runs the `llem` command line (program name first); returns its exit code."""
-
 def version() -> str:
     """The llem version this module was built from."""
 
