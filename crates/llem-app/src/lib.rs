@@ -17,6 +17,7 @@ pub mod plan;
 pub mod schedule;
 pub mod single;
 pub mod slurm;
+pub mod status;
 pub mod study;
 
 pub use error::{AppError, ErrorKind, ProbeError};

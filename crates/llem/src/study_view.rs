@@ -57,25 +57,10 @@ impl StudyView {
             s.completed,
             s.failed + s.interrupted,
             left,
-            eta(m, self.gap_s, 1).map_or_else(String::new, |e| format!(", ETA {}", human(e)))
+            llem_app::status::eta(m, self.gap_s, 1)
+                .map_or_else(String::new, |e| format!(", ETA {}", human(e)))
         )
     }
-}
-
-/// Remaining time from the mean duration of the cells that ran, plus the pauses, with
-/// `parallel` cells at a time.
-pub fn eta(m: &Manifest, gap_s: f64, parallel: usize) -> Option<f64> {
-    let ran: Vec<f64> = m
-        .experiments
-        .iter()
-        .filter_map(|e| e.elapsed_seconds)
-        .collect();
-    if ran.is_empty() {
-        return None;
-    }
-    let mean = ran.iter().sum::<f64>() / ran.len() as f64;
-    let left = (m.summary.pending + m.summary.running) as f64;
-    Some((left / parallel.max(1) as f64).ceil() * (mean + gap_s))
 }
 
 /// A duration for people: `2h05m`, `3m20s`, `45s`.
