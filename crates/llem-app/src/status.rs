@@ -136,6 +136,38 @@ pub fn study_status(dir: &Path) -> Result<Status, AppError> {
     })
 }
 
+/// A study as `llem results list` heads its runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResultsHeading {
+    /// The manifest's status; a study the manifest says is running but whose runner is
+    /// gone (killed: it never wrote the end) reads as interrupted.
+    pub status: String,
+    /// Its cells, when the manifest lists them.
+    pub cells: Option<usize>,
+}
+
+/// The heading of study `study` found under `dir` (its directory, or `dir` itself), from its
+/// manifest; `None` when there is none to read.
+pub fn results_heading(dir: &Path, study: &str) -> Option<ResultsHeading> {
+    let candidates = [dir.join(study), dir.to_path_buf()];
+    let study_dir = candidates
+        .iter()
+        .find(|d| d.join(llem_results::layout::MANIFEST).is_file())?;
+    let m = study_dir.join(llem_results::layout::MANIFEST);
+    let v: serde_json::Value =
+        serde_json::from_slice(&llem_config::files::read_record(m).ok()?).ok()?;
+    let mut status = v.get("status")?.as_str()?.to_string();
+    // The runner's lock tells the truth about a manifest that still says running.
+    if status == "running" && llem_study::study_runner_alive(study_dir) != Some(true) {
+        status = "interrupted: its runner is gone, --resume continues it".into();
+    }
+    let cells = v
+        .get("experiments")
+        .and_then(|e| e.as_array())
+        .map(Vec::len);
+    Some(ResultsHeading { status, cells })
+}
+
 /// Remaining time from the mean duration of the cells that ran, plus the pauses, with
 /// `parallel` cells at a time; `None` until a cell has run.
 pub fn eta(m: &Manifest, gap_s: f64, parallel: usize) -> Option<f64> {
@@ -346,5 +378,28 @@ mod tests {
             local(),
         );
         assert_eq!(r.nodes["here"].failed, 1);
+    }
+
+    #[test]
+    fn a_running_study_whose_runner_is_gone_heads_its_runs_as_interrupted() {
+        let d = tempfile::tempdir().unwrap();
+        let study = d.path().join("s");
+        std::fs::create_dir(&study).unwrap();
+        let mut m = manifest(&[("completed", None, Some(1.0)), ("pending", None, None)]);
+        let write = |m: &Manifest| {
+            let text = serde_json::to_vec(m).unwrap();
+            std::fs::write(study.join(llem_results::layout::MANIFEST), text).unwrap();
+        };
+        write(&m);
+        // No runner holds the study's lock: it was killed before it could write the end.
+        let h = results_heading(d.path(), "s").unwrap();
+        assert!(h.status.starts_with("interrupted"), "{}", h.status);
+        assert_eq!(h.cells, Some(2));
+        m.status = llem_results::StudyStatus::Completed;
+        write(&m);
+        // Found from the study's own directory too.
+        let h = results_heading(&study, "other").unwrap();
+        assert_eq!(h.status, "completed");
+        assert_eq!(results_heading(d.path(), "missing"), None);
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod llem_cells;
 pub mod load;
 pub(crate) mod parallelism;
 pub(crate) mod pyfloat;
+pub mod query;
 pub(crate) mod raw_names;
 pub mod raw_tree;
 pub mod run;

@@ -3,4 +3,5 @@
 mod fuzz_results;
 mod llem07_bundles;
 mod mlenergy_parity;
+mod query;
 mod swept_fields;

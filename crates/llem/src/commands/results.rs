@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 
 use llem_records::compare::{self, METRICS};
 use llem_records::export::{self, Exporter};
-use llem_records::runs::Condition;
+use llem_records::query::{self, Query};
+use llem_records::runs::Group;
 use llem_records::table::{fit_table, short_number};
 use llem_records::{DiffusionRuns, FieldValue, LlmRun, RecordsError, Runs, load_any};
 use llem_results::{MetricStatistics, layout};
@@ -214,28 +215,12 @@ fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
     Ok(())
 }
 
-/// ` (completed, 9/9 cells)` from the study's manifest, when it can be found.
+/// ` (completed, 9 cells)` from the study's manifest, when it can be found.
 fn study_status(dir: &Path, study: &str) -> Option<String> {
-    let candidates = [dir.join(study), dir.to_path_buf()];
-    let study_dir = candidates
-        .iter()
-        .find(|d| d.join(layout::MANIFEST).is_file())?;
-    let m = study_dir.join(layout::MANIFEST);
-    let v: serde_json::Value =
-        serde_json::from_slice(&llem_config::files::read_record(m).ok()?).ok()?;
-    let mut status = v.get("status")?.as_str()?.to_string();
-    // The manifest says running until its runner writes the end; a killed runner never
-    // does. The runner's lock tells the truth.
-    if status == "running" && llem_study::study_runner_alive(study_dir) != Some(true) {
-        status = "interrupted: its runner is gone, --resume continues it".into();
-    }
-    let cells = v
-        .get("experiments")
-        .and_then(|e| e.as_array())
-        .map(Vec::len);
-    Some(match cells {
-        Some(n) => format!(" ({status}, {n} cells)"),
-        None => format!(" ({status})"),
+    let h = llem_app::status::results_heading(dir, study)?;
+    Some(match h.cells {
+        Some(n) => format!(" ({}, {n} cells)", h.status),
+        None => format!(" ({})", h.status),
     })
 }
 
@@ -424,18 +409,8 @@ fn compare_dirs(a: &Path, b: &Path, json: bool) -> Result<(), RecordsError> {
 /// The configurations of `dir` grouped by `field`, each group against the first.
 fn compare_by(dir: &Path, field: &str, json: bool) -> Result<(), RecordsError> {
     let runs = load(dir)?;
-    let field = llem_records::runs::resolve_field(field)?;
-    let groups = runs.group_by(&[field])?;
-    if groups.len() < 2 {
-        return Err(RecordsError::Usage(format!(
-            "{field} has {} value(s) among the runs under {}: nothing to compare",
-            groups.len(),
-            dir.display()
-        )));
-    }
-    let name = |g: &llem_records::runs::Group| {
-        format!("{field}={}", g.key.first().cloned().unwrap_or_default())
-    };
+    let (field, groups) = query::groups_to_compare(&runs, field, dir)?;
+    let name = |g: &Group| format!("{field}={}", g.key.first().cloned().unwrap_or_default());
     let Some((first, rest)) = groups.split_first() else {
         return Ok(());
     };
@@ -458,26 +433,11 @@ fn compare_picked(dir: &Path, picks: &[String], json: bool) -> Result<(), Record
         ));
     };
     let runs = load(dir)?;
-    let pick = |p: &str| {
-        let chosen = runs.filter(|r| {
-            r.extra.label.as_deref() == Some(p)
-                || r.extra
-                    .config_hash
-                    .as_deref()
-                    .is_some_and(|h| h.starts_with(p))
-        });
-        if chosen.is_empty() {
-            let mut known: Vec<String> =
-                runs.iter().filter_map(|r| r.extra.label.clone()).collect();
-            known.dedup();
-            return Err(RecordsError::Usage(format!(
-                "--pick {p:?} matches no run's label or configuration hash; labels: {}",
-                known.join(" | ")
-            )));
-        }
-        Ok(chosen)
-    };
-    compare_sets((a, &pick(a)?), (b, &pick(b)?), json)
+    let (ra, rb) = (
+        query::configuration(&runs, a)?,
+        query::configuration(&runs, b)?,
+    );
+    compare_sets((a, &ra), (b, &rb), json)
 }
 
 /// Compares run set B against A, metric by metric.
@@ -580,34 +540,9 @@ fn query(
     stable: bool,
     json: bool,
 ) -> Result<(), RecordsError> {
-    let conds = conditions
-        .iter()
-        .map(|c| Condition::parse(c))
-        .collect::<Result<Vec<_>, _>>()?;
-    let fields = group_by
-        .iter()
-        .map(|f| llem_records::runs::resolve_field(f.trim()).map(String::from))
-        .collect::<Result<Vec<_>, _>>()?;
-    let all = load(dir)?;
-    all.check_paths(
-        conds
-            .iter()
-            .map(|c| c.field.as_str())
-            .chain(fields.iter().map(String::as_str)),
-    )?;
-    let mut runs = all.filter(|r| conds.iter().all(|c| c.matches(r)));
-    if stable {
-        runs = runs.stable();
-    }
-    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
-    let groups = if names.is_empty() {
-        vec![llem_records::runs::Group {
-            key: Vec::new(),
-            runs,
-        }]
-    } else {
-        runs.group_by(&names)?
-    };
+    let q = Query::parse(conditions, group_by, stable)?;
+    let groups = q.run(&load(dir)?)?;
+    let names = q.field_names();
     if json {
         let mut arr = Vec::new();
         for g in &groups {
