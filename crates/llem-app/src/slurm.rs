@@ -1,6 +1,8 @@
 //! Which Slurm settings a study runs with, and the executor that submits it.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use llem_config::{ExecutorConfig, StudyPlan};
 use llem_study::ResumeFrom;
@@ -126,5 +128,85 @@ pub fn node_identity() -> NodeIdentity {
         node,
         gpus,
         gpu_driver: nvml.sys_driver_version().ok(),
+    }
+}
+
+/// Reads Slurm variable `name` of `env` as a number.
+fn env_number<T: std::str::FromStr>(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+) -> Result<T, AppError> {
+    let text = env(name).ok_or_else(|| AppError::Option {
+        option: name.into(),
+        message: "not set: this command runs inside a Slurm array task".into(),
+    })?;
+    text.trim().parse().map_err(|_| AppError::Option {
+        option: name.into(),
+        message: format!("not a number: {text:?}"),
+    })
+}
+
+/// The array task this process is, from Slurm's environment as `env` reads it
+/// (`SLURM_ARRAY_TASK_ID`, `SLURM_JOB_ID`; `SLURM_JOB_GPUS`, the GPUs it locks, as `gpuN`):
+/// task `submission`/`cycle` of the study in `dir`, stopped by `interrupts`.
+pub fn task_args(
+    dir: &Path,
+    submission: u32,
+    cycle: u32,
+    interrupts: Arc<AtomicUsize>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<llem_study::slurm::TaskArgs, AppError> {
+    let task_index = env_number::<usize>(env, "SLURM_ARRAY_TASK_ID")?;
+    let job = env_number::<u64>(env, "SLURM_JOB_ID")?;
+    Ok(llem_study::slurm::TaskArgs {
+        dir: dir.to_path_buf(),
+        submission,
+        cycle,
+        task_index,
+        job_id_raw: job.to_string(),
+        node: node_identity(),
+        lock_resources: env("SLURM_JOB_GPUS")
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.split(',').map(|g| format!("gpu{}", g.trim())).collect()),
+        interrupts,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn a_task_is_its_array_index_and_job_and_locks_the_gpus_slurm_gave_it() {
+        let env = env_of(&[
+            ("SLURM_ARRAY_TASK_ID", " 3 "),
+            ("SLURM_JOB_ID", "812"),
+            ("SLURM_JOB_GPUS", "2, 5"),
+        ]);
+        let t = task_args(Path::new("/s"), 1, 2, Arc::default(), &env).unwrap();
+        assert_eq!((t.task_index, t.job_id_raw.as_str()), (3, "812"));
+        assert_eq!((t.submission, t.cycle), (1, 2));
+        assert_eq!(t.lock_resources, Some(vec!["gpu2".into(), "gpu5".into()]));
+        let no_gpus = env_of(&[("SLURM_ARRAY_TASK_ID", "0"), ("SLURM_JOB_ID", "1")]);
+        let t = task_args(Path::new("/s"), 1, 1, Arc::default(), &no_gpus).unwrap();
+        assert_eq!(t.lock_resources, None);
+    }
+
+    #[test]
+    fn outside_an_array_task_the_missing_variable_is_named() {
+        let e = task_args(Path::new("/s"), 1, 1, Arc::default(), &env_of(&[])).unwrap_err();
+        assert!(matches!(&e, AppError::Option { option, .. } if option == "SLURM_ARRAY_TASK_ID"));
+        let bad = env_of(&[("SLURM_ARRAY_TASK_ID", "x"), ("SLURM_JOB_ID", "1")]);
+        let e = task_args(Path::new("/s"), 1, 1, Arc::default(), &bad).unwrap_err();
+        assert!(e.to_string().contains("not a number"), "{e}");
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use llem_config::StudyPlan;
 use llem_study::slurm::record::TaskState;
 use llem_study::slurm::submit::{PlannedArray, dry_run, gpu_hours_reserved, gpus_per_cell};
-use llem_study::slurm::{SlurmOptions, Submission, TaskArgs};
+use llem_study::slurm::{SlurmOptions, Submission};
 
 use crate::cli::{RunArgs, SlurmCompileArgs, SlurmTaskArgs};
 use crate::exit;
@@ -189,42 +189,21 @@ pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Wri
     }
 }
 
-fn env_number<T: std::str::FromStr>(name: &str) -> Result<T, String> {
-    std::env::var(name)
-        .map_err(|_| format!("{name} is not set: this command runs inside a Slurm array task"))?
-        .trim()
-        .parse()
-        .map_err(|_| format!("{name} is not a number"))
-}
-
 /// `llem __slurm-task DIR SUBMISSION CYCLE`: runs the cell of `SLURM_ARRAY_TASK_ID`.
 pub fn task(a: &SlurmTaskArgs) -> i32 {
     llem_app::logging::init(0);
-    let ids = env_number::<usize>("SLURM_ARRAY_TASK_ID")
-        .and_then(|t| env_number::<u64>("SLURM_JOB_ID").map(|j| (t, j)));
-    let (task_index, job) = match ids {
-        Ok(x) => x,
+    let env = |name: &str| std::env::var(name).ok();
+    let interrupts = super::study::interrupt_counter();
+    let args = match llem_app::slurm::task_args(&a.dir, a.submission, a.cycle, interrupts, &env) {
+        Ok(args) => args,
         Err(e) => {
             eprintln!("llem: {e}");
-            return exit::CONFIG;
+            return exit::of(&e);
         }
     };
-    let args = TaskArgs {
-        dir: a.dir.clone(),
-        submission: a.submission,
-        cycle: a.cycle,
-        task_index,
-        job_id_raw: job.to_string(),
-        node: llem_app::slurm::node_identity(),
-        lock_resources: std::env::var("SLURM_JOB_GPUS")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-            .map(|s| s.split(',').map(|g| format!("gpu{}", g.trim())).collect()),
-        interrupts: super::study::interrupt_counter(),
-    };
     println!(
-        "llem: task {task_index} of cycle {} on {} (job {job})",
-        a.cycle, args.node.node
+        "llem: task {} of cycle {} on {} (job {})",
+        args.task_index, a.cycle, args.node.node, args.job_id_raw
     );
     let mut print = |m: &llem_study::CellMessage| match m {
         llem_study::CellMessage::Phase { phase, detail, .. } => println!("  {phase}: {detail}"),
