@@ -105,6 +105,43 @@ pub fn run_schedule(
     }
 }
 
+/// What `llem schedule`'s flags say, each field replacing the file's.
+#[derive(Clone, Debug, Default)]
+pub struct ScheduleFlags {
+    /// `--every`.
+    pub every: Option<Duration>,
+    /// `--at`, each a local time of day.
+    pub at: Vec<llem_config::schedule::TimeOfDay>,
+    /// `--days`, as day numbers (Monday 0).
+    pub days: Vec<u8>,
+    /// `--duration`: the schedule's total duration.
+    pub duration: Option<Duration>,
+}
+
+/// The schedule: the file's block, with each field the flags give replacing it (`--every`
+/// and `--at` together replace both of the block's `interval` and `at`); `None` when neither
+/// says when to run.
+pub fn merged(flags: &ScheduleFlags, block: Option<&ScheduleSpec>) -> Option<ScheduleSpec> {
+    let mut s = block.cloned().unwrap_or_default();
+    if flags.every.is_some() || !flags.at.is_empty() {
+        s.interval = flags.every;
+        s.at.clone_from(&flags.at);
+        if block.is_none() {
+            // Flags alone run until stopped; the file's block keeps its total duration.
+            s.total_duration = None;
+        }
+    }
+    if !flags.days.is_empty() {
+        s.days.clone_from(&flags.days);
+        s.days.sort_unstable();
+        s.days.dedup();
+    }
+    if flags.duration.is_some() {
+        s.total_duration = flags.duration;
+    }
+    (s.interval.is_some() || !s.at.is_empty()).then_some(s)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
@@ -147,5 +184,49 @@ mod tests {
             &mut || RunEnd::Interrupted,
         );
         assert_eq!(end, ScheduleEnd::Interrupted { done: 1 });
+    }
+
+    #[test]
+    fn flags_replace_the_files_fields_one_by_one() {
+        let hour = Duration::from_secs(3600);
+        let block = ScheduleSpec {
+            interval: Some(6 * hour),
+            days: vec![5, 6],
+            total_duration: Some(24 * hour),
+            ..ScheduleSpec::default()
+        };
+        // Days only: the file's interval and total stay.
+        let days = ScheduleFlags {
+            days: vec![2, 0, 2],
+            ..ScheduleFlags::default()
+        };
+        let s = merged(&days, Some(&block)).unwrap();
+        assert_eq!(
+            (s.interval, s.days.as_slice(), s.total_duration),
+            (Some(6 * hour), &[0u8, 2][..], Some(24 * hour))
+        );
+        // --every replaces the interval, and the file keeps its total duration.
+        let every = ScheduleFlags {
+            every: Some(hour),
+            ..ScheduleFlags::default()
+        };
+        let s = merged(&every, Some(&block)).unwrap();
+        assert_eq!(
+            (s.interval, s.total_duration),
+            (Some(hour), Some(24 * hour))
+        );
+        // Flags alone run until stopped, unless --duration says otherwise.
+        assert_eq!(merged(&every, None).unwrap().total_duration, None);
+        let bounded = ScheduleFlags {
+            duration: Some(2 * hour),
+            ..every
+        };
+        assert_eq!(
+            merged(&bounded, None).unwrap().total_duration,
+            Some(2 * hour)
+        );
+        // Nothing says when: no schedule.
+        assert!(merged(&ScheduleFlags::default(), None).is_none());
+        assert!(merged(&days, None).is_none());
     }
 }

@@ -3,6 +3,7 @@
 //! Ctrl-C, `--runs N` or the schedule's total duration.
 
 use llem_app::ResumeFrom;
+use llem_app::schedule::{ScheduleFlags, merged};
 use llem_config::schedule::ScheduleSpec;
 use llem_config::{Env, StudyPlan};
 
@@ -22,7 +23,7 @@ pub fn run(args: &ScheduleArgs) -> i32 {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let Some(spec) = spec(args, plan.schedule.as_ref()) else {
+    let Some(spec) = merged(&flags(args), plan.schedule.as_ref()) else {
         eprintln!(
             "llem: say when to run: --every, --at, or an enabled `schedule:` block in the file \
              (schedule: {{enabled: true, interval: 6h}})"
@@ -37,27 +38,14 @@ pub fn run(args: &ScheduleArgs) -> i32 {
     run_loop(&spec, &args.run, args.runs)
 }
 
-/// The schedule: the file's block, with each field the flags give replacing it (`--every`
-/// and `--at` together replace both of the block's `interval` and `at`).
-fn spec(args: &ScheduleArgs, block: Option<&ScheduleSpec>) -> Option<ScheduleSpec> {
-    let mut s = block.cloned().unwrap_or_default();
-    if args.every.is_some() || !args.at.is_empty() {
-        s.interval = args.every;
-        s.at.clone_from(&args.at);
-        if block.is_none() {
-            // Flags alone run until stopped, as before; the file's block keeps its 24 h.
-            s.total_duration = None;
-        }
+/// The flags' schedule fields.
+fn flags(args: &ScheduleArgs) -> ScheduleFlags {
+    ScheduleFlags {
+        every: args.every,
+        at: args.at.clone(),
+        days: args.days.iter().flatten().copied().collect(),
+        duration: args.duration,
     }
-    if !args.days.is_empty() {
-        s.days = args.days.iter().flatten().copied().collect();
-        s.days.sort_unstable();
-        s.days.dedup();
-    }
-    if args.duration.is_some() {
-        s.total_duration = args.duration;
-    }
-    (s.interval.is_some() || !s.at.is_empty()).then_some(s)
 }
 
 fn plan(args: &RunArgs) -> Result<StudyPlan, i32> {
