@@ -360,6 +360,46 @@ impl UserSettings {
     pub fn node(&self, path: &[&str]) -> Option<&Node> {
         self.tree.get_path(path).filter(|n| !n.is_null())
     }
+    /// Every value the file or a variable sets, as `(dotted key, value as written, where it
+    /// came from)`: `line N` of the file, the variable's name, or `default`.
+    pub fn set_values(&self, sources: &SourceMap) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        leaves(&self.tree, "", &mut out);
+        out.into_iter()
+            .map(|(key, value, node)| (key, value, origin(node, sources)))
+            .collect()
+    }
+}
+
+/// Where `node`'s value came from.
+fn origin(node: &Node, sources: &SourceMap) -> String {
+    match sources.get(node.span.source).map(|s| &s.kind) {
+        Some(SourceKind::File(_)) => format!("line {}", node.span.line),
+        Some(SourceKind::Environment) => sources
+            .get(node.span.source)
+            .map(|s| s.name.clone())
+            .unwrap_or_default(),
+        _ => "default".into(),
+    }
+}
+
+/// The scalar and list values under `node`, keyed by their dotted path.
+fn leaves<'a>(node: &'a Node, prefix: &str, out: &mut Vec<(String, String, &'a Node)>) {
+    match &node.kind {
+        yaml::NodeKind::Map(m) => {
+            for e in &m.entries {
+                let key = if prefix.is_empty() {
+                    e.key.to_string()
+                } else {
+                    format!("{prefix}.{}", e.key)
+                };
+                leaves(&e.value, &key, out);
+            }
+        }
+        yaml::NodeKind::Null => {}
+        yaml::NodeKind::Scalar(s) => out.push((prefix.to_string(), s.text.to_string(), node)),
+        yaml::NodeKind::Seq(_) => out.push((prefix.to_string(), node.to_json().to_string(), node)),
+    }
 }
 
 #[cfg(test)]
@@ -392,6 +432,35 @@ mod tests {
         pairs.extend(vars.iter().map(|(k, v)| ((*k).into(), (*v).into())));
         let mut sources = SourceMap::new();
         UserSettings::load(&Env::from_pairs(pairs), &mut sources)
+    }
+
+    #[test]
+    fn each_set_value_says_whether_the_file_or_a_variable_set_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "runners:\n  vllm: docker\nmeasurement:\n  datacenter_pue: 1.2\n",
+        )
+        .unwrap();
+        let env = Env::from_pairs([
+            ("LLEM_CONFIG_PATH", path.display().to_string()),
+            ("LLEM_CARBON_INTENSITY", "300".into()),
+        ]);
+        let mut sources = SourceMap::new();
+        let s = UserSettings::load(&env, &mut sources).unwrap();
+        let set = s.set_values(&sources);
+        let find = |k: &str| set.iter().find(|(key, _, _)| key == k).cloned();
+        assert_eq!(
+            find("runners.vllm"),
+            Some(("runners.vllm".into(), "docker".into(), "line 2".into()))
+        );
+        assert_eq!(find("measurement.datacenter_pue").unwrap().2, "line 4");
+        let (_, value, origin) = find("measurement.carbon_intensity_gco2_kwh").unwrap();
+        assert_eq!(
+            (value.as_str(), origin.as_str()),
+            ("300", "LLEM_CARBON_INTENSITY")
+        );
     }
 
     #[test]

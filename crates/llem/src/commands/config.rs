@@ -3,9 +3,8 @@
 
 use std::fmt::Write;
 
-use llem_config::source::{SourceKind, SourceMap};
+use llem_config::source::SourceMap;
 use llem_config::user_config::{Env, UserSettings, known_env_vars, user_config_path};
-use llem_config::yaml::{Node, NodeKind};
 use llem_config::{Engine, schema};
 
 use crate::cli::{ConfigArgs, ConfigCommand, SchemaKind, VERSION};
@@ -77,37 +76,6 @@ fn convert(
     }
 }
 
-fn origin(node: &Node, sources: &SourceMap) -> String {
-    match sources.get(node.span.source).map(|s| &s.kind) {
-        Some(SourceKind::File(_)) => format!("line {}", node.span.line),
-        Some(SourceKind::Environment) => sources
-            .get(node.span.source)
-            .map(|s| s.name.clone())
-            .unwrap_or_default(),
-        _ => "default".into(),
-    }
-}
-
-fn leaves(node: &Node, prefix: &str, out: &mut Vec<(String, String, Node)>) {
-    match &node.kind {
-        NodeKind::Map(m) => {
-            for e in &m.entries {
-                let key = if prefix.is_empty() {
-                    e.key.to_string()
-                } else {
-                    format!("{prefix}.{}", e.key)
-                };
-                leaves(&e.value, &key, out);
-            }
-        }
-        NodeKind::Null => {}
-        NodeKind::Scalar(s) => out.push((prefix.to_string(), s.text.to_string(), node.clone())),
-        NodeKind::Seq(_) => {
-            out.push((prefix.to_string(), node.to_json().to_string(), node.clone()))
-        }
-    }
-}
-
 fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "llem {VERSION}");
@@ -129,14 +97,13 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
         "not found; built-in defaults apply"
     };
     let _ = writeln!(out, "  file         {} ({state})", s.path.display());
-    let mut set = Vec::new();
-    leaves(&s.tree, "", &mut set);
+    let set = s.set_values(sources);
     if set.is_empty() {
         let _ = writeln!(out, "  (nothing set)");
     }
     let width = set.iter().map(|(k, _, _)| k.len()).max().unwrap_or(0);
-    for (key, value, node) in &set {
-        let _ = writeln!(out, "  {key:<width$}  {value}  ({})", origin(node, sources));
+    for (key, value, origin) in &set {
+        let _ = writeln!(out, "  {key:<width$}  {value}  ({origin})");
     }
     if verbose {
         let _ = writeln!(
