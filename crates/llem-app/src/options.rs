@@ -120,7 +120,7 @@ pub fn positive_hours(option: &str, hours: f64) -> Result<f64, AppError> {
     } else {
         Err(AppError::option(
             option,
-            format!("{hours} is not a number of hours from 0 to 8760, a year (e.g. 12, 0.5)"),
+            "must be a number of hours from 0 to 8760, a year (e.g. 12, 0.5)",
         ))
     }
 }

@@ -327,13 +327,10 @@ pub struct SlurmCompileArgs {
     pub dir: PathBuf,
 }
 
+/// `--timeout` (hours), by the app's rule (Python's `timeout_hours` is held to the same).
 fn positive_hours(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(h) if h.is_finite() && h > 0.0 && h <= 8760.0 => Ok(h),
-        _ => Err(format!(
-            "`{s}` is not a number of hours from 0 to 8760, a year (e.g. 12, 0.5)"
-        )),
-    }
+    let hours = s.trim().parse::<f64>().unwrap_or(f64::NAN);
+    llem_app::options::positive_hours("--timeout", hours).map_err(|e| e.to_string())
 }
 
 /// `llem results`.
