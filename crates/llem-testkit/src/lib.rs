@@ -10,6 +10,7 @@
 
 pub mod fake_openai;
 pub mod lora;
+pub mod machine;
 pub mod mlenergy_tree;
 pub mod mutate;
 pub mod nvml_standin;
