@@ -84,6 +84,53 @@ pub enum TrafficError {
     },
 }
 
+/// Why one streamed request failed; its text is the request's error in `requests.parquet`.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// No response headers within the stall timeout.
+    #[error("no response within {0} s")]
+    NoResponse(f64),
+    /// The request could not be sent (its error chain).
+    #[error("request failed: {0}")]
+    Request(String),
+    /// A status that is not success, with the body's start.
+    #[error("HTTP {status}: {body}")]
+    Status {
+        /// The status line.
+        status: String,
+        /// The first 300 characters of the body.
+        body: String,
+    },
+    /// A 200 that is not an event stream (a proxy's login page, `stream: true` ignored).
+    #[error("HTTP {status} with content-type {content_type}, not an event stream: {body}")]
+    NotAStream {
+        /// The status line.
+        status: String,
+        /// What it said it is.
+        content_type: String,
+        /// The first 300 characters of the body.
+        body: String,
+    },
+    /// An error object in the stream, with its start.
+    #[error("server error in stream: {0}")]
+    InStream(String),
+    /// A chunk that is not JSON.
+    #[error(transparent)]
+    Chunk(#[from] ChunkError),
+    /// No data for the stall timeout.
+    #[error("stream stalled: no data for {0} s")]
+    Stalled(f64),
+    /// The connection broke mid-stream (its error chain).
+    #[error("stream broken: {0}")]
+    Broken(String),
+    /// One event longer than the framer holds.
+    #[error("stream event longer than {0} MiB: not an OpenAI chunk stream")]
+    EventTooLong(usize),
+    /// The stream ended with no event at all.
+    #[error("the stream ended without a single event")]
+    NoEvent,
+}
+
 /// A stream chunk that is not JSON.
 #[derive(Debug, thiserror::Error)]
 #[error("unreadable stream chunk ({source}): {start}")]

@@ -16,6 +16,7 @@ use llem_results::{FinishReason, RequestRecord};
 use super::accounting::{self, ChunkObs, TimingMode};
 use super::chunk;
 use super::sse::SseFramer;
+use crate::StreamError;
 use crate::workload::traffic::TrafficPlan;
 
 /// Which endpoint a request goes to.
@@ -324,7 +325,7 @@ async fn one(
     let error = stream(http, endpoint, req, clock, shared, &mut st)
         .await
         .err()
-        .map(|e| llem_config::redact::text(&e, &known).into_owned());
+        .map(|e| llem_config::redact::text(&e.to_string(), &known).into_owned());
     let StreamState {
         chunks,
         usage: final_usage,
@@ -382,20 +383,20 @@ struct StreamState {
 
 impl StreamState {
     /// Takes one event's payload, which arrived at `t` s; `Err` ends the stream as failed.
-    fn take(&mut self, t: f64, data: &[u8], shared: &Shared) -> Result<(), String> {
+    fn take(&mut self, t: f64, data: &[u8], shared: &Shared) -> Result<(), StreamError> {
         let c = match chunk::parse(data) {
             Ok(None) => {
                 self.saw_done = true;
                 return Ok(());
             }
             Ok(Some(c)) if c.is_error => {
-                return Err(format!(
-                    "server error in stream: {}",
+                return Err(StreamError::InStream(
                     String::from_utf8_lossy(data.get(..data.len().min(300)).unwrap_or_default())
+                        .into_owned(),
                 ));
             }
             Ok(Some(c)) => c,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         if c.completion_tokens.is_some() {
             self.usage = (c.prompt_tokens.or(self.usage.0), c.completion_tokens);
@@ -434,7 +435,7 @@ async fn send(
     http: Clients<'_>,
     endpoint: &Endpoint,
     req: &Prepared,
-) -> Result<reqwest::Response, String> {
+) -> Result<reqwest::Response, StreamError> {
     let url = format!("{}{}", endpoint.base_url, req.api.path());
     let stall = endpoint.stall_timeout;
     let mut attempt = 0;
@@ -453,23 +454,29 @@ async fn send(
             rb = rb.bearer_auth(k);
         }
         match tokio::time::timeout(stall, rb.send()).await {
-            Err(_) => return Err(format!("no response within {} s", stall.as_secs_f64())),
+            Err(_) => return Err(StreamError::NoResponse(stall.as_secs_f64())),
             Ok(Err(e)) if attempt == 0 && stale_connection(&e) => attempt += 1,
-            Ok(Err(e)) => return Err(format!("request failed: {}", error_chain(&e))),
+            Ok(Err(e)) => return Err(StreamError::Request(error_chain(&e))),
             Ok(Ok(r)) => break r,
         }
     };
     let status = resp.status();
     if !status.is_success() {
-        return Err(format!("HTTP {status}: {}", body_start(resp, stall).await));
+        let body = body_start(resp, stall).await;
+        return Err(StreamError::Status {
+            status: status.to_string(),
+            body,
+        });
     }
     if let Some(kind) = not_an_event_stream(&resp) {
         // A proxy's login page or an API that ignored `stream: true` answers 200 with
         // something else; counting it as a request with no tokens would be a success.
-        return Err(format!(
-            "HTTP {status} with content-type {kind}, not an event stream: {}",
-            body_start(resp, stall).await
-        ));
+        let body = body_start(resp, stall).await;
+        return Err(StreamError::NotAStream {
+            status: status.to_string(),
+            content_type: kind,
+            body,
+        });
     }
     Ok(resp)
 }
@@ -481,11 +488,11 @@ async fn stream(
     clock: Clock,
     shared: &Shared,
     st: &mut StreamState,
-) -> Result<(), String> {
+) -> Result<(), StreamError> {
     let stall = endpoint.stall_timeout;
     let mut resp = send(http, endpoint, req).await?;
     let mut framer = SseFramer::new();
-    let mut failure: Option<String> = None;
+    let mut failure: Option<StreamError> = None;
     let mut events = 0usize;
     let mut on_event = |t: f64, data: &[u8]| -> bool {
         events += 1;
@@ -499,13 +506,8 @@ async fn stream(
     };
     loop {
         match tokio::time::timeout(stall, resp.chunk()).await {
-            Err(_) => {
-                return Err(format!(
-                    "stream stalled: no data for {} s",
-                    stall.as_secs_f64()
-                ));
-            }
-            Ok(Err(e)) => return Err(format!("stream broken: {}", error_chain(&e))),
+            Err(_) => return Err(StreamError::Stalled(stall.as_secs_f64())),
+            Ok(Err(e)) => return Err(StreamError::Broken(error_chain(&e))),
             Ok(Ok(None)) => break,
             Ok(Ok(Some(bytes))) => {
                 let t = clock.now();
@@ -518,14 +520,11 @@ async fn stream(
     let t = clock.now();
     framer.finish(&mut |d| on_event(t, d));
     if framer.overflowed() {
-        return Err(format!(
-            "stream event longer than {} MiB: not an OpenAI chunk stream",
-            super::sse::MAX_EVENT_BYTES >> 20
-        ));
+        return Err(StreamError::EventTooLong(super::sse::MAX_EVENT_BYTES >> 20));
     }
     match failure {
         Some(f) => Err(f),
-        None if events == 0 => Err("the stream ended without a single event".into()),
+        None if events == 0 => Err(StreamError::NoEvent),
         None => Ok(()),
     }
 }
