@@ -13,13 +13,6 @@
 //! `Authorization` header echoed in the body, `OVERRUN` streams ten times `max_tokens`,
 //! `NODONE` ends its stream without `data: [DONE]`.
 
-#![allow(
-    dead_code,
-    clippy::expect_used,
-    clippy::unwrap_used,
-    clippy::indexing_slicing
-)]
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;

@@ -2,7 +2,6 @@
 //! a child process that loads it the way llem loads the real driver library: by name, through
 //! `LD_LIBRARY_PATH`. A child is needed because the dynamic loader reads that variable once, at
 //! process start.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
