@@ -142,8 +142,8 @@ pub struct ResultsHeading {
     /// The manifest's status; a study the manifest says is running but whose runner is
     /// gone (killed: it never wrote the end) reads as interrupted.
     pub status: String,
-    /// Its cells, when the manifest lists them.
-    pub cells: Option<usize>,
+    /// Its cells.
+    pub cells: usize,
 }
 
 /// The heading of study `study` found under `dir` (its directory, or `dir` itself), from its
@@ -153,19 +153,18 @@ pub fn results_heading(dir: &Path, study: &str) -> Option<ResultsHeading> {
     let study_dir = candidates
         .iter()
         .find(|d| d.join(llem_results::layout::MANIFEST).is_file())?;
-    let m = study_dir.join(llem_results::layout::MANIFEST);
-    let v: serde_json::Value =
-        serde_json::from_slice(&llem_config::files::read_record(m).ok()?).ok()?;
-    let mut status = v.get("status")?.as_str()?.to_string();
+    let m = llem_study::load_manifest(study_dir).ok()?;
+    let mut status = m.status.as_str().to_string();
     // The runner's lock tells the truth about a manifest that still says running.
-    if status == "running" && llem_study::study_runner_alive(study_dir) != Some(true) {
+    if m.status == llem_results::StudyStatus::Running
+        && llem_study::study_runner_alive(study_dir) != Some(true)
+    {
         status = "interrupted: its runner is gone, --resume continues it".into();
     }
-    let cells = v
-        .get("experiments")
-        .and_then(|e| e.as_array())
-        .map(Vec::len);
-    Some(ResultsHeading { status, cells })
+    Some(ResultsHeading {
+        status,
+        cells: m.experiments.len(),
+    })
 }
 
 /// Remaining time from the mean duration of the cells that ran, plus the pauses, with
@@ -394,7 +393,7 @@ mod tests {
         // No runner holds the study's lock: it was killed before it could write the end.
         let h = results_heading(d.path(), "s").unwrap();
         assert!(h.status.starts_with("interrupted"), "{}", h.status);
-        assert_eq!(h.cells, Some(2));
+        assert_eq!(h.cells, 2);
         m.status = llem_results::StudyStatus::Completed;
         write(&m);
         // Found from the study's own directory too.

@@ -218,10 +218,7 @@ fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
 /// ` (completed, 9 cells)` from the study's manifest, when it can be found.
 fn study_status(dir: &Path, study: &str) -> Option<String> {
     let h = llem_app::status::results_heading(dir, study)?;
-    Some(match h.cells {
-        Some(n) => format!(" ({}, {n} cells)", h.status),
-        None => format!(" ({})", h.status),
-    })
+    Some(format!(" ({}, {} cells)", h.status, h.cells))
 }
 
 /// `--json`: the runs, with the manifest and the effective config when the target has them.
