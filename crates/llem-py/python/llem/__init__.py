@@ -23,6 +23,7 @@ from ._native import ConfigError, LlemError
 from ._progress import sink as _sink
 from ._results import ExperimentResult, Section, StudyResult
 from ._cli import cli_path as _cli_path
+from ._cli import missing as _cli_missing
 
 __version__: str = _native.version()
 
@@ -172,6 +173,10 @@ def run_study(
     completed experiment). A study that stops early (circuit breaker, wall-clock limit) is
     returned too: check `.status`. Ctrl-C terminates the running cell, checkpoints the
     manifest (resume with `resume_dir=`) and raises `KeyboardInterrupt`."""
+    # Every cell runs the bundled CLI: without it, each would fail to start.
+    why = _cli_missing()
+    if why is not None:
+        raise LlemError(why)
     bar = _sink(progress)
     try:
         with _ConfigFile(config, {}) as (path, config_dir):

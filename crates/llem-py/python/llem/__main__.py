@@ -4,18 +4,15 @@ CLI binary (`_bin/llem`, added by scripts/build-wheel.sh); this process becomes 
 import os
 import sys
 
-from ._cli import cli_path
+from ._cli import cli_path, missing
 
 
 def main() -> None:
     """Replaces this process with the `llem` command line, given this process's arguments."""
+    why = missing()
+    if why is not None:
+        sys.exit(why)
     exe = cli_path()
-    if not os.access(exe, os.X_OK):
-        sys.exit(
-            f"llem: this installation has no command-line binary at {exe} "
-            "(wheels built by scripts/build-wheel.sh carry one; an editable or "
-            "`maturin develop` install does not)"
-        )
     os.execv(exe, [str(exe)] + sys.argv[1:])
 
 
