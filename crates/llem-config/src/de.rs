@@ -54,6 +54,8 @@ impl DeError {
                 None => self.message,
             },
             ErrorKind::Missing if !path.is_empty() => format!("{} in `{path}`", self.message),
+            // Worded as the range check words its violations.
+            ErrorKind::Range if !path.is_empty() => format!("`{path}` {}", self.message),
             _ if !path.is_empty() => format!("`{path}`: {}", self.message),
             _ => self.message,
         };
@@ -89,6 +91,11 @@ impl de::Error for DeError {
     }
 
     fn invalid_value(unexp: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
+        // The non-zero integer types (batch sizes, concurrency caps) refuse 0 in serde, before
+        // the range check sees the value: say it as the range check says its bounds.
+        if exp.to_string().starts_with("a nonzero ") {
+            return DeError::new(ErrorKind::Range, "must be at least 1 (got 0)".into());
+        }
         DeError::new(
             ErrorKind::Type,
             format!("expected {exp}, found {}", describe_unexpected(&unexp)),
@@ -612,6 +619,19 @@ mod tests {
         assert!(e.message.contains("`-3`"), "{}", e.message);
         let e = de::<Outer>("name: a\nflag: true\ninner: {n: 1, f: .inf}\n").unwrap_err();
         assert!(e.message.contains("finite"), "{}", e.message);
+    }
+
+    #[test]
+    fn zero_for_a_non_zero_type_is_a_range_error() {
+        #[derive(Debug, Deserialize)]
+        struct Batch {
+            #[allow(dead_code)]
+            size: std::num::NonZeroU32,
+        }
+        let e = de::<Batch>("size: 0\n").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Range);
+        assert_eq!(e.message, "must be at least 1 (got 0)");
+        assert_eq!(e.span.map(|s| (s.line, s.col)), Some((1, 7)));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::model::engines::transformers::AttnImplementation;
 use crate::model::engines::{
     LlamaCppConfig, SglangConfig, TensorRtConfig, TgiConfig, TransformersConfig, VllmConfig,
 };
+use std::num::NonZeroU32;
 use std::path::Path;
 
 use crate::model::{
@@ -832,13 +833,13 @@ fn check_transformers(
             "`transformers.autocast_dtype` needs `transformers.autocast_enabled: true`".into(),
         ));
     }
-    if t.prompt_lookup_num_tokens.is_some() && t.batch_size.unwrap_or(1) > 1 {
+    let batch = t.batch_size.map_or(1, NonZeroU32::get);
+    if t.prompt_lookup_num_tokens.is_some() && batch > 1 {
         out.push(violation(
             &[s, "prompt_lookup_num_tokens"],
             format!(
                 "`transformers.prompt_lookup_num_tokens` (assisted generation) decodes one \
-                 request at a time in transformers; set `transformers.batch_size: 1` (it is {})",
-                t.batch_size.unwrap_or(1)
+                 request at a time in transformers; set `transformers.batch_size: 1` (it is {batch})",
             ),
         ));
     }
@@ -986,7 +987,7 @@ fn check_llamacpp(
     if let (Some(n_ctx), Some(inp), Some(outp)) =
         (l.n_ctx, cfg.max_input_tokens, cfg.max_output_tokens)
     {
-        let need = u64::from(l.batch_size) * (u64::from(inp) + u64::from(outp));
+        let need = u64::from(l.batch_size.get()) * (u64::from(inp) + u64::from(outp));
         if need > u64::from(n_ctx) {
             out.push(violation(
                 &["llamacpp", "n_ctx"],

@@ -267,7 +267,10 @@ fn extends_chains_merge_parent_first() {
     assert_eq!(c.model, "base-model");
     assert_eq!(c.dataset.source, "sharegpt");
     assert_eq!(c.dataset.n_prompts, 20);
-    assert_eq!(c.transformers.as_ref().unwrap().batch_size, Some(2));
+    assert_eq!(
+        c.transformers.as_ref().unwrap().batch_size.map(|b| b.get()),
+        Some(2)
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use llem_config::ExperimentConfig;
 use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::{Prompt, PromptInput};
-use llem_engines::{ContextPlan, Engine, RequestSink};
+use llem_engines::{Engine, RequestSink};
 use llem_results::{RequestRecord, stats};
 
 struct Sink {
@@ -80,11 +80,7 @@ fn main() {
         ignore_eos: false,
     };
     let wl = llem_engines::registry::workload(&cfg, vec![prompt]);
-    let plan = ContextPlan {
-        slots: 1,
-        tokens_per_slot: 1,
-        n_threads: 1,
-    };
+    let plan = llem_engines::registry::context_plan(&cfg, 1);
     let mut session = engine.open(plan).unwrap_or_else(|e| fail(e.to_string()));
     let mut sink = Sink {
         epoch: Instant::now(),

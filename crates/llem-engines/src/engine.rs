@@ -3,7 +3,7 @@
 
 use llem_results::RequestRecord;
 
-use crate::workload::Workload;
+use crate::workload::{BatchingSpec, Workload};
 
 /// What an engine is.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,11 +129,14 @@ pub enum EngineError {
     Cancelled,
 }
 
-/// How many sequences a session decodes together and how long each may grow.
+/// How a session groups prompts and sizes its context. The batch is decided here, once,
+/// before the context is allocated: the session decodes every workload it runs in batches of
+/// this spec, so no workload can ask for more sequences than the context holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ContextPlan {
-    /// Sequences decoded together (KV streams).
-    pub slots: u32,
+    /// How prompts are grouped; its batch size is the number of sequences decoded together
+    /// (KV streams, "slots").
+    pub batching: BatchingSpec,
     /// Tokens per slot (prompt + output).
     pub tokens_per_slot: u32,
     /// CPU threads.
@@ -169,4 +172,7 @@ pub trait Session {
     ) -> Result<RunSummary, EngineError>;
     /// KV cache size, bytes.
     fn kv_cache_bytes(&self) -> Option<u64>;
+    /// How it batches prompts: the plan it was opened with (a server batches by itself; its
+    /// batch is then what a warmup round sends at once).
+    fn batching(&self) -> BatchingSpec;
 }

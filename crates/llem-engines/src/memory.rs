@@ -141,12 +141,12 @@ pub fn estimate(cfg: &ExperimentConfig, model: &DescribedModel) -> Result<Memory
     let kv_tokens = match registry::runtime(cfg) {
         Runtime::Embedded => {
             let plan = registry::context_plan(cfg, info.context_length.unwrap_or(u32::MAX));
-            u64::from(plan.slots) * u64::from(plan.tokens_per_slot)
+            u64::from(plan.batching.batch_size.get()) * u64::from(plan.tokens_per_slot)
         }
         Runtime::Worker | Runtime::Server => {
             // The batch the run is planned with (a server's open batch as warmup sends it) and
             // the lengths a slot is sized for when the config leaves them open.
-            let batch = registry::batching(cfg).batch_size;
+            let batch = registry::batching(cfg).batch_size.get();
             let input = cfg
                 .max_input_tokens
                 .or(info.context_length)

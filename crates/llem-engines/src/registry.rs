@@ -3,6 +3,7 @@
 //! context — and loads it. Every match over engine names here is exhaustive, so a new engine
 //! does not compile until each question has its answer.
 
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -142,7 +143,7 @@ pub fn default_image(engine: EngineName) -> Option<&'static str> {
 /// for the embedded engine its
 /// `batch_size`; for transformers the rows of one `generate()` (1 under latency profiling,
 /// which streams one request at a time).
-pub fn configured_batch_size(cfg: &ExperimentConfig) -> Option<u32> {
+pub fn configured_batch_size(cfg: &ExperimentConfig) -> Option<NonZeroU32> {
     match runtime(cfg) {
         Runtime::Server => {
             let sent = cfg.traffic.as_deref().and_then(|t| t.max_concurrency);
@@ -152,13 +153,17 @@ pub fn configured_batch_size(cfg: &ExperimentConfig) -> Option<u32> {
                 (a, b) => a.or(b),
             }
         }
-        Runtime::Embedded => Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
+        Runtime::Embedded => Some(
+            cfg.llamacpp
+                .as_deref()
+                .map_or(NonZeroU32::MIN, |l| l.batch_size),
+        ),
         Runtime::Worker => Some(transformers::batch_plan(cfg).1),
     }
 }
 
 /// Requests a warmup iteration sends to a server whose batch the config leaves open.
-const OPEN_SERVER_BATCH: u32 = 8;
+const OPEN_SERVER_BATCH: NonZeroU32 = NonZeroU32::new(8).expect("8 is not 0");
 
 /// How `cfg`'s prompts are grouped: the engine section's strategy and token budget, and the
 /// configured batch (a server batches by itself; "a batch" is then what it runs at once,
@@ -187,19 +192,18 @@ pub fn batching(cfg: &ExperimentConfig) -> BatchingSpec {
 
 /// The workload of `cfg` over `prompts`.
 pub fn workload(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
-    Workload::new(cfg, prompts, batching(cfg))
+    Workload::new(cfg, prompts)
 }
 
-/// The session plan for `cfg` on a model trained with `n_ctx_train` positions.
+/// The session plan for `cfg` on a model trained with `n_ctx_train` positions: its
+/// [`batching`], and a context of that many slots (the worker's "slots" are the rows of one
+/// `generate()`, padded to the longest prompt).
 pub fn context_plan(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
-    let plan = llamacpp::plan_for_config(cfg, n_ctx_train);
-    match runtime(cfg) {
-        // The worker pads each batch to its longest prompt; "slots" are the batch's rows.
-        Runtime::Worker => ContextPlan {
-            slots: transformers::batch_plan(cfg).1,
-            ..plan
-        },
-        Runtime::Embedded | Runtime::Server => plan,
+    let batching = batching(cfg);
+    ContextPlan {
+        batching,
+        tokens_per_slot: llamacpp::plan::tokens_per_slot(cfg, n_ctx_train, batching.batch_size),
+        n_threads: llamacpp::plan::threads(cfg),
     }
 }
 
@@ -358,42 +362,37 @@ mod tests {
 
     #[test]
     fn one_batch_per_cell_whatever_the_engine() {
+        let size = |c: &ExperimentConfig| configured_batch_size(c).map(NonZeroU32::get);
         let v = cfg(json!({"model": "m", "engine": "vllm", "runners": {"vllm": "local"}}));
-        assert_eq!(configured_batch_size(&v), None);
+        assert_eq!(size(&v), None);
         assert_eq!(batching(&v).batch_size, OPEN_SERVER_BATCH);
         let t =
             cfg(json!({"model": "m", "engine": "vllm", "vllm": {"engine": {"max_num_seqs": 32}}}));
-        assert_eq!(configured_batch_size(&t), Some(32));
+        assert_eq!(size(&t), Some(32));
         let t = cfg(json!({"model": "m", "engine": "vllm", "traffic": {"max_concurrency": 8}}));
-        assert_eq!(configured_batch_size(&t), Some(8));
+        assert_eq!(size(&t), Some(8));
         // The server admits at most its limit, however many the client sends (seen on a real
         // vLLM: max_num_seqs 2 under max_concurrency 4 runs 2 at once).
         let t = cfg(
             json!({"model": "m", "engine": "vllm", "traffic": {"max_concurrency": 4},
             "vllm": {"engine": {"max_num_seqs": 2}}}),
         );
-        assert_eq!(configured_batch_size(&t), Some(2));
+        assert_eq!(size(&t), Some(2));
         let l = cfg(json!({"model": "m.gguf", "llamacpp": {"batch_size": 4}}));
-        assert_eq!(
-            (runtime(&l), configured_batch_size(&l)),
-            (Runtime::Embedded, Some(4))
-        );
+        assert_eq!((runtime(&l), size(&l)), (Runtime::Embedded, Some(4)));
         let s = cfg(
             json!({"model": "m.gguf", "runners": {"llamacpp": "local"}, "llamacpp": {"batch_size": 3}}),
         );
-        assert_eq!(
-            (runtime(&s), configured_batch_size(&s)),
-            (Runtime::Server, Some(3))
-        );
+        assert_eq!((runtime(&s), size(&s)), (Runtime::Server, Some(3)));
         let tf = cfg(json!({"model": "m", "engine": "transformers",
             "transformers": {"batch_size": 4}}));
-        assert_eq!(configured_batch_size(&tf), Some(4));
+        assert_eq!(size(&tf), Some(4));
         let profiled = cfg(json!({"model": "m", "engine": "transformers",
             "transformers": {"batch_size": 4}, "measurement": {"latency_profiling": true}}));
-        assert_eq!(configured_batch_size(&profiled), Some(1));
+        assert_eq!(size(&profiled), Some(1));
         let o = cfg(json!({"model": "m", "engine": "openai",
             "runners": {"openai": "external:http://127.0.0.1:9"}}));
-        assert_eq!(configured_batch_size(&o), None);
+        assert_eq!(size(&o), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use llem_config::ExperimentConfig;
 use llem_engines::serving::{ServeOptions, ServerEngine};
 use llem_engines::workload::{Prompt, PromptInput};
-use llem_engines::{ContextPlan, Engine, RequestSink, RunSummary};
+use llem_engines::{Engine, RequestSink, RunSummary};
 use llem_results::RequestRecord;
 use llem_testkit::fake_openai::{self, FakeConfig};
 
@@ -74,11 +74,7 @@ fn run(
     stall_s: u64,
 ) -> (Vec<RequestRecord>, RunSummary) {
     let engine = start(cfg, stall_s);
-    let plan = ContextPlan {
-        slots: 1,
-        tokens_per_slot: 1,
-        n_threads: 1,
-    };
+    let plan = llem_engines::registry::context_plan(cfg, 1);
     let mut session = engine.open(plan).unwrap();
     let wl = llem_engines::registry::workload(cfg, prompts);
     let mut sink = Sink {
@@ -327,11 +323,7 @@ fn every_misbehaviour_of_a_server_is_a_failed_request_with_its_reason() {
     let mut prompts = vec![prompt("ok", false)];
     prompts.extend(modes.iter().map(|m| prompt(m, false)));
     let engine = start_with_key(&cfg, 5, Some("sk-secret-in-flight-0123456789"));
-    let plan = ContextPlan {
-        slots: 1,
-        tokens_per_slot: 1,
-        n_threads: 1,
-    };
+    let plan = llem_engines::registry::context_plan(&cfg, 1);
     let wl = llem_engines::registry::workload(&cfg, prompts);
     let mut sink = Sink {
         epoch: Instant::now(),
@@ -522,11 +514,7 @@ fn a_request_on_a_connection_the_server_closed_is_retried_on_a_new_one() {
     // request takes one of them, whose next completion the server drops.
     let cfg = config(&url, serde_json::json!({"max_concurrency": 3}), 1);
     let engine = start(&cfg, 5);
-    let plan = ContextPlan {
-        slots: 1,
-        tokens_per_slot: 1,
-        n_threads: 1,
-    };
+    let plan = llem_engines::registry::context_plan(&cfg, 1);
     let mut session = engine.open(plan).unwrap();
     for (round, n) in [3, 1, 1].into_iter().enumerate() {
         let prompts = (0..n).map(|_| prompt("ok", false)).collect();
@@ -782,11 +770,7 @@ fn an_api_key_is_sent_and_a_wrong_one_fails_every_request() {
     });
     let cfg = config(&url, serde_json::json!({}), 3);
     let wl = llem_engines::registry::workload(&cfg, vec![prompt("k", false)]);
-    let plan = ContextPlan {
-        slots: 1,
-        tokens_per_slot: 1,
-        n_threads: 1,
-    };
+    let plan = llem_engines::registry::context_plan(&cfg, 1);
     for (key, ok) in [
         (Some("sk-test-123"), true),
         (Some("wrong"), false),
@@ -859,11 +843,7 @@ fn a_server_that_dies_mid_run_fails_the_run_with_its_log() {
     let pid = engine.server_pid().unwrap();
     let wl =
         llem_engines::registry::workload(&cfg, vec![prompt("boom", false), prompt("boom", false)]);
-    let plan = ContextPlan {
-        slots: 1,
-        tokens_per_slot: 1,
-        n_threads: 1,
-    };
+    let plan = llem_engines::registry::context_plan(&cfg, 1);
     let mut sink = Sink {
         epoch: Instant::now(),
         records: Vec::new(),

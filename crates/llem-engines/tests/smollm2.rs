@@ -38,11 +38,7 @@ fn engine() -> LlamaCppEngine {
 }
 
 fn plan(slots: u32) -> ContextPlan {
-    ContextPlan {
-        slots,
-        tokens_per_slot: 256,
-        n_threads: 2,
-    }
+    prompts::plan(slots, 256)
 }
 
 #[derive(Default)]
@@ -123,11 +119,11 @@ fn batch_of_four_decodes_exactly_the_tokens_of_batch_one() {
     let e = engine();
     let one = {
         let mut s = e.session(plan(1)).unwrap();
-        s.generate_ids(&workload(prompts.clone(), 1, 48)).unwrap()
+        s.generate_ids(&workload(prompts.clone(), 48)).unwrap()
     };
     let four = {
         let mut s = e.session(plan(4)).unwrap();
-        s.generate_ids(&workload(prompts.clone(), 4, 48)).unwrap()
+        s.generate_ids(&workload(prompts.clone(), 48)).unwrap()
     };
     assert_eq!(one.len(), 6);
     assert!(one.iter().all(|t| !t.is_empty()));
@@ -152,7 +148,7 @@ fn each_sequence_stops_on_its_own_eos_and_frees_its_slot() {
         epoch: Some(std::time::Instant::now()),
         ..Records::default()
     };
-    let summary = s.run(&workload(prompts, 4, 80), &mut sink).unwrap();
+    let summary = s.run(&workload(prompts, 80), &mut sink).unwrap();
     assert_eq!(sink.done.len(), 4);
     let by_id = |id: u32| sink.done.iter().find(|r| r.request_id == id).unwrap();
     let story = by_id(1);
@@ -183,7 +179,7 @@ fn each_sequence_stops_on_its_own_eos_and_frees_its_slot() {
     );
     // The slot of a finished sequence is reusable: a second run on the same session works.
     let again = s
-        .run(&workload(chat(&["Say hello."]), 4, 8), &mut sink)
+        .run(&workload(chat(&["Say hello."]), 8), &mut sink)
         .unwrap();
     assert_eq!(again.num_batches, 1);
 }
@@ -192,7 +188,7 @@ fn each_sequence_stops_on_its_own_eos_and_frees_its_slot() {
 fn sampling_is_seeded_per_request() {
     let _machine = crate::support::shared();
     let e = engine();
-    let mut wl = workload(chat(&["Tell me a joke.", "Tell me a joke."]), 2, 24);
+    let mut wl = workload(chat(&["Tell me a joke.", "Tell me a joke."]), 24);
     wl.sampling = SamplingParams {
         greedy: false,
         temperature: 1.0,
@@ -225,7 +221,7 @@ fn synthetic_prompts_are_token_exact_and_ignore_eos() {
         epoch: Some(std::time::Instant::now()),
         ..Records::default()
     };
-    s.run(&workload(prompts, 1, 256), &mut sink).unwrap();
+    s.run(&workload(prompts, 256), &mut sink).unwrap();
     assert_eq!(sink.done[0].input_tokens, 40);
     assert_eq!(sink.done[0].output_tokens, 30);
 }
@@ -239,7 +235,7 @@ fn long_prompts_are_cut_inside_the_user_turn() {
         epoch: Some(std::time::Instant::now()),
         ..Records::default()
     };
-    let mut wl = workload(chat(&[&long]), 1, 4);
+    let mut wl = workload(chat(&[&long]), 4);
     wl.max_input_tokens = Some(64);
     let mut s = e.session(plan(1)).unwrap();
     let summary = s.run(&wl, &mut sink).unwrap();
@@ -273,7 +269,7 @@ fn an_empty_or_oversized_prompt_fails_alone() {
     let mut prompts = chat(&["Say hello."]);
     prompts.push(plain(1, ""));
     prompts.extend(chat(&[&"many words ".repeat(200)]));
-    let mut wl = workload(prompts, 4, 8);
+    let mut wl = workload(prompts, 8);
     wl.max_input_tokens = None;
     let mut s = e.session(plan(4)).unwrap();
     let mut sink = Records {
@@ -299,7 +295,7 @@ fn a_lora_adapter_changes_the_output_and_at_scale_zero_is_the_base_model() {
     let prompts = chat(&["What is the capital of France?", "List three colours."]);
     let ids = |e: &LlamaCppEngine| {
         let mut s = e.session(plan(2)).unwrap();
-        s.generate_ids(&workload(prompts.clone(), 2, 24)).unwrap()
+        s.generate_ids(&workload(prompts.clone(), 24)).unwrap()
     };
     let base = ids(&engine());
     let mut on = engine();

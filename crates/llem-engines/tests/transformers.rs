@@ -23,9 +23,9 @@ use llem_config::model::engines::LlamaCppConfig;
 use llem_engines::llamacpp::LlamaCppEngine;
 use llem_engines::transformers::{TransformersEngine, WorkerOptions};
 use llem_engines::workload::{Prompt, Workload};
-use llem_engines::{ContextPlan, Engine, RequestSink, assets};
+use llem_engines::{Engine, RequestSink, assets};
 use llem_results::{FinishReason, RequestRecord};
-use prompts::{chat, plain, synthetic, workload};
+use prompts::{batching, chat, plain, plan, synthetic, workload};
 
 const MODEL: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
@@ -134,20 +134,16 @@ impl RequestSink for Records {
 #[test]
 fn greedy_answer_matches_the_llamacpp_engine() {
     let _g = crate::support::exclusive();
-    let wl = workload(chat(&["What is the capital of France?"]), 1, 24);
+    let wl = workload(chat(&["What is the capital of France?"]), 24);
     let reference = {
         let e = LlamaCppEngine::load(&model_path(), &LlamaCppConfig::default()).unwrap();
-        let mut s = e
-            .session(ContextPlan {
-                slots: 1,
-                tokens_per_slot: 256,
-                n_threads: 2,
-            })
-            .unwrap();
+        let mut s = e.session(plan(1, 256)).unwrap();
         s.generate_ids(&wl).unwrap()
     };
     let mut e = shared();
-    let ours = e.generate_ids(&wl, &mut Records::new()).unwrap();
+    let ours = e
+        .generate_ids(batching(1), &wl, &mut Records::new())
+        .unwrap();
     let (a, b) = (&reference[0], &ours[0]);
     // Same GGUF, same vocabulary: the prompts tokenize alike, and greedy decoding agrees
     // until the two backends' arithmetic (llama.cpp's Q4_1 x Q8 dot products, torch's
@@ -183,11 +179,15 @@ fn a_batch_of_four_generates_the_tokens_of_batch_one() {
     ]);
     let mut e = shared();
     let one = e
-        .generate_ids(&workload(prompts.clone(), 1, 32), &mut Records::new())
+        .generate_ids(
+            batching(1),
+            &workload(prompts.clone(), 32),
+            &mut Records::new(),
+        )
         .unwrap();
     let mut sink = Records::new();
     let four = e
-        .generate_ids(&workload(prompts, 4, 32), &mut sink)
+        .generate_ids(batching(4), &workload(prompts, 32), &mut sink)
         .unwrap();
     assert_eq!(one.len(), 6);
     assert!(one.iter().all(|t| !t.is_empty()));
@@ -232,8 +232,8 @@ fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
         .collect();
     let mut e = shared();
     let mut sink = Records::new();
-    let wl = workload(prompts, 3, 64);
-    let ids = e.generate_ids(&wl, &mut sink).unwrap();
+    let wl = workload(prompts, 64);
+    let ids = e.generate_ids(batching(3), &wl, &mut sink).unwrap();
     assert_eq!(ids.iter().map(Vec::len).collect::<Vec<_>>(), vec![12, 5, 9]);
     let mut done = sink.done.clone();
     done.sort_by_key(|r| r.request_id);
@@ -243,7 +243,9 @@ fn synthetic_prompts_run_to_their_own_limits_in_one_batch() {
     );
     assert!(done.iter().all(|r| r.finish_reason == FinishReason::Length));
     // Same seeds, same prompts: a second run draws the same tokens.
-    let again = e.generate_ids(&wl, &mut Records::new()).unwrap();
+    let again = e
+        .generate_ids(batching(3), &wl, &mut Records::new())
+        .unwrap();
     assert_eq!(ids, again);
 }
 
@@ -272,20 +274,13 @@ fn profiling_streams_every_token_on_the_experiment_clock() {
     ] {
         assert!(generate.contains(kw), "{kw} missing from: {generate}");
     }
-    let mut s = e
-        .open(ContextPlan {
-            slots: 1,
-            tokens_per_slot: 256,
-            n_threads: 2,
-        })
-        .unwrap();
+    let mut s = e.open(plan(4, 256)).unwrap();
     let mut sink = Records::new();
     let t_before = sink.now_s();
     let summary = s
         .run(
             &workload(
                 chat(&["Write a long story about a dragon.", "Say hello."]),
-                4,
                 20,
             ),
             &mut sink,
@@ -324,7 +319,7 @@ fn profiling_streams_every_token_on_the_experiment_clock() {
 }
 
 fn long_workload() -> Workload {
-    let mut wl = workload(vec![synthetic(0, 8, 1, 4000)], 1, 4000);
+    let mut wl = workload(vec![synthetic(0, 8, 1, 4000)], 4000);
     wl.max_input_tokens = None;
     wl
 }
@@ -346,13 +341,7 @@ fn signalled_run(silence: Duration, sig: nix::sys::signal::Signal) -> (String, D
     let dir = tempfile::tempdir().unwrap();
     let e = streaming_engine(&dir, silence);
     let pid = e.worker_pid().unwrap();
-    let mut s = e
-        .open(ContextPlan {
-            slots: 1,
-            tokens_per_slot: 4096,
-            n_threads: 2,
-        })
-        .unwrap();
+    let mut s = e.open(plan(1, 4096)).unwrap();
     let mut sink = Records::new();
     sink.on_first_token = Some((pid, Box::new(move |w| signal(w.pid, sig))));
     let t = Instant::now();
@@ -429,16 +418,16 @@ fn tensor_parallel_over_three_ranks_decodes_like_one_process() {
     // stands in for NCCL on this CPU-only machine.
     let cfg = config(serde_json::json!({"transformers": {"tp_plan": "auto", "tp_size": 3}}));
     let mut tp = start(&cfg, &options(&dir));
-    let wl = workload(
-        chat(&["What is the capital of France?", "Say hello."]),
-        2,
-        12,
-    );
-    let split = tp.generate_ids(&wl, &mut Records::new()).unwrap();
+    let wl = workload(chat(&["What is the capital of France?", "Say hello."]), 12);
+    let split = tp
+        .generate_ids(batching(2), &wl, &mut Records::new())
+        .unwrap();
     drop(tp);
     let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap();
     assert!(log.contains("llem-worker rank 2: loaded"), "{log}");
-    let whole = shared().generate_ids(&wl, &mut Records::new()).unwrap();
+    let whole = shared()
+        .generate_ids(batching(2), &wl, &mut Records::new())
+        .unwrap();
     for (i, (a, b)) in whole.iter().zip(&split).enumerate() {
         let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
         assert!(same >= 6, "request {i}: {a:?} vs tensor parallel {b:?}");
@@ -462,10 +451,11 @@ fn every_configured_setting_reaches_from_pretrained_and_generate() {
     let mut e = start(&cfg, &options(&dir));
     let wl = workload(
         chat(&["Write a long story about a dragon.", "List ten animals."]),
-        2,
         24,
     );
-    let ids = e.generate_ids(&wl, &mut Records::new()).unwrap();
+    let ids = e
+        .generate_ids(batching(2), &wl, &mut Records::new())
+        .unwrap();
     drop(e);
     // no_repeat_ngram_size 1 took effect: no token twice in one answer.
     for out in &ids {
@@ -521,7 +511,7 @@ fn an_empty_prompt_fails_alone_and_its_batch_goes_on() {
     prompts.push(plain(1, ""));
     let mut sink = Records::new();
     let ids = shared()
-        .generate_ids(&workload(prompts, 2, 8), &mut sink)
+        .generate_ids(batching(2), &workload(prompts, 8), &mut sink)
         .unwrap();
     assert!(!ids[0].is_empty());
     let failed = sink.done.iter().find(|r| r.request_id == 1).unwrap();
@@ -547,17 +537,12 @@ fn dynamic_batches_follow_the_prompt_token_budget() {
         .enumerate()
         .map(|(i, &n)| synthetic(i as u32, n, i as u64, 3))
         .collect();
-    let mut wl = workload(prompts, 4, 3);
-    wl.batching.strategy = llem_config::BatchingStrategy::SortedDynamic;
-    wl.batching.max_tokens_per_batch = Some(50);
+    let wl = workload(prompts, 3);
+    let mut plan = plan(4, 256);
+    plan.batching.strategy = llem_config::BatchingStrategy::SortedDynamic;
+    plan.batching.max_tokens_per_batch = Some(50);
     let e = shared();
-    let mut s = e
-        .open(ContextPlan {
-            slots: 4,
-            tokens_per_slot: 256,
-            n_threads: 2,
-        })
-        .unwrap();
+    let mut s = e.open(plan).unwrap();
     let mut sink = Records::new();
     let summary = s.run(&wl, &mut sink).unwrap();
     assert_eq!(summary.num_batches, 3);
@@ -653,7 +638,8 @@ fn the_docker_runner_mounts_the_script_and_model_and_removes_its_container() {
     assert!(name.starts_with("llem-transformers-"), "{name}");
     let ids = e
         .generate_ids(
-            &workload(chat(&["What is the capital of France?"]), 1, 8),
+            batching(1),
+            &workload(chat(&["What is the capital of France?"]), 8),
             &mut Records::new(),
         )
         .unwrap();
@@ -686,14 +672,17 @@ fn a_peft_adapter_changes_the_output_and_at_scale_zero_is_the_base_model() {
     let dir = tempfile::tempdir().unwrap();
     let (peft, _) = lora::make(&model_path(), dir.path());
     let prompts = chat(&["What is the capital of France?", "List three colours."]);
-    let wl = workload(prompts, 2, 16);
-    let base = shared().generate_ids(&wl, &mut Records::new()).unwrap();
+    let wl = workload(prompts, 16);
+    let base = shared()
+        .generate_ids(batching(2), &wl, &mut Records::new())
+        .unwrap();
     let ids = |lora: serde_json::Value| {
         let e = start(&config(serde_json::json!({ "lora": lora })), &options(&dir));
         let info = e.info().system_info.unwrap_or_default();
         assert!(info.contains("LoRA adapter"), "{info}");
         let mut e = e;
-        e.generate_ids(&wl, &mut Records::new()).unwrap()
+        e.generate_ids(batching(2), &wl, &mut Records::new())
+            .unwrap()
     };
     let p = peft.display().to_string();
     let adapted = ids(serde_json::json!({"adapter_path": p}));

@@ -120,7 +120,7 @@ pub(crate) fn run(
         ),
     });
     let started = Instant::now();
-    let batch = (workload.batching.batch_size as usize).max(1);
+    let batch = session.batching().batch_size.get() as usize;
     let mut rounds = 0u32;
     let mut sent = 0usize;
     let verdict = loop {

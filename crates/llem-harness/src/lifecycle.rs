@@ -528,7 +528,7 @@ fn finish_load(
             "{} {} in {load_s:.2} s, {} slots x {} tokens",
             model_info.architecture.as_deref().unwrap_or("model"),
             model_info.dtype.as_deref().unwrap_or(""),
-            plan.slots,
+            plan.batching.batch_size,
             plan.tokens_per_slot
         ),
     });
@@ -778,7 +778,7 @@ pub fn run_experiment(
     let telemetry = stop_meter(meter)?;
     let end_unix = llem_results::time::unix_now_s();
 
-    let target = registry::configured_batch_size(cfg);
+    let target = registry::configured_batch_size(cfg).map(std::num::NonZeroU32::get);
     let chosen = choose_window(cfg, &run, target)?;
     warnings.extend(chosen.warnings.iter().cloned());
     warnings.extend(run_warnings(cfg, &workload, &run));

@@ -10,6 +10,7 @@
 //! over them would be near 0 by construction. The window holds the batches of the last
 //! `window_size` prompts, and never fewer than two.
 
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -51,7 +52,7 @@ struct Rule {
 }
 
 impl Rule {
-    fn of(cfg: &ExperimentConfig, batch: usize) -> Rule {
+    fn of(cfg: &ExperimentConfig, batch: NonZeroU32) -> Rule {
         let w = &cfg.warmup;
         let fixed = !w.convergence_detection;
         Rule {
@@ -59,7 +60,7 @@ impl Rule {
             limit: if fixed { w.n_warmup } else { w.max_prompts },
             min_prompts: w.min_prompts as usize,
             // The batches holding the last `window_size` prompts, at least two.
-            window: (w.window_size as usize).div_ceil(batch.max(1)).max(2),
+            window: w.window_size.div_ceil(batch.get()).max(2) as usize,
             threshold: w.cv_threshold,
         }
     }
@@ -95,8 +96,9 @@ pub(crate) fn run(
     if !w.enabled || workload.prompts.is_empty() {
         return Ok(None);
     }
-    let batch = (workload.batching.batch_size as usize).max(1);
-    let rule = Rule::of(cfg, batch);
+    let batch_size = session.batching().batch_size;
+    let rule = Rule::of(cfg, batch_size);
+    let batch = batch_size.get() as usize;
     progress.event(Event::Start {
         phase: Phase::Warmup,
         total: Some(u64::from(rule.limit)),
@@ -223,7 +225,7 @@ mod tests {
             "warmup": {"convergence_detection": true, "window_size": 3, "min_prompts": 3}
         }))
         .unwrap();
-        let r = Rule::of(&cfg, 8);
+        let r = Rule::of(&cfg, NonZeroU32::new(8).unwrap());
         assert_eq!(
             r.window, 2,
             "the last 3 prompts lie in at most 2 batches of 8"
@@ -234,7 +236,7 @@ mod tests {
         // A fixed warmup of one batch says nothing about convergence either.
         let fixed = Rule::of(
             &serde_json::from_value(serde_json::json!({"model": "m.gguf"})).unwrap(),
-            4,
+            NonZeroU32::new(4).unwrap(),
         );
         assert_eq!(fixed.judge(&[12.5], 4), (None, false));
     }

@@ -4,6 +4,8 @@
 //! Ranges are declared once, as `#[schemars(range(..))]` / `extend("exclusiveMinimum" ..)`
 //! attributes: they appear in `llem config schema` and the validator reads them from there.
 
+use std::num::NonZeroU32;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -356,8 +358,7 @@ pub struct TrafficConfig {
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub burstiness: Option<f64>,
     /// Closed-loop cap on requests in flight.
-    #[schemars(range(min = 1))]
-    pub max_concurrency: Option<u32>,
+    pub max_concurrency: Option<NonZeroU32>,
     /// Stop sending new requests after this many seconds.
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub duration_seconds: Option<f64>,

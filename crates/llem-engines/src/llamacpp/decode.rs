@@ -476,23 +476,19 @@ pub(super) fn run(
     wl: &Workload,
     sink: &mut dyn RequestSink,
 ) -> Result<(RunSummary, Vec<Vec<LlamaToken>>), EngineError> {
+    // The batches come from the plan the context was opened for: never more sequences than
+    // it holds.
     let plan = sess.plan;
-    if wl.batching.batch_size > plan.slots {
-        return Err(EngineError::Config(format!(
-            "batch size {} exceeds the {} sequences the context was opened for",
-            wl.batching.batch_size, plan.slots
-        )));
-    }
     let inputs = tokenize(sess, wl);
     let lengths: Vec<u32> = inputs
         .prompts
         .iter()
         .map(|p| u32::try_from(p.tokens.len()).unwrap_or(u32::MAX))
         .collect();
-    let batches = batching::plan(&wl.batching, &lengths);
+    let batches = batching::plan(&plan.batching, &lengths);
     let mut batch = LlamaBatch::new(
         sess.n_batch as usize,
-        i32::try_from(plan.slots).unwrap_or(1),
+        i32::try_from(plan.batching.batch_size.get()).unwrap_or(i32::MAX),
     );
     let mut produced = Produced {
         outputs: vec![Vec::new(); inputs.prompts.len()],

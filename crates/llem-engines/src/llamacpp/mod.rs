@@ -9,7 +9,6 @@ pub(crate) mod info;
 pub(crate) mod plan;
 mod prompt;
 
-pub use plan::plan_for_config;
 pub(crate) use plan::{kv_element, placement};
 
 use std::num::NonZeroU32;
@@ -271,7 +270,8 @@ impl LlamaCppEngine {
     /// Opens a context for `plan`: KV cache, threads, batch buffers.
     pub fn session(&self, plan: ContextPlan) -> Result<LlamaCppSession<'_>, EngineError> {
         let backend = backend()?;
-        let n_ctx = plan.slots.saturating_mul(plan.tokens_per_slot);
+        let slots = plan.batching.batch_size.get();
+        let n_ctx = slots.saturating_mul(plan.tokens_per_slot);
         let n_ctx = NonZeroU32::new(n_ctx)
             .ok_or_else(|| EngineError::Config("the context would have 0 tokens".into()))?;
         let n_batch = n_ctx.get().min(2048);
@@ -284,7 +284,7 @@ impl LlamaCppEngine {
             .with_n_ctx(Some(n_ctx))
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch.min(512))
-            .with_n_seq_max(plan.slots)
+            .with_n_seq_max(slots)
             // One KV stream per slot: a sequence attends over its own cells only, and a
             // finished sequence's cells are freed without touching the others.
             .with_kv_unified(false)
@@ -390,11 +390,6 @@ impl LlamaCppSession<'_> {
         }];
         let wl = Workload {
             prompts,
-            batching: crate::workload::BatchingSpec {
-                strategy: llem_config::BatchingStrategy::Static,
-                batch_size: 1,
-                max_tokens_per_batch: None,
-            },
             sampling: crate::sampling::SamplingParams::greedy(),
             max_input_tokens: None,
             max_output_tokens: Some(max_tokens),
@@ -445,5 +440,8 @@ impl Session for LlamaCppSession<'_> {
     }
     fn kv_cache_bytes(&self) -> Option<u64> {
         self.kv_bytes
+    }
+    fn batching(&self) -> crate::workload::BatchingSpec {
+        self.plan.batching
     }
 }

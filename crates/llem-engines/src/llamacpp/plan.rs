@@ -1,22 +1,22 @@
-//! How the llama.cpp context is sized for a config: slots (sequences decoded together) and
-//! tokens per slot. Shared by the embedded engine and `llama-server`, so both allocate the
-//! same context for the same config. Needs no llama.cpp library.
+//! How the llama.cpp context is sized for a config: tokens per slot (the slots are the
+//! batch, decided by the registry) and threads. Shared by the embedded engine and
+//! `llama-server`, so both allocate the same context for the same config. Needs no llama.cpp
+//! library.
+
+use std::num::NonZeroU32;
 
 use llem_config::ExperimentConfig;
-use llem_config::model::engines::LlamaCppConfig;
 
-use crate::engine::ContextPlan;
 use crate::placement::Placement;
 
 /// Tokens a slot needs when the config leaves a limit open.
 pub(crate) const OPEN_INPUT_TOKENS: u32 = 2048;
 pub(crate) const OPEN_OUTPUT_TOKENS: u32 = 1024;
 
-/// The context plan for `cfg` on a model trained with `n_ctx_train` positions.
-pub fn plan_for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan {
-    let l = cfg.llamacpp.as_deref().cloned().unwrap_or_default();
-    // A divisor: never 0, even for a config that skipped validation (tests, library users).
-    let slots = l.batch_size.max(1);
+/// Tokens each of `slots` sequences may hold (prompt + output) for `cfg` on a model trained
+/// with `n_ctx_train` positions: `llamacpp.n_ctx` shared by the slots, else room for the
+/// config's lengths.
+pub fn tokens_per_slot(cfg: &ExperimentConfig, n_ctx_train: u32, slots: NonZeroU32) -> u32 {
     let input = cfg.max_input_tokens.unwrap_or(OPEN_INPUT_TOKENS);
     let output = cfg.max_output_tokens.unwrap_or(OPEN_OUTPUT_TOKENS);
     if let Some(s) = &cfg.dataset.synthetic
@@ -31,29 +31,22 @@ pub fn plan_for_config(cfg: &ExperimentConfig, n_ctx_train: u32) -> ContextPlan 
         let hi = |m: u32| (f64::from(m) * (1.0 + 3.0 * spread)).ceil() as u32;
         let input = hi(s.input_tokens).min(input);
         let need = input.saturating_add(hi(s.output_tokens)).saturating_add(16);
-        return ContextPlan {
-            slots,
-            tokens_per_slot: need.min(n_ctx_train.max(1)),
-            n_threads: threads(&l),
-        };
+        return need.min(n_ctx_train.max(1));
     }
-    let per_slot = match l.n_ctx {
+    match cfg.llamacpp.as_deref().and_then(|l| l.n_ctx) {
         Some(n) => (n / slots).max(1),
         None => input
             .saturating_add(output)
             .saturating_add(16)
             .min(n_ctx_train.max(1)),
-    };
-    ContextPlan {
-        slots,
-        tokens_per_slot: per_slot,
-        n_threads: threads(&l),
     }
 }
 
-/// `n_threads`, else the CPUs this process may run on.
-pub(crate) fn threads(l: &LlamaCppConfig) -> i32 {
-    l.n_threads
+/// `llamacpp.n_threads`, else the CPUs this process may run on.
+pub(crate) fn threads(cfg: &ExperimentConfig) -> i32 {
+    cfg.llamacpp
+        .as_deref()
+        .and_then(|l| l.n_threads)
         .and_then(|n| i32::try_from(n).ok())
         .unwrap_or_else(|| {
             std::thread::available_parallelism()
@@ -107,20 +100,20 @@ mod tests {
     fn context_plans() {
         let c =
             cfg(serde_json::json!({"model": "m", "llamacpp": {"batch_size": 4, "n_threads": 3}}));
-        let p = plan_for_config(&c, 8192);
+        let p = crate::registry::context_plan(&c, 8192);
         assert_eq!(
-            (p.slots, p.tokens_per_slot, p.n_threads),
+            (p.batching.batch_size.get(), p.tokens_per_slot, p.n_threads),
             (4, 256 + 256 + 16, 3)
         );
         // Capped by the training context.
-        assert_eq!(plan_for_config(&c, 300).tokens_per_slot, 300);
+        assert_eq!(crate::registry::context_plan(&c, 300).tokens_per_slot, 300);
         let c =
             cfg(serde_json::json!({"model": "m", "llamacpp": {"batch_size": 4, "n_ctx": 1000}}));
-        assert_eq!(plan_for_config(&c, 8192).tokens_per_slot, 250);
+        assert_eq!(crate::registry::context_plan(&c, 8192).tokens_per_slot, 250);
         let c = cfg(
             serde_json::json!({"model": "m", "dataset": {"source": "synthetic",
             "synthetic": {"input_tokens": 100, "output_tokens": 50, "distribution": "fixed"}}}),
         );
-        assert_eq!(plan_for_config(&c, 8192).tokens_per_slot, 166);
+        assert_eq!(crate::registry::context_plan(&c, 8192).tokens_per_slot, 166);
     }
 }

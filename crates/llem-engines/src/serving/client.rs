@@ -196,7 +196,7 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
     let mut died: Option<String> = None;
     let sem = plan
         .max_concurrency
-        .map(|c| Arc::new(tokio::sync::Semaphore::new(c as usize)));
+        .map(|c| Arc::new(tokio::sync::Semaphore::new(c.get() as usize)));
     let start = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     let mut i = 0usize;

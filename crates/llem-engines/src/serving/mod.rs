@@ -263,6 +263,23 @@ impl ServerEngine {
         })
     }
 
+    /// [`Self::server_died`], waiting up to `grace` for a launched server's exit to show: a
+    /// dying server's connections close before the kernel reports its exit, so the requests
+    /// it failed can all be in before it is seen dead.
+    fn server_died_within(&self, grace: Duration) -> Option<String> {
+        self.process.as_ref()?;
+        let until = Instant::now() + grace;
+        loop {
+            if let Some(died) = self.server_died() {
+                return Some(died);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), CallFailure> {
         self.call(reqwest::Method::GET, path, timeout)
     }
@@ -703,8 +720,11 @@ impl Engine for ServerEngine {
     fn has_chat_template(&self) -> bool {
         true
     }
-    fn open(&self, _plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
-        Ok(Box::new(ServerSession { engine: self }))
+    fn open(&self, plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
+        Ok(Box::new(ServerSession {
+            engine: self,
+            batching: plan.batching,
+        }))
     }
 }
 

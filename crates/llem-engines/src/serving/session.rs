@@ -14,12 +14,13 @@ use super::accounting::TimingMode;
 use super::client::{self, Api, Clock, Finished, Prepared, Shared};
 use super::prometheus;
 use crate::engine::{EngineError, RequestSink, RunSummary, Session};
-use crate::workload::Workload;
 use crate::workload::traffic::TrafficPlan;
+use crate::workload::{BatchingSpec, Workload};
 
 /// Sends workloads to a running server.
 pub(super) struct ServerSession<'a> {
     pub(super) engine: &'a ServerEngine,
+    pub(super) batching: BatchingSpec,
 }
 
 /// What the summary needs of the finished requests; the records themselves go to the sink.
@@ -123,7 +124,16 @@ impl ServerSession<'_> {
                     tally.add(&f);
                     sink.on_done(f.record);
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    // Failed requests, or streams cut before `[DONE]`, may be a server that
+                    // died: the run fails then, not only its requests.
+                    let suspect = tally.failed > 0 || tally.without_done > 0;
+                    let grace = Duration::from_secs(u64::from(suspect));
+                    return match self.engine.server_died_within(grace) {
+                        Some(died) => Err(EngineError::Inference(died)),
+                        None => Ok(()),
+                    };
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
             let tokens = shared.tokens.load(Ordering::Relaxed);
@@ -202,7 +212,7 @@ impl ServerSession<'_> {
             arrival: plan.arrival.to_string(),
             rate_qps: plan.rate_qps,
             burstiness: plan.burstiness,
-            max_concurrency: plan.max_concurrency,
+            max_concurrency: plan.max_concurrency.map(std::num::NonZeroU32::get),
             seed: plan.seed,
             requests_sent: sent as u32,
             requests_failed: tally.failed as u32,
@@ -304,6 +314,9 @@ impl Session for ServerSession<'_> {
 
     fn kv_cache_bytes(&self) -> Option<u64> {
         None
+    }
+    fn batching(&self) -> BatchingSpec {
+        self.batching
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod protocol;
 mod session;
 mod source;
 
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -29,7 +30,7 @@ use crate::engine::{
     ContextPlan, Engine, EngineError, EngineInfo, ModelInfo, RequestSink, Session,
 };
 use crate::placement::Placement;
-use crate::workload::Workload;
+use crate::workload::{BatchingSpec, Workload};
 
 /// The Python interpreter: the user config's `python:` (which `LLEM_PYTHON` overrides when
 /// the settings were loaded), else `LLEM_PYTHON`, else `python3`.
@@ -90,12 +91,12 @@ impl WorkerOptions {
 /// Whether `cfg` streams tokens (latency profiling without beam search) and the batch size
 /// it runs with: profiling maps one streamed token to one request, so it decodes one request
 /// at a time.
-pub fn batch_plan(cfg: &ExperimentConfig) -> (bool, u32) {
+pub fn batch_plan(cfg: &ExperimentConfig) -> (bool, NonZeroU32) {
     let t = cfg.transformers.as_deref().cloned().unwrap_or_default();
     let beams = t.num_beams.unwrap_or(1);
     let stream = cfg.measurement.latency_profiling && beams <= 1;
-    let configured = t.batch_size.unwrap_or(1);
-    (stream, if stream { 1 } else { configured })
+    let configured = t.batch_size.unwrap_or(NonZeroU32::MIN);
+    (stream, if stream { NonZeroU32::MIN } else { configured })
 }
 
 /// Where transformers puts the weights: a tensor-parallel plan over `tp_size` GPUs (else
@@ -384,7 +385,7 @@ impl TransformersEngine {
             .transformers
             .as_deref()
             .and_then(|t| t.batch_size)
-            .unwrap_or(1);
+            .map_or(1, NonZeroU32::get);
         let on_gpu = loaded.device.starts_with("cuda");
         let device = match &loaded.device_name {
             Some(n) if on_gpu => format!("{} ({n})", loaded.device),
@@ -453,15 +454,16 @@ impl TransformersEngine {
         self.stream
     }
 
-    /// Runs `workload` and returns every request's generated token ids in request order
-    /// (tests: batch invariance, agreement with other engines).
+    /// Runs `workload` batched as `batching` says and returns every request's generated token
+    /// ids in request order (tests: batch invariance, agreement with other engines).
     pub fn generate_ids(
         &mut self,
+        batching: BatchingSpec,
         workload: &Workload,
         sink: &mut dyn RequestSink,
     ) -> Result<Vec<Vec<i64>>, EngineError> {
         self.return_ids = true;
-        let out = TransformersSession { engine: self }.run_inner(workload, sink);
+        let out = TransformersSession::new(self, batching).run_inner(workload, sink);
         self.return_ids = false;
         out.map(|(_, ids)| ids)
     }
@@ -480,8 +482,9 @@ impl Engine for TransformersEngine {
     fn has_chat_template(&self) -> bool {
         self.chat_template
     }
-    fn open(&self, _plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
-        Ok(Box::new(TransformersSession { engine: self }))
+    fn open(&self, plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
+        // The worker allocates per generate() call; the plan's batching is what it keeps.
+        Ok(Box::new(TransformersSession::new(self, plan.batching)))
     }
 }
 
@@ -496,18 +499,22 @@ mod tests {
 
     #[test]
     fn profiling_streams_one_request_at_a_time_unless_beams() {
+        let plan = |c: &ExperimentConfig| {
+            let (stream, batch) = batch_plan(c);
+            (stream, batch.get())
+        };
         let c = cfg(serde_json::json!({"model": "m", "engine": "transformers",
             "transformers": {"batch_size": 8}, "measurement": {"latency_profiling": true}}));
-        assert_eq!(batch_plan(&c), (true, 1));
+        assert_eq!(plan(&c), (true, 1));
         let c = cfg(serde_json::json!({"model": "m", "engine": "transformers",
             "transformers": {"batch_size": 8, "num_beams": 2},
             "measurement": {"latency_profiling": true}}));
-        assert_eq!(batch_plan(&c), (false, 8));
+        assert_eq!(plan(&c), (false, 8));
         let c = cfg(serde_json::json!({"model": "m", "engine": "transformers",
             "transformers": {"batch_size": 4}}));
-        assert_eq!(batch_plan(&c), (false, 4));
+        assert_eq!(plan(&c), (false, 4));
         let c = cfg(serde_json::json!({"model": "m", "engine": "transformers"}));
-        assert_eq!(batch_plan(&c), (false, 1));
+        assert_eq!(plan(&c), (false, 1));
     }
 
     #[test]

@@ -12,9 +12,10 @@ use super::protocol::{Event, Op, PromptOp, RequestOp};
 use crate::engine::{EngineError, EngineMemory, RequestSink, RunSummary, Session, Step, StepKind};
 use crate::workload::{BatchingSpec, Prompt, PromptInput, Workload, batching};
 
-/// Runs workloads on a loaded worker.
+/// Runs workloads on a loaded worker, batched as its plan says.
 pub struct TransformersSession<'e> {
-    pub(super) engine: &'e TransformersEngine,
+    engine: &'e TransformersEngine,
+    batching: BatchingSpec,
 }
 
 /// Seconds between CLOCK_MONOTONIC and the sink's clock: worker time minus this is
@@ -72,7 +73,16 @@ struct BatchOutcome {
     token_times: HashMap<u32, Vec<f64>>,
 }
 
-impl TransformersSession<'_> {
+impl<'e> TransformersSession<'e> {
+    /// A session batching as `batching` says, one request at a time when the engine streams
+    /// (a streamed token maps to one request).
+    pub(super) fn new(engine: &'e TransformersEngine, mut batching: BatchingSpec) -> Self {
+        if engine.stream {
+            batching.batch_size = std::num::NonZeroU32::MIN;
+        }
+        TransformersSession { engine, batching }
+    }
+
     /// Words an event that is not the reply expected.
     fn unexpected(&self, ev: Event, expected: &str) -> EngineError {
         EngineError::Inference(super::unexpected(&self.engine.python, ev, expected))
@@ -205,10 +215,9 @@ impl TransformersSession<'_> {
         }
     }
 
-    /// The warnings of a profiled run and the batch size it really ran with.
-    fn streaming_plan(&self, wl: &Workload) -> (BatchingSpec, Vec<String>) {
+    /// The warnings of a profiled run.
+    fn streaming_warnings(&self) -> Vec<String> {
         let e = self.engine;
-        let mut spec = wl.batching;
         let mut warnings = Vec::new();
         if e.stream {
             if e.configured_batch > 1 {
@@ -218,14 +227,13 @@ impl TransformersSession<'_> {
                     e.configured_batch
                 ));
             }
-            spec.batch_size = 1;
             warnings.push(
                 "latency profiling timed every token (streamer): energy and throughput are not \
                  comparable with non-profiled runs"
                     .into(),
             );
         }
-        (spec, warnings)
+        warnings
     }
 
     pub(super) fn run_inner(
@@ -243,8 +251,8 @@ impl TransformersSession<'_> {
         let lengths = &prepared.input_tokens;
         let reference = |i: usize| prepared.reference_tokens.get(i).copied().flatten();
 
-        let (spec, warnings) = self.streaming_plan(wl);
-        let batches = batching::plan(&spec, lengths);
+        let warnings = self.streaming_warnings();
+        let batches = batching::plan(&self.batching, lengths);
         let mut summary = RunSummary {
             num_batches: u32::try_from(batches.len()).unwrap_or(u32::MAX),
             truncated_prompts: u32::try_from(prepared.truncated.iter().filter(|t| **t).count())
@@ -376,6 +384,9 @@ impl Session for TransformersSession<'_> {
     }
     fn kv_cache_bytes(&self) -> Option<u64> {
         None
+    }
+    fn batching(&self) -> BatchingSpec {
+        self.batching
     }
 }
 

@@ -22,8 +22,7 @@ pub fn plan(spec: &BatchingSpec, input_tokens: &[u32]) -> Vec<Vec<usize>> {
     if sorted {
         order.sort_by_key(|&i| input_tokens.get(i).copied().unwrap_or(0));
     }
-    // A chunk size: never 0, even for a spec built without the config's validation.
-    let size = spec.batch_size.max(1) as usize;
+    let size = spec.batch_size.get() as usize;
     let dynamic = matches!(
         spec.strategy,
         BatchingStrategy::Dynamic | BatchingStrategy::SortedDynamic
@@ -60,7 +59,7 @@ mod tests {
     fn spec(strategy: BatchingStrategy, size: u32, budget: Option<u32>) -> BatchingSpec {
         BatchingSpec {
             strategy,
-            batch_size: size,
+            batch_size: std::num::NonZeroU32::new(size).unwrap(),
             max_tokens_per_batch: budget,
         }
     }

@@ -5,6 +5,8 @@ pub mod dataset;
 pub(crate) mod sharegpt;
 pub(crate) mod traffic;
 
+use std::num::NonZeroU32;
+
 use llem_config::{BatchingStrategy, ExperimentConfig};
 
 use crate::sampling::SamplingParams;
@@ -52,8 +54,8 @@ pub struct Prompt {
 pub struct BatchingSpec {
     /// Strategy.
     pub strategy: BatchingStrategy,
-    /// Sequences per batch.
-    pub batch_size: u32,
+    /// Sequences per batch (never 0, by type: it divides the context and sizes chunks).
+    pub batch_size: NonZeroU32,
     /// Prompt-token budget per batch (dynamic strategies).
     pub max_tokens_per_batch: Option<u32>,
 }
@@ -61,10 +63,8 @@ pub struct BatchingSpec {
 /// Everything an engine needs to serve the measurement (or warmup) phase.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
-    /// Prompts, in submission order.
+    /// Prompts, in submission order (batched as the session's plan says).
     pub prompts: Vec<Prompt>,
-    /// Batching.
-    pub batching: BatchingSpec,
     /// Token selection.
     pub sampling: SamplingParams,
     /// Prompts longer than this are cut (keeping their start).
@@ -76,12 +76,10 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// The workload of `cfg` over `prompts`, batched as `batching` says (the registry resolves
-    /// it per engine: [`crate::registry::batching`]).
-    pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>, batching: BatchingSpec) -> Workload {
+    /// The workload of `cfg` over `prompts`.
+    pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
         Workload {
             prompts,
-            batching,
             traffic: cfg
                 .is_served()
                 .then(|| TrafficPlan::from_config(Some(&cfg.effective_traffic()), cfg.random_seed)),
@@ -129,8 +127,7 @@ mod tests {
         let cfg: ExperimentConfig =
             serde_json::from_value(serde_json::json!({"model": "m", "max_output_tokens": 16}))
                 .unwrap();
-        let batching = crate::registry::batching(&cfg);
-        let wl = Workload::new(&cfg, Vec::new(), batching);
+        let wl = Workload::new(&cfg, Vec::new());
         let prompt = |n: Option<u32>| Prompt {
             dataset_index: 0,
             input: PromptInput::Text {

@@ -19,7 +19,7 @@ pub struct TrafficPlan {
     /// Gamma coefficient of variation.
     pub burstiness: Option<f64>,
     /// Requests in flight at most.
-    pub max_concurrency: Option<u32>,
+    pub max_concurrency: Option<std::num::NonZeroU32>,
     /// Stop sending after this many seconds.
     pub duration_s: Option<f64>,
     /// Requests to send (the dataset's size when unset and no duration is given).

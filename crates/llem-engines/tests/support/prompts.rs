@@ -1,6 +1,9 @@
 //! Prompts and workloads the model tests of both engines share.
 
+use std::num::NonZeroU32;
+
 use llem_config::BatchingStrategy;
+use llem_engines::ContextPlan;
 use llem_engines::sampling::SamplingParams;
 use llem_engines::workload::{BatchingSpec, Prompt, PromptInput, Workload};
 
@@ -23,15 +26,29 @@ pub fn chat(texts: &[&str]) -> Vec<Prompt> {
         .collect()
 }
 
-/// Greedy, static batches of `batch`, prompts cut to 128 tokens, `max_out` new tokens.
-pub fn workload(prompts: Vec<Prompt>, batch: u32, max_out: u32) -> Workload {
+/// Static batches of `batch` prompts.
+#[allow(clippy::expect_used)]
+pub fn batching(batch: u32) -> BatchingSpec {
+    BatchingSpec {
+        strategy: BatchingStrategy::Static,
+        batch_size: NonZeroU32::new(batch).expect("a batch of at least one prompt"),
+        max_tokens_per_batch: None,
+    }
+}
+
+/// A session of static batches of `batch`, `tokens_per_slot` tokens each, two threads.
+pub fn plan(batch: u32, tokens_per_slot: u32) -> ContextPlan {
+    ContextPlan {
+        batching: batching(batch),
+        tokens_per_slot,
+        n_threads: 2,
+    }
+}
+
+/// Greedy, prompts cut to 128 tokens, `max_out` new tokens.
+pub fn workload(prompts: Vec<Prompt>, max_out: u32) -> Workload {
     Workload {
         prompts,
-        batching: BatchingSpec {
-            strategy: BatchingStrategy::Static,
-            batch_size: batch,
-            max_tokens_per_batch: None,
-        },
         sampling: SamplingParams::greedy(),
         max_input_tokens: Some(128),
         max_output_tokens: Some(max_out),

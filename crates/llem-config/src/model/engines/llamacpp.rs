@@ -3,6 +3,8 @@
 //! llem owns this engine, so its defaults are concrete values rather than "engine default":
 //! the resolved config says exactly what runs, and equal settings hash equally.
 
+use std::num::NonZeroU32;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -50,8 +52,7 @@ str_enum! {
 pub struct LlamaCppConfig {
     /// Sequences decoded together in one batch (llama.cpp sequence ids); `--parallel` for
     /// llama-server.
-    #[schemars(range(min = 1))]
-    pub batch_size: u32,
+    pub batch_size: NonZeroU32,
     /// static, sorted_static, dynamic, sorted_dynamic.
     pub batching_strategy: BatchingStrategy,
     /// Token budget per batch for the dynamic strategies (null = bounded by batch_size only).
@@ -77,7 +78,7 @@ pub struct LlamaCppConfig {
 impl Default for LlamaCppConfig {
     fn default() -> Self {
         LlamaCppConfig {
-            batch_size: 1,
+            batch_size: NonZeroU32::MIN,
             batching_strategy: BatchingStrategy::Static,
             max_tokens_per_batch: None,
             n_ctx: None,

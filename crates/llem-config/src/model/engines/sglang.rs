@@ -1,6 +1,8 @@
 //! `sglang:` — SGLang server arguments (`python -m sglang.launch_server`), named as SGLang
 //! names them. Null means "SGLang's own default".
 
+use std::num::NonZeroU32;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -46,8 +48,7 @@ pub struct SglangConfig {
     #[schemars(extend("exclusiveMinimum" = 0), range(max = 1.0))]
     pub mem_fraction_static: Option<f64>,
     /// Most requests running at once (the serving batch size).
-    #[schemars(range(min = 1))]
-    pub max_running_requests: Option<u32>,
+    pub max_running_requests: Option<NonZeroU32>,
     /// Most tokens in the KV cache pool.
     #[schemars(range(min = 1))]
     pub max_total_tokens: Option<u32>,

@@ -1,5 +1,7 @@
 //! `tensorrt:` — TensorRT-LLM (`trtllm-serve`). Null means "TensorRT-LLM's own default".
 
+use std::num::NonZeroU32;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -66,8 +68,7 @@ str_enum! {
 #[serde(default, deny_unknown_fields)]
 pub struct TensorRtConfig {
     /// Largest batch (compile-time constant).
-    #[schemars(range(min = 1))]
-    pub max_batch_size: Option<u32>,
+    pub max_batch_size: Option<NonZeroU32>,
     /// GPUs the model is sharded across.
     #[schemars(range(min = 1))]
     pub tensor_parallel_size: Option<u32>,

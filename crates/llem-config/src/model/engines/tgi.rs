@@ -1,6 +1,8 @@
 //! `tgi:` — Hugging Face Text Generation Inference launcher arguments. Null means "TGI's
 //! own default".
 
+use std::num::NonZeroU32;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -66,8 +68,7 @@ pub struct TgiConfig {
     #[schemars(range(min = 1))]
     pub max_batch_total_tokens: Option<u32>,
     /// Most requests in a batch.
-    #[schemars(range(min = 1))]
-    pub max_batch_size: Option<u32>,
+    pub max_batch_size: Option<NonZeroU32>,
     /// Decode steps a waiting request may be held before forcing a prefill.
     pub max_waiting_tokens: Option<u32>,
     /// Ratio of waiting to running requests that triggers a prefill.

@@ -1,6 +1,8 @@
 //! `transformers:` (also written `pytorch:`) — Hugging Face transformers through a Python
 //! worker. Every field is optional: null means "transformers' own default".
 
+use std::num::NonZeroU32;
+
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -81,8 +83,7 @@ str_enum! {
 #[serde(default, deny_unknown_fields)]
 pub struct TransformersConfig {
     /// Prompts per generate() call (null = 1).
-    #[schemars(range(min = 1))]
-    pub batch_size: Option<u32>,
+    pub batch_size: Option<NonZeroU32>,
     /// static, sorted_static, dynamic, sorted_dynamic (null = static).
     pub batching_strategy: Option<BatchingStrategy>,
     /// Token budget per batch for the dynamic strategies.

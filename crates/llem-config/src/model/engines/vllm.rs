@@ -1,6 +1,8 @@
 //! `vllm:` — vLLM, with its three sub-sections `engine:` (engine arguments), `sampling:`
 //! (SamplingParams extensions) and `beam_search:`. Null means "vLLM's own default".
 
+use std::num::NonZeroU32;
+
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
@@ -103,8 +105,7 @@ pub struct VllmEngineConfig {
     /// Split long prefills across scheduler steps.
     pub enable_chunked_prefill: Option<bool>,
     /// Most sequences per scheduler step (the serving batch size).
-    #[schemars(range(min = 1))]
-    pub max_num_seqs: Option<u32>,
+    pub max_num_seqs: Option<NonZeroU32>,
     /// Most tokens per scheduler step.
     #[schemars(range(min = 1))]
     pub max_num_batched_tokens: Option<u32>,

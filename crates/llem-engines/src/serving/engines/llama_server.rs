@@ -1,9 +1,10 @@
 //! llama.cpp's `llama-server`, sized like the embedded engine (`llamacpp:` section).
 
+use std::num::NonZeroU32;
+
 use llem_config::ExperimentConfig;
 
 use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
-use crate::llamacpp::plan_for_config;
 
 /// llama-server's launch, metrics and batch limit.
 pub static SPEC: ServerSpec = ServerSpec {
@@ -21,8 +22,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         kv_cache_usage: &["llamacpp:kv_cache_usage_ratio"],
         ..MetricNames::NONE
     },
-    // Its slots (`-np`): the section's batch size, which the config always holds.
-    batch_limit: |cfg| Some(cfg.llamacpp.as_deref().map_or(1, |l| l.batch_size)),
+    batch_limit: |cfg| Some(slots(cfg)),
     args,
     request_fields: super::no_request_fields,
     // A CPU run (no layers offloaded) asks Docker for no GPU.
@@ -36,6 +36,13 @@ pub static SPEC: ServerSpec = ServerSpec {
     prompt_cache_off: Some("cache_prompt"),
     flags_version: None,
 };
+
+/// Its slots (`-np`): the section's batch size, which the config always holds.
+fn slots(cfg: &ExperimentConfig) -> NonZeroU32 {
+    cfg.llamacpp
+        .as_deref()
+        .map_or(NonZeroU32::MIN, |l| l.batch_size)
+}
 
 /// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of the
 /// command line built for a configuration that sets every option llem maps.
@@ -61,24 +68,26 @@ fn args(cfg: &ExperimentConfig, at: &Listen<'_>) -> Result<ServerArgs, crate::La
     }
     // llama-server's context is shared by its slots, as llamacpp.n_ctx is: the same total
     // the embedded engine would allocate.
-    let plan = plan_for_config(cfg, u32::MAX);
+    let slots = slots(cfg);
+    let tokens_per_slot = crate::llamacpp::plan::tokens_per_slot(cfg, u32::MAX, slots);
     let mut args: Vec<String> = vec!["-m".into(), at.model.into(), "--host".into()];
     args.extend([at.host.into(), "--port".into(), at.port.to_string()]);
     args.extend(["--metrics".into(), "--no-webui".into()]);
     // Slot actions, erase included, exist only with a save path; llem saves nothing there,
     // it erases every slot before each run. /tmp exists on hosts and in the image alike.
     args.extend(["--slot-save-path".into(), "/tmp".into()]);
-    args.extend(["-np".into(), plan.slots.to_string()]);
+    args.extend(["-np".into(), slots.to_string()]);
     // Unless n_ctx says otherwise, a margin over the embedded engine's sizing: the server
     // tokenises text llem only estimated (synthetic prompts), and a request that does not fit
     // fails instead of being cut.
     let per_slot = match l.n_ctx {
-        Some(_) => plan.tokens_per_slot,
-        None => plan
-            .tokens_per_slot
-            .saturating_add(plan.tokens_per_slot / 4 + 32),
+        Some(_) => tokens_per_slot,
+        None => tokens_per_slot.saturating_add(tokens_per_slot / 4 + 32),
     };
-    args.extend(["-c".into(), plan.slots.saturating_mul(per_slot).to_string()]);
+    args.extend([
+        "-c".into(),
+        slots.get().saturating_mul(per_slot).to_string(),
+    ]);
     args.extend(["--seed".into(), cfg.random_seed.to_string()]);
     if let Some(t) = l.n_threads {
         args.extend(["-t".into(), t.to_string()]);

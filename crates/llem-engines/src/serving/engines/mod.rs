@@ -106,7 +106,7 @@ pub struct ServerSpec {
     /// Its Prometheus series.
     pub metrics: MetricNames,
     /// The config field that caps how many requests it runs at once, when the config sets it.
-    pub batch_limit: fn(&ExperimentConfig) -> Option<u32>,
+    pub batch_limit: fn(&ExperimentConfig) -> Option<std::num::NonZeroU32>,
     /// The engine-specific command line for `cfg` listening on `listen`.
     pub args: fn(&ExperimentConfig, &Listen<'_>) -> Result<ServerArgs, crate::LaunchError>,
     /// Per-request fields of the engine's config section, beyond the standard sampling ones.

@@ -159,7 +159,7 @@ pub(crate) fn cli_flags() -> Vec<String> {
     )
 }
 
-fn batch_limit(cfg: &ExperimentConfig) -> Option<u32> {
+fn batch_limit(cfg: &ExperimentConfig) -> Option<std::num::NonZeroU32> {
     cfg.vllm
         .as_deref()
         .and_then(|v| v.engine.as_ref())
