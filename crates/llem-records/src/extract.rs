@@ -414,9 +414,11 @@ impl super::DiffusionRuns {
     }
 }
 
-/// A llem cell's series: GPU domains when there are any, else every domain (CPU package,
-/// DRAM), over the measurement window; `power.device_average` is the average power over
-/// each sampling interval from the energy counter where there is one.
+/// A llem cell's series: the domains its headline energy sums (`energy_breakdown.
+/// scope_domains`, the same domains as its `baseline_power_w`), or for a result that does not
+/// name them the GPU domains when there are any, else every domain (CPU package, DRAM); on
+/// the package's (or first GPU's) timestamps. `power.device_average` is the average power
+/// over each sampling interval from the energy counter where there is one.
 pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)), RecordsError> {
     let dir = Path::new(&r.results_path);
     let ts = llem_results::read_timeseries(&dir.with_file_name(layout::TIMESERIES))?;
@@ -428,13 +430,25 @@ pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)
         .measurement_window_s
         .map(|[a, b]| (a, b))
         .ok_or_else(|| err(&r.results_path, "result.json has no measurement_window_s"))?;
+    let scope: Vec<String> = result
+        .energy_breakdown
+        .as_ref()
+        .map(|b| b.scope_domains.clone())
+        .unwrap_or_default();
     let gpu_only = ts.domain.iter().any(|d| d.starts_with("gpu"));
+    let keep = |d: &str| {
+        if scope.is_empty() {
+            !gpu_only || d.starts_with("gpu")
+        } else {
+            scope.iter().any(|s| s == d)
+        }
+    };
     let mut by_domain: BTreeMap<(bool, String), DomainSamples> = BTreeMap::new();
     for i in 0..ts.len() {
         let (Some(t), Some(d)) = (ts.t_s.get(i), ts.domain.get(i)) else {
             continue;
         };
-        if gpu_only && !d.starts_with("gpu") {
+        if !keep(d) {
             continue;
         }
         let v = match metric {
@@ -453,7 +467,7 @@ pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)
                 .push((*t, v, energy));
         }
     }
-    let series = by_domain
+    let mut series: DeviceSeries = by_domain
         .into_values()
         .map(|s| {
             if metric == "power.device_average" {
@@ -469,13 +483,75 @@ pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)
             }
         })
         .collect();
+    snap_to_base(&mut series);
     Ok((series, window))
 }
 
+/// Moves every other device's samples onto the base device's nearest timestamp when they lie
+/// within a quarter of its median sampling interval. llem reads its domains one after another in a
+/// tick (DRAM microseconds after the package), and the §11.3 alignment matches timestamps
+/// exactly: without this no other domain would ever be added to the base.
+fn snap_to_base(series: &mut DeviceSeries) {
+    let Some(base) = series.first() else {
+        return;
+    };
+    let mut times: Vec<f64> = base.iter().map(|(t, _)| *t).collect();
+    times.sort_by(f64::total_cmp);
+    let mut gaps: Vec<f64> = times
+        .iter()
+        .zip(times.iter().skip(1))
+        .map(|(a, b)| b - a)
+        .filter(|g| *g > 0.0)
+        .collect();
+    gaps.sort_by(f64::total_cmp);
+    let Some(tolerance) = gaps.get(gaps.len() / 2).map(|g| g / 4.0) else {
+        return;
+    };
+    for dev in series.iter_mut().skip(1) {
+        for (t, _) in dev.iter_mut() {
+            let i = times.partition_point(|b| *b < *t);
+            let nearest = [i.checked_sub(1), Some(i)]
+                .into_iter()
+                .flatten()
+                .filter_map(|k| times.get(k).copied())
+                .min_by(|a, b| (a - *t).abs().total_cmp(&(b - *t).abs()));
+            if let Some(b) = nearest.filter(|b| (b - *t).abs() <= tolerance) {
+                *t = b;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
-    use super::align;
+    use super::{align, snap_to_base};
+
+    #[test]
+    fn domains_read_in_one_tick_are_summed_on_the_base_timestamps() {
+        // The package at 0.1 s intervals, DRAM a few microseconds later in each tick, and
+        // one DRAM sample far from any tick (left where it is, so never matched).
+        let package = vec![(0.000490, 3.4), (0.100603, 4.0), (0.201350, 9.5)];
+        let dram = vec![
+            (0.000496, 8.8),
+            (0.100623, 8.9),
+            (0.150000, 50.0),
+            (0.201380, 9.0),
+        ];
+        let mut series = vec![package, dram];
+        snap_to_base(&mut series);
+        let rows = align(&series, (f64::NEG_INFINITY, f64::INFINITY)).unwrap();
+        let sums: Vec<f64> = rows
+            .iter()
+            .map(|(_, v)| (v * 10.0).round() / 10.0)
+            .collect();
+        assert_eq!(sums, vec![12.2, 12.9, 18.5]);
+        assert_eq!(rows[0].0, 0.000490);
+        // One sample has no interval to judge by: nothing moves.
+        let mut lone = vec![vec![(1.0, 1.0)], vec![(1.001, 2.0)]];
+        snap_to_base(&mut lone);
+        assert_eq!(lone[1], vec![(1.001, 2.0)]);
+    }
 
     #[test]
     fn alignment_follows_the_base_device() {

@@ -3,5 +3,6 @@
 mod fuzz_results;
 mod llem07_bundles;
 mod mlenergy_parity;
+mod power_trace;
 mod query;
 mod swept_fields;
