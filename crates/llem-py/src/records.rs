@@ -9,7 +9,7 @@ use llem_records::diffusion::{self, DIFFUSION_FIELDS};
 use llem_records::diffusion_runs::resolve_diffusion_field;
 use llem_records::extract::RunKey;
 use llem_records::raw_tree::RawOptions;
-use llem_records::runs::resolve_field;
+use llem_records::runs::{Condition, resolve_field};
 use llem_records::{
     DiffusionRun, DiffusionRuns, FieldKind, FieldValue, LlmRun, LoadIssue, RecordsError, Runs,
 };
@@ -327,6 +327,20 @@ impl NativeRuns {
     ) -> PyResult<Self> {
         let f = self.resolve(field)?;
         Ok(self.with(|get| in_range(get.get(f), &exact, min, max)))
+    }
+
+    /// Runs meeting every condition (`batch>=8`, `model~Qwen`: what `llem results query
+    /// --where` takes).
+    fn matching(&self, conditions: Vec<String>) -> PyResult<Self> {
+        let parsed = conditions
+            .iter()
+            .map(|c| match &self.kind {
+                Kind::Llm(_) => Condition::parse(c),
+                Kind::Diffusion(_) => Condition::parse_with(c, resolve_diffusion_field),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(records_error)?;
+        Ok(self.with(|get| parsed.iter().all(|c| c.matches_value(get.get(&c.field)))))
     }
 
     /// Stable (`True`) or unstable runs.

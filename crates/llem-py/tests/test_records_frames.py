@@ -67,6 +67,40 @@ def test_indexing_slicing_grouping_and_stability(tree):
     with pytest.raises(FileNotFoundError):
         LLMRuns.from_raw_results(tree / "missing")
     assert runs.issues and all(len(i) == 2 for i in runs.issues)
+    assert runs.unstable_left_out == []
+
+
+def test_where_takes_the_clis_conditions_and_functions(tree):
+    runs = LLMRuns.from_raw_results(tree, stable_only=False)
+    sizes = sorted({r.max_num_seqs for r in runs})
+    mid = sizes[len(sizes) // 2]
+    big = runs.where(f"batch>={mid}")
+    assert 0 < len(big) < len(runs)
+    assert list(big) == list(runs.where(lambda r: r.max_num_seqs >= mid))
+    both = runs.where(f"batch>={mid}", lambda r: r.is_stable)
+    assert list(both) == [r for r in big if r.is_stable]
+    assert list(runs.where("stable=true")) == list(runs.stable())
+    with pytest.raises(ValueError, match="did you mean"):
+        runs.where("batchh>=2")
+    with pytest.raises(ValueError, match="OP"):
+        runs.where("batch")
+    with pytest.raises(TypeError, match="not int"):
+        runs.where(3)
+
+
+def test_unstable_runs_left_out_are_counted_named_and_warned_about(tree):
+    every = LLMRuns.from_raw_results(tree, stable_only=False)
+    unstable = every.unstable()
+    assert len(unstable) > 0
+    with pytest.warns(UserWarning) as caught:
+        stable = LLMRuns.from_raw_results(tree)
+    [w] = [w for w in caught if "left out as unstable" in str(w.message)]
+    assert str(w.message).startswith(f"{len(unstable)} of {len(every)} runs were left out")
+    assert "stable_only=False" in str(w.message)
+    assert w.filename == __file__, "the warning points at the caller's line"
+    assert len(stable) == len(every) - len(unstable)
+    assert stable.unstable_left_out == [(r.results_path, r.unstable_reason) for r in unstable]
+    assert stable.batch(*{r.max_num_seqs for r in every}).unstable_left_out == stable.unstable_left_out
 
 
 def test_a_llem_study_loads_into_the_same_api(sandbox):

@@ -17,6 +17,8 @@ import dataclasses
 import json
 import logging
 import os
+import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -279,10 +281,12 @@ class _Runs:
         self._rows: Optional[List[Any]] = None
         self._columns_view: Optional[_Columns] = None
         self._issues: List[Tuple[str, str]] = []
+        self._left_out: List[Tuple[str, str]] = []
 
     def _derive(self, native: Any) -> Any:
         out = type(self)(native, _stable_only=self._stable_only)
         out._issues = self._issues
+        out._left_out = self._left_out
         return out
 
     # Loaded but not kept ------------------------------------------------------------------
@@ -291,6 +295,12 @@ class _Runs:
     def issues(self) -> List[Tuple[str, str]]:
         """`(results file, reason)` of each run found but not loaded."""
         return list(self._issues)
+
+    @property
+    def unstable_left_out(self) -> List[Tuple[str, str]]:
+        """`(results file, why it is unstable)` of each run loaded but left out because the
+        collection was loaded with `stable_only=True`; empty otherwise."""
+        return list(self._left_out)
 
     # Filters ------------------------------------------------------------------------------
 
@@ -332,10 +342,25 @@ class _Runs:
         """Runs of any of these model nicknames."""
         return self._one_of("nickname", nicknames)
 
-    def where(self, predicate: Callable[[Any], bool]) -> Any:
-        """Runs for which `predicate(run)` is true."""
-        keep = [i for i, r in enumerate(self._records()) if predicate(r)]
-        return self._derive(self._native.select(keep))
+    def where(self, *conditions: Union[str, Callable[[Any], bool]]) -> Any:
+        """Runs meeting every condition: text as `llem results query --where` takes it
+        (`"batch>=8"`, `"model~Qwen"`, `"stable=true"`; `= != > >= < <= ~`), or a function of a
+        run that returns True for the runs to keep."""
+        if not conditions:
+            raise TypeError("where() needs a condition: text such as 'batch>=8', or a function")
+        for c in conditions:
+            if not isinstance(c, str) and not callable(c):
+                raise TypeError(
+                    "where() takes text conditions ('batch>=8') or functions of a run, "
+                    f"not {type(c).__name__}"
+                )
+        texts = [c for c in conditions if isinstance(c, str)]
+        out = self._derive(self._native.matching(texts)) if texts else self
+        functions = [c for c in conditions if not isinstance(c, str)]
+        if functions:
+            keep = [i for i, r in enumerate(out._records()) if all(f(r) for f in functions)]
+            out = out._derive(out._native.select(keep))
+        return out
 
     def group_by(self, *fields: str) -> Dict[Any, Any]:
         """Groups in order of first appearance: `{value: runs}` for one field, `{(v1, v2):
@@ -504,10 +529,24 @@ class LLMRuns(_Runs):
     def _loaded(cls, native: Any, issues: List[Tuple[str, str]], stable_only: bool) -> "LLMRuns":
         if issues:
             _log.warning("%d runs were found but not loaded; see .issues", len(issues))
+        left_out: List[Tuple[str, str]] = []
         if stable_only:
+            unstable = native.stability(False)
+            left_out = list(zip(unstable.column("results_path"), unstable.column("unstable_reason")))
             native = native.stability(True)
+        if left_out:
+            reasons = Counter(reason or "unstable" for _, reason in left_out)
+            why = "; ".join(f"{n} x {reason}" for reason, n in reasons.most_common(3))
+            more = len(reasons) - 3
+            warnings.warn(
+                f"{len(left_out)} of {len(left_out) + len(native)} runs were left out as unstable "
+                f"(stable_only=True): {why}{f'; {more} other reasons' if more > 0 else ''}. "
+                "They are listed in .unstable_left_out; load with stable_only=False to keep them.",
+                stacklevel=3,
+            )
         out = cls(native, _stable_only=stable_only)
         out._issues = issues
+        out._left_out = left_out
         return out
 
     @classmethod
