@@ -52,6 +52,15 @@ pub fn from_model(model: &str) -> InferredEngine {
         };
     }
     let dir = Path::new(model);
+    if dir.is_dir()
+        && !dir.join("config.json").exists()
+        && let [one] = ggufs_in(dir).as_slice()
+    {
+        return InferredEngine {
+            engine: Engine::LlamaCpp,
+            reason: format!("`{model}` is a directory holding one GGUF file, {one}"),
+        };
+    }
     let reason = if dir.join("config.json").is_file() {
         format!("`{model}` is a model directory with a config.json")
     } else if dir.is_dir() {
@@ -63,6 +72,23 @@ pub fn from_model(model: &str) -> InferredEngine {
         engine: Engine::Transformers,
         reason,
     }
+}
+
+/// The names of the `.gguf` files directly in `dir`.
+fn ggufs_in(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.is_file()
+                        && f.extension()
+                            .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+                })
+                .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -115,6 +141,14 @@ mod tests {
             assert!(got.reason.contains(why), "{yaml}: {}", got.reason);
         }
         let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("m.gguf"), "x").unwrap();
+        let got = from_model(d.path().to_str().unwrap());
+        assert_eq!(got.engine, Engine::LlamaCpp);
+        assert!(
+            got.reason.contains("one GGUF file, m.gguf"),
+            "{}",
+            got.reason
+        );
         std::fs::write(d.path().join("config.json"), "{}").unwrap();
         let got = from_model(d.path().to_str().unwrap());
         assert_eq!(got.engine, Engine::Transformers);

@@ -21,12 +21,20 @@ pub fn assets_dir(llem_assets: Option<&str>) -> PathBuf {
     }
 }
 
-/// A model given as a path, or as a bare file name found in the asset cache (directly or one
-/// directory down, where fetch-assets puts each asset).
+/// A model given as a path (a file, or a directory holding exactly one GGUF file and no
+/// Hugging Face `config.json`), or as a bare file name found in the asset cache (directly or
+/// one directory down, where fetch-assets puts each asset).
 pub fn resolve_model(model: &str, assets: &Path) -> Option<PathBuf> {
     let p = Path::new(model);
     if p.is_file() {
         return Some(p.to_path_buf());
+    }
+    if p.is_dir() {
+        let ggufs = ggufs_in(p);
+        return match ggufs.as_slice() {
+            [one] if !p.join("config.json").exists() => Some(one.clone()),
+            _ => None,
+        };
     }
     if p.components().count() != 1 {
         return None;
@@ -42,6 +50,24 @@ pub fn resolve_model(model: &str, assets: &Path) -> Option<PathBuf> {
         .collect();
     dirs.sort();
     dirs.into_iter().map(|d| d.join(p)).find(|c| c.is_file())
+}
+
+/// The `.gguf` files directly in `dir`, sorted.
+pub fn ggufs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| {
+                    f.is_file()
+                        && f.extension()
+                            .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
 }
 
 #[cfg(test)]
@@ -61,6 +87,19 @@ mod tests {
         assert_eq!(resolve_model("other.gguf", d.path()), None);
         assert_eq!(resolve_model("sub/m.gguf", d.path()), None);
         let abs = d.path().join("smol/m.gguf");
-        assert_eq!(resolve_model(abs.to_str().unwrap(), d.path()), Some(abs));
+        assert_eq!(
+            resolve_model(abs.to_str().unwrap(), d.path()),
+            Some(abs.clone())
+        );
+        // A directory holding one GGUF file is that file; with two, or as a Hugging Face
+        // model directory, it is not one.
+        let dir = d.path().join("smol");
+        assert_eq!(resolve_model(dir.to_str().unwrap(), d.path()), Some(abs));
+        std::fs::write(dir.join("config.json"), b"{}").unwrap();
+        assert_eq!(resolve_model(dir.to_str().unwrap(), d.path()), None);
+        std::fs::remove_file(dir.join("config.json")).unwrap();
+        std::fs::write(dir.join("n.GGUF"), b"x").unwrap();
+        assert_eq!(resolve_model(dir.to_str().unwrap(), d.path()), None);
+        assert_eq!(ggufs_in(&dir).len(), 2);
     }
 }

@@ -270,9 +270,24 @@ pub fn check_runnable(
     assets::resolve_model(&cfg.model, assets_dir)
         .map(Some)
         .ok_or_else(|| {
+            let dir = Path::new(&cfg.model);
+            let ggufs = assets::ggufs_in(dir);
+            if dir.is_dir() && ggufs.len() > 1 {
+                let names: Vec<String> = ggufs
+                    .iter()
+                    .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect();
+                return format!(
+                    "model `{}` is a directory holding {} GGUF files ({}): name one",
+                    cfg.model,
+                    ggufs.len(),
+                    names.join(", ")
+                );
+            }
             format!(
-                "model `{}` not found: not a file, and not in the asset cache {} \
-                 (run scripts/fetch-assets.sh for SmolLM2, or give a path to a .gguf file)",
+                "model `{}` not found: not a GGUF file or a directory holding one, and not in \
+                 the asset cache {} (run scripts/fetch-assets.sh for SmolLM2, or give a path \
+                 to a .gguf file)",
                 cfg.model,
                 assets_dir.display()
             )
