@@ -9,6 +9,7 @@
 pub mod baseline;
 pub mod curve;
 mod error;
+pub mod host_load;
 mod meter;
 mod quality;
 pub mod scope;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use llem_config::user_config::UserMeasurement;
 use llem_config::{BaselineConfig, EnergySampler};
 use llem_energy::baseline::{BaselineIdentity, BaselineOrigin, BaselineOutcome};
+use llem_energy::host_load;
 use llem_energy::{CarbonFactors, EnergyReport, Meter, MeterConfig, SensorEnv, Telemetry};
 use serde::Serialize;
 
@@ -194,6 +195,8 @@ fn run_metered(
     let Some((program, rest)) = command.split_first() else {
         return Err(CommandError::Config("no command to measure".into()));
     };
+    let proc_root = std::path::Path::new("/proc");
+    let load0 = host_load::snapshot(proc_root, std::process::id());
     let t0 = epoch.elapsed().as_secs_f64();
     let mut child =
         Command::new(program)
@@ -206,6 +209,14 @@ fn run_metered(
     let signals = forward_signals(child.id());
     let status = child.wait();
     let t1 = epoch.elapsed().as_secs_f64();
+    // The command is reaped: its time is in ours.
+    let load = load0
+        .zip(host_load::snapshot(proc_root, std::process::id()))
+        .and_then(|(a, b)| host_load::between(&a, &b));
+    notes.extend(
+        load.as_ref()
+            .and_then(|l| host_load::warning(l, "the command and its children")),
+    );
     if let Some(h) = signals {
         h.close();
     }

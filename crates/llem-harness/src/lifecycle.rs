@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use llem_config::model::PhaseSplit;
 use llem_config::{EnergySampler, ExperimentConfig};
 use llem_energy::baseline::{BaselineIdentity, BaselineOutcome};
+use llem_energy::host_load::{self, HostLoad};
 use llem_energy::{Meter, MeterConfig, SensorEnv, Telemetry};
 use llem_engines::workload::dataset::{self, LoadedDataset};
 use llem_engines::{
@@ -412,6 +413,8 @@ struct MeasuredRun {
     span: (f64, f64),
     process_cpu_s: Option<f64>,
     peak_rss_mib: Option<f64>,
+    /// The CPU used by this process tree and by every other process while it ran.
+    host_load: Option<HostLoad>,
 }
 
 /// The measurement window: the whole workload, every request reported to the collector.
@@ -433,6 +436,8 @@ fn measure_phase(
         },
     });
     let cpu0 = environment::process_cpu_s();
+    let proc_root = std::path::Path::new("/proc");
+    let load0 = host_load::snapshot(proc_root, std::process::id());
     let mut sink = Collector {
         epoch,
         phase_start: epoch.elapsed().as_secs_f64(),
@@ -451,6 +456,9 @@ fn measure_phase(
     let mut records = std::mem::take(&mut sink.records);
     let steps = std::mem::take(&mut sink.steps);
     let cpu1 = environment::process_cpu_s();
+    let host_load = load0
+        .zip(host_load::snapshot(proc_root, std::process::id()))
+        .and_then(|(a, b)| host_load::between(&a, &b));
     let peak_rss_mib = environment::peak_rss_mib();
     records.sort_by_key(|r| r.request_id);
     let out_tokens: u64 = records.iter().map(|r| u64::from(r.output_tokens)).sum();
@@ -468,6 +476,7 @@ fn measure_phase(
         summary,
         span: (t0, t1),
         process_cpu_s: cpu0.zip(cpu1).map(|(a, b)| b - a),
+        host_load,
         peak_rss_mib,
     })
 }
@@ -502,6 +511,17 @@ fn run_warnings(cfg: &ExperimentConfig, workload: &Workload, run: &MeasuredRun) 
     if failed > 0 {
         warnings.push(format!("{failed} of {} requests failed", run.records.len()));
     }
+    // A container's processes are not llem's descendants: they count as the others.
+    let ours = if cfg.runner().map(|r| r.kind()) == Some(llem_config::RunnerKind::Docker) {
+        "llem, its engine's container counted with the others,"
+    } else {
+        "llem and the engine it started"
+    };
+    warnings.extend(
+        run.host_load
+            .as_ref()
+            .and_then(|l| host_load::warning(l, ours)),
+    );
     warnings
 }
 

@@ -116,6 +116,59 @@ fn sleep_measured_with_the_estimate_on_this_machine() {
     );
 }
 
+/// Busy loops that are not llem's children, killed when dropped.
+struct Hogs(Vec<std::process::Child>);
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn other_processes_load_during_the_window_is_said() {
+    let _machine = common::exclusive();
+    let s = Sandbox::new();
+    // Half of this machine's CPUs kept busy by processes llem did not start.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = (cpus / 2).max(1);
+    let hogs = Hogs(
+        (0..n)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let o = s.run(&["measure", "--", "sleep", "2"], &[]);
+    drop(hogs);
+    let text = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("other processes used"))
+        .unwrap_or_else(|| panic!("no word of the load: {text}"));
+    let share: f64 = line
+        .split("other processes used ")
+        .nth(1)
+        .and_then(|r| r.split(" %").next())
+        .and_then(|x| x.trim().parse().ok())
+        .unwrap();
+    // The hogs' share of the machine, give or take what else ran.
+    let hogs_share = 100.0 * n as f64 / cpus as f64;
+    assert!(
+        share >= hogs_share * 0.6,
+        "{share} % < {hogs_share} %: {line}"
+    );
+    assert!(line.contains("the command and its children"), "{line}");
+    assert!(line.contains("a CPU estimate charges all of it"), "{line}");
+}
+
 #[test]
 fn the_exit_code_is_the_commands() {
     let _machine = common::shared();
