@@ -77,7 +77,7 @@ pub fn warnings(t: &Telemetry, window: &WindowEnergy, throttle: &[Throttle]) -> 
     if !estimated.is_empty() {
         out.push(format!(
             "energy of {} is an estimate (CPU: TDP x utilisation; DRAM: per GiB), not a \
-             measurement",
+             measurement, with no bound",
             estimated.join(", ")
         ));
     }

@@ -132,14 +132,25 @@ pub fn select(sampler: EnergySampler, env: &SensorEnv) -> Result<Selection, Unav
                     }
                 },
             };
-            match rapl_sensors(env) {
-                Ok(s) => sensors.extend(s),
-                Err(reason) => notes.push(format!("CPU energy not measured by RAPL: {reason}")),
+            let rapl = rapl_sensors(env);
+            let rapl_missing = rapl.as_ref().err().map(ToString::to_string);
+            sensors.extend(rapl.unwrap_or_default());
+            // One line for the CPU: why RAPL is not read and, with nothing else readable,
+            // that the estimate stands in (the result then says once that it is one).
+            let fallback = sensors.is_empty();
+            let stands_in =
+                "no hardware energy sensor is readable, so the CPU/DRAM estimate stands in";
+            match (rapl_missing, fallback) {
+                (Some(reason), true) => notes.push(format!(
+                    "CPU energy not measured by RAPL: {reason}; {stands_in}"
+                )),
+                (Some(reason), false) => {
+                    notes.push(format!("CPU energy not measured by RAPL: {reason}"));
+                }
+                (None, true) => notes.push(stands_in.to_string()),
+                (None, false) => {}
             }
-            if sensors.is_empty() {
-                notes.push(
-                    "no hardware energy sensor is readable: using the CPU/DRAM estimate".into(),
-                );
+            if fallback {
                 sensors = estimate_sensors(env).map_err(fail)?;
             }
             sensors

@@ -113,11 +113,9 @@ pub fn of(
                 );
                 notes.push(n);
             }
-            SensorKind::Estimate => notes.push(format!(
-                "{}: an estimate (TDP x utilisation), not a measurement: no bound",
-                d.name
-            )),
-            SensorKind::Nvml => {}
+            // The quality warning says it is an estimate with no bound, and the domain's
+            // record says so (sensor `estimate`, bound null): once is enough.
+            SensorKind::Estimate | SensorKind::Nvml => {}
         }
         let bound_j = (s.sensor != SensorKind::Estimate)
             .then(|| edge_bound_j + gap_bound_j + accuracy_bound_j.unwrap_or(0.0));
