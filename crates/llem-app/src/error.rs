@@ -89,7 +89,9 @@ impl AppError {
             Self::ConfigNotFound { .. } => ErrorKind::NotFound,
             Self::Config(_) | Self::NotRunnable(_) | Self::Credentials(_) => ErrorKind::Config,
             Self::Option { .. } | Self::Conflict(_) => ErrorKind::Option,
-            Self::Cancelled | Self::Harness(HarnessError::Cancelled) => ErrorKind::Cancelled,
+            Self::Cancelled
+            | Self::Harness(HarnessError::Cancelled)
+            | Self::Study(StudyError::Cancelled) => ErrorKind::Cancelled,
             Self::Harness(HarnessError::Config(_) | HarnessError::Dataset(_)) => ErrorKind::Config,
             Self::Study(StudyError::Drift { .. } | StudyError::NothingToResume { .. }) => {
                 ErrorKind::Config

@@ -30,6 +30,8 @@ pub struct RunOptions {
     /// Take the advisory device locks (the default): two measurements on one device would
     /// each measure the other's load.
     pub lock: bool,
+    /// Wait while another run holds a device (`--wait`), instead of refusing.
+    pub wait_for_devices: bool,
     /// The energy sampler's interval.
     pub sampling_interval: Duration,
 }
@@ -38,6 +40,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             lock: true,
+            wait_for_devices: false,
             sampling_interval: DEFAULT_SAMPLING_INTERVAL,
         }
     }
@@ -78,6 +81,8 @@ pub struct StudyOptions {
     pub gaps: bool,
     /// Take the advisory device locks (the default).
     pub lock: bool,
+    /// Wait while another run holds a device (`--wait`), instead of refusing.
+    pub wait_for_devices: bool,
     /// The energy sampler's interval in each cell.
     pub sampling_interval: Duration,
     /// Where the cells run.
@@ -98,6 +103,7 @@ impl StudyOptions {
             timeout_hours: None,
             gaps: true,
             lock: true,
+            wait_for_devices: false,
             sampling_interval: DEFAULT_SAMPLING_INTERVAL,
             executor: ExecutorChoice::AsPlanned,
             slurm: SlurmOverrides::default(),

@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use llem_config::StudyPlan;
 use llem_config::user_config::UserConfig;
 use llem_energy::SensorEnv;
-use llem_harness::{ExperimentOutcome, ExperimentRequest, Progress};
+use llem_harness::{Event, ExperimentOutcome, ExperimentRequest, Progress};
 use llem_results::layout;
 
 use crate::{AppError, RunOptions, host};
@@ -94,12 +94,26 @@ pub fn run_one(
     // The devices a study would lock are locked for a single run too, before anything is
     // created: two measurements on one device would each measure the other's load.
     let _device_locks = if opts.lock {
-        Some(llem_study::lock_for_experiment(
+        let stop = || cancel.load(Ordering::SeqCst);
+        let mut on_wait = |e: &llem_study::LockError| {
+            progress.event(Event::Note(llem_study::waiting_note(e)));
+        };
+        let on_held = if opts.wait_for_devices {
+            llem_study::OnHeld::Wait {
+                stop: &stop,
+                on_wait: &mut on_wait,
+            }
+        } else {
+            llem_study::OnHeld::Refuse
+        };
+        let held = llem_study::lock_for_experiment(
             &host::lock_dir(),
             &crate::study::lock_resources(plan),
             &host::hostname(),
             format!("experiment '{}'", plan.study_name),
-        )?)
+            on_held,
+        )?;
+        Some(held.ok_or(AppError::Cancelled)?)
     } else {
         None
     };

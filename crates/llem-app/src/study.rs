@@ -75,6 +75,7 @@ fn runner_options(
         ),
         host: host::hostname(),
         lock_resources: resources,
+        lock_wait: opts.wait_for_devices,
         no_gaps: !opts.gaps,
         kill_grace: KILL_GRACE,
         sampling_interval: opts.sampling_interval,

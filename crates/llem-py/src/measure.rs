@@ -222,6 +222,7 @@ fn measure(
 ) -> PyResult<(String, String)> {
     let run = llem_app::RunOptions {
         lock: opt::flag("lock", lock.as_ref(), true)?,
+        wait_for_devices: false,
         sampling_interval: opt::interval("sampling_interval", sampling_interval.as_ref())?,
     };
     let verbose = opt::level("verbose", verbose.as_ref())?;

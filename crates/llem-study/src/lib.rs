@@ -26,7 +26,9 @@ use std::path::PathBuf;
 
 pub use breaker::{CircuitBreaker, Verdict};
 pub use executor::{Execution, Executor, Local, Slurm};
-pub use locks::{DeviceLocks, LockError, lock_for_experiment, study_runner_alive};
+pub use locks::{
+    DeviceLocks, LockError, OnHeld, lock_for_experiment, study_runner_alive, waiting_note,
+};
 pub use protocol::{CellMessage, CellSpec, PARENT_PID_ENV};
 pub use resume::{find_resumable, load_manifest, resume_target};
 pub use runner::{Observer, ResumeFrom, StudyEvent, StudyOptions, StudyOutcome, run_study};
@@ -98,6 +100,9 @@ pub enum StudyError {
     /// The study is not one this operation applies to.
     #[error("{0}")]
     Refused(String),
+    /// Stopped (Ctrl-C) while waiting for the device locks: nothing was created.
+    #[error("stopped while waiting for the device locks; nothing was started")]
+    Cancelled,
     /// A manifest that cannot be read.
     #[error("cannot read {path}: {message}")]
     BadManifest {

@@ -167,21 +167,50 @@ pub fn try_lock_file(path: &Path) -> std::io::Result<Option<File>> {
     }
 }
 
+/// How a run that finds a device locked goes on.
+pub enum OnHeld<'a> {
+    /// It refuses at once, naming the holder.
+    Refuse,
+    /// It waits (`--wait`), told once who holds the lock, until `stop` says to give up.
+    Wait {
+        /// True to stop waiting (Ctrl-C).
+        stop: &'a dyn Fn() -> bool,
+        /// Hears who holds it, once.
+        on_wait: &'a mut dyn FnMut(&LockError),
+    },
+}
+
 /// Takes the device locks for one experiment run outside a study (`llem run exp.yaml`): the
-/// same locks, and the same refusal, as a study's, held until the value is dropped.
+/// same locks as a study's, held until the value is dropped; `Ok(None)` when told to stop
+/// while waiting.
 pub fn lock_for_experiment(
     dir: &Path,
     resources: &[String],
     host: &str,
     purpose: String,
-) -> Result<DeviceLocks, LockError> {
+    on_held: OnHeld<'_>,
+) -> Result<Option<DeviceLocks>, LockError> {
     let holder = Holder {
         pid: std::process::id(),
         host: host.to_string(),
         started_at: llem_results::time::iso8601_utc(llem_results::time::unix_now_s()),
         purpose,
     };
-    acquire(dir, resources, &holder)
+    match on_held {
+        OnHeld::Refuse => acquire(dir, resources, &holder).map(Some),
+        OnHeld::Wait { stop, on_wait } => acquire_waiting(dir, resources, &holder, stop, on_wait),
+    }
+}
+
+/// What a run waiting for a lock says: which device, who holds it, how to stop.
+pub fn waiting_note(e: &LockError) -> String {
+    match e {
+        LockError::Held { resource, holder } => format!(
+            "waiting for {resource}, held by {} (Ctrl-C stops waiting)",
+            describe(holder.as_ref())
+        ),
+        other => other.to_string(),
+    }
 }
 
 /// Whether a runner holds the lock of the study in `dir`: `Some(false)` when the manifest

@@ -233,6 +233,10 @@ pub struct RunArgs {
     /// Take no device locks (something else schedules the GPUs).
     #[arg(long)]
     pub no_lock: bool,
+    /// When another llem run holds a device, wait for it (saying who holds it) instead of
+    /// refusing; Ctrl-C stops the wait.
+    #[arg(long, conflicts_with = "no_lock")]
+    pub wait: bool,
     /// No pauses between cells and cycles (thermal recovery off).
     #[arg(long)]
     pub no_gaps: bool,

@@ -25,6 +25,7 @@ pub fn plan(args: &RunArgs) -> PlanOptions {
 pub fn run(args: &RunArgs) -> RunOptions {
     RunOptions {
         lock: !args.no_lock,
+        wait_for_devices: args.wait,
         sampling_interval: args.interval,
     }
 }
@@ -71,6 +72,7 @@ pub fn study(args: &RunArgs, resume: ResumeFrom, launcher: Launcher) -> llem_app
         timeout_hours: args.timeout,
         gaps: !args.no_gaps,
         lock: !args.no_lock,
+        wait_for_devices: args.wait,
         sampling_interval: args.interval,
         executor: executor(args),
         slurm: slurm(args),

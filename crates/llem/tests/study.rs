@@ -695,6 +695,36 @@ fn a_second_study_on_the_same_devices_fails_fast_naming_the_holder() {
         "{err}"
     );
     assert_eq!(sb.study_dirs(), vec![dir.clone()], "nothing created");
+    // With --wait it waits instead, saying who holds the devices, and runs once they are free.
+    let log = sb.path().join("waiter.log");
+    let results = sb.results();
+    let mut waiter = Reaper(
+        sb.cmd(&[
+            "run",
+            single.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
+            "--wait",
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let holder = format!("waiting for cpu, held by PID {}", first.0.id());
+    wait_for(
+        "the waiting run to say who holds the devices",
+        Duration::from_secs(60),
+        || {
+            let said = std::fs::read_to_string(&log).ok()?;
+            said.contains(&holder).then_some(())
+        },
+    );
+    assert_eq!(
+        sb.study_dirs(),
+        vec![dir.clone()],
+        "nothing created while waiting"
+    );
 
     // The first study is stopped with Ctrl-C: its cell is terminated and marked interrupted.
     signal(&first.0, nix::sys::signal::Signal::SIGINT);
@@ -704,6 +734,11 @@ fn a_second_study_on_the_same_devices_fails_fast_naming_the_holder() {
     assert_eq!(m.status, StudyStatus::Interrupted);
     assert_eq!(m.experiments[0].status, CellStatus::Interrupted);
     assert_eq!(m.experiments[1].status, CellStatus::Pending);
+    // The waiting run took the free devices and measured.
+    let status = waiter.0.wait().unwrap();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert_eq!(sb.study_dirs().len(), 2, "{said}");
 
     // The design changed since: resume refuses and says what drifted.
     std::fs::write(&yaml, long.replace("n_prompts: 400", "n_prompts: 300")).unwrap();

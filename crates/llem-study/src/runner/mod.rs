@@ -53,6 +53,9 @@ pub struct StudyOptions {
     pub lock_dir: Option<PathBuf>,
     /// Devices to lock (`gpu0`, ..., or `cpu` when the study uses no GPU).
     pub lock_resources: Vec<String>,
+    /// `--wait`: while another run holds a device, wait for it (saying who holds it) instead
+    /// of refusing; Ctrl-C stops the wait.
+    pub lock_wait: bool,
     /// `--no-gaps`: no pauses between cells and cycles.
     pub no_gaps: bool,
     /// Between SIGTERM and SIGKILL when a cell is stopped.
@@ -487,7 +490,7 @@ pub fn run_study(
     opts: &StudyOptions,
     obs: &mut dyn Observer,
 ) -> Result<StudyOutcome, StudyError> {
-    let prepared = prepare::prepare(plan, opts)?;
+    let prepared = prepare::prepare(plan, opts, obs)?;
     let dir = prepared.dir.clone();
     if prepared.resumed && crate::slurm::record::slurm_dir(&dir).exists() {
         // Its tasks may still be queued; running its cells here too would measure them twice.

@@ -2,6 +2,7 @@
 //! its locks, its artefacts and its manifest.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use llem_config::StudyPlan;
 use llem_config::plan::PlannedConfig;
@@ -11,7 +12,7 @@ use llem_results::{
     CellStatus, ExperimentResult, Manifest, ManifestEntry, StudyStatus, StudySummary,
 };
 
-use super::{ResumeFrom, StudyOptions, io_err};
+use super::{Observer, ResumeFrom, StudyEvent, StudyOptions, io_err};
 use crate::locks::{self, DeviceLocks, Holder};
 use crate::{StudyError, artefacts, resume};
 
@@ -134,6 +135,7 @@ fn take_device_locks(
     opts: &StudyOptions,
     plan: &StudyPlan,
     where_: &Path,
+    obs: &mut dyn Observer,
 ) -> Result<Option<DeviceLocks>, StudyError> {
     let Some(dir) = &opts.lock_dir else {
         return Ok(None);
@@ -144,7 +146,16 @@ fn take_device_locks(
         started_at: iso8601_utc(unix_now_s()),
         purpose: format!("study '{}' in {}", plan.study_name, where_.display()),
     };
-    let held = locks::acquire(dir, &opts.lock_resources, &holder)?;
+    let held = if opts.lock_wait {
+        let stop = || opts.interrupts.load(Ordering::SeqCst) > 0;
+        let mut on_wait = |e: &locks::LockError| {
+            obs.event(StudyEvent::Note(&locks::waiting_note(e)));
+        };
+        locks::acquire_waiting(dir, &opts.lock_resources, &holder, &stop, &mut on_wait)?
+            .ok_or(StudyError::Cancelled)?
+    } else {
+        locks::acquire(dir, &opts.lock_resources, &holder)?
+    };
     tracing::info!(devices = ?held.resources(), "holding the device locks");
     Ok(Some(held))
 }
@@ -158,7 +169,11 @@ pub(crate) struct Prepared {
     _device_locks: Option<DeviceLocks>,
 }
 
-pub(crate) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared, StudyError> {
+pub(crate) fn prepare(
+    plan: &StudyPlan,
+    opts: &StudyOptions,
+    obs: &mut dyn Observer,
+) -> Result<Prepared, StudyError> {
     let fresh = fresh_manifest(plan, &opts.llem_version, &opts.host);
     let stamp = dir_stamp_utc(unix_now_s());
     let resume_dir = match &opts.resume {
@@ -187,7 +202,7 @@ pub(crate) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared,
                 new: fresh.study_design_hash,
             });
         }
-        let device_locks = take_device_locks(opts, plan, &dir)?;
+        let device_locks = take_device_locks(opts, plan, &dir, obs)?;
         let mut manifest = resume::merge(&old, fresh);
         recover_finished_cells(&dir, &old, &mut manifest);
         artefacts::write_resumed(
@@ -205,7 +220,9 @@ pub(crate) fn prepare(plan: &StudyPlan, opts: &StudyOptions) -> Result<Prepared,
     }
     // The locks first: a study that cannot take them leaves no directory behind.
     let nominal = layout::study_dir(&opts.results_dir, &plan.study_name, &stamp);
-    let device_locks = take_device_locks(opts, plan, &nominal)?;
+    let device_locks = take_device_locks(opts, plan, &nominal, obs)?;
+    // Named when it starts, not when it began to wait for the devices.
+    let stamp = dir_stamp_utc(unix_now_s());
     // Two studies of one name started in the same second get distinct directories.
     let dir = layout::create_study_dir(&opts.results_dir, &plan.study_name, &stamp).map_err(
         io_err("cannot create a study directory in", &opts.results_dir),

@@ -263,7 +263,12 @@ pub fn submit(
     // Device locks are taken by each task on its node, not by the login node.
     local.lock_dir = None;
     local.resume = resume_dir.clone().map_or(ResumeFrom::New, ResumeFrom::Dir);
-    let prepared = prepare(plan, &local)?;
+    // Without locks, nothing waits: there is nothing to tell.
+    struct Silent;
+    impl crate::Observer for Silent {
+        fn event(&mut self, _: crate::StudyEvent<'_>) {}
+    }
+    let prepared = prepare(plan, &local, &mut Silent)?;
     let dir = prepared.dir.clone();
     let mut manifest = prepared.manifest.clone();
     let slurm_dir = record::slurm_dir(&dir);
