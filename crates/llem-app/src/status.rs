@@ -16,8 +16,10 @@ use crate::AppError;
 pub struct NodeRow {
     /// Cells completed on it.
     pub completed: usize,
-    /// Cells failed or interrupted on it.
+    /// Cells failed on it.
     pub failed: usize,
+    /// Cells interrupted on it (Ctrl-C, a killed runner): not failures, `--resume` runs them.
+    pub interrupted: usize,
     /// Cells running on it.
     pub running: usize,
     /// Mean seconds of its completed cells.
@@ -60,8 +62,10 @@ pub struct StatusReport {
     pub running: usize,
     /// Cells waiting.
     pub pending: usize,
-    /// Cells failed or interrupted.
+    /// Cells failed.
     pub failed: usize,
+    /// Cells interrupted (Ctrl-C, a killed runner, a cancelled job): `--resume` runs them.
+    pub interrupted: usize,
     /// Cells skipped.
     pub skipped: usize,
     /// Every cell.
@@ -183,6 +187,22 @@ pub fn eta(m: &Manifest, gap_s: f64, parallel: usize) -> Option<f64> {
     Some((left / parallel.max(1) as f64).ceil() * (mean + gap_s))
 }
 
+/// Seconds left in a phase that has done `done` of `total` units in `elapsed_s`: the rest at
+/// the phase's mean rate so far (its whole elapsed time, so one slow or quick unit moves it
+/// little). `None` until it means something: before the first unit, in the phase's first
+/// 5 s, or under 2 % of the work.
+pub fn phase_eta(done: u64, total: u64, elapsed_s: f64) -> Option<f64> {
+    if done == 0
+        || total == 0
+        || elapsed_s.is_nan()
+        || elapsed_s < 5.0
+        || done.saturating_mul(50) < total
+    {
+        return None;
+    }
+    Some(elapsed_s * total.saturating_sub(done) as f64 / done as f64)
+}
+
 /// Each node's completed, failed and running cells and mean cell time, and the cells that
 /// did not complete. A local study's cells are its host's; a Slurm cell that failed before
 /// a node took it counts on no node.
@@ -208,7 +228,12 @@ fn nodes_and_failures(
             CellStatus::Running => nodes.entry(node).or_default().running += 1,
             CellStatus::Failed | CellStatus::Interrupted => {
                 if e.node.is_some() || executor == "local" {
-                    nodes.entry(node).or_default().failed += 1;
+                    let row = nodes.entry(node).or_default();
+                    if e.status == CellStatus::Failed {
+                        row.failed += 1;
+                    } else {
+                        row.interrupted += 1;
+                    }
                 }
             }
             CellStatus::Pending | CellStatus::Skipped => {}
@@ -253,7 +278,8 @@ fn report(dir: &Path, m: &Manifest, x: Execution) -> StatusReport {
         completed: s.completed,
         running,
         pending: s.pending,
-        failed: s.failed + s.interrupted,
+        failed: s.failed,
+        interrupted: s.interrupted,
         skipped: s.skipped,
         total: s.total_experiments,
         nodes,
@@ -273,6 +299,25 @@ fn report(dir: &Path, m: &Manifest, x: Execution) -> StatusReport {
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_phase_eta_is_hidden_until_it_means_something_then_follows_the_mean_rate() {
+        // The first seconds, nothing done, or one batch of a long phase: no figure.
+        assert_eq!(phase_eta(0, 100, 90.0), None);
+        assert_eq!(phase_eta(10, 100, 4.0), None);
+        assert_eq!(phase_eta(1, 100, 60.0), None);
+        assert_eq!(phase_eta(5, 100, f64::NAN), None);
+        // 20 of 100 in 40 s: 80 more at 2 s each.
+        assert_eq!(phase_eta(20, 100, 40.0), Some(160.0));
+        // A pause between completions lengthens it smoothly, never by orders of magnitude.
+        let (a, b) = (
+            phase_eta(20, 100, 40.0).unwrap(),
+            phase_eta(20, 100, 44.0).unwrap(),
+        );
+        assert!(b > a && b / a < 1.2);
+        assert_eq!(phase_eta(100, 100, 200.0), Some(0.0));
+        assert_eq!(phase_eta(120, 100, 200.0), Some(0.0));
+    }
 
     /// A manifest of `cells`: (status, node, elapsed s).
     fn manifest(cells: &[(&str, Option<&str>, Option<f64>)]) -> Manifest {
@@ -377,6 +422,18 @@ mod tests {
             local(),
         );
         assert_eq!(r.nodes["here"].failed, 1);
+        // An interrupted cell is not a failure: counted apart, listed with the cells left.
+        let r = report(
+            Path::new("/s"),
+            &manifest(&[("interrupted", None, None), ("completed", None, Some(1.0))]),
+            local(),
+        );
+        assert_eq!((r.failed, r.interrupted), (0, 1));
+        assert_eq!(
+            (r.nodes["here"].failed, r.nodes["here"].interrupted),
+            (0, 1)
+        );
+        assert_eq!(r.not_completed.len(), 1);
     }
 
     #[test]

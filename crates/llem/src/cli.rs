@@ -183,7 +183,7 @@ pub struct RunArgs {
     #[arg(short = 'm', long)]
     pub model: Option<String>,
     /// Engine for every experiment (the help lists the registered ones).
-    #[arg(short = 'e', long, help = engine_help())]
+    #[arg(short = 'e', long, help = engine_help(), value_parser = named::<Engine>(Engine::NAMES))]
     pub engine: Option<Engine>,
     /// Number of prompts for every experiment.
     #[arg(short = 'n', long = "n-prompts", value_parser = clap::value_parser!(u32).range(1..))]
@@ -191,8 +191,8 @@ pub struct RunArgs {
     /// Number of cycles (studies default to 3).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub cycles: Option<u32>,
-    /// Execution order: sequential, interleave, shuffle, reverse, latin_square.
-    #[arg(long)]
+    /// Execution order of the cells across cycles.
+    #[arg(long, value_parser = named::<ExperimentOrder>(ExperimentOrder::NAMES))]
     pub order: Option<ExperimentOrder>,
     /// Results directory.
     #[arg(short = 'o', long)]
@@ -250,6 +250,56 @@ pub struct RunArgs {
 }
 
 /// `--executor`.
+/// A value that is one of `names`, parsed by its own `FromStr` (whose error names the
+/// nearest), and whose names the help lists and shell completion offers.
+#[derive(Clone)]
+struct Named<T> {
+    names: &'static [&'static str],
+    marker: std::marker::PhantomData<fn() -> T>,
+}
+
+fn named<T>(names: &'static [&'static str]) -> Named<T> {
+    Named {
+        names,
+        marker: std::marker::PhantomData,
+    }
+}
+
+impl<T> clap::builder::TypedValueParser for Named<T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::fmt::Display,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_string_lossy();
+        text.parse::<T>().map_err(|e| {
+            let arg = arg.map_or_else(String::new, |a| format!(" for '{a}'"));
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!("invalid value '{text}'{arg}: {e}\n"),
+            )
+            .with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            self.names
+                .iter()
+                .map(|n| clap::builder::PossibleValue::new(*n)),
+        ))
+    }
+}
+
 /// `--engine`'s help: every engine the configuration knows, from its own list.
 fn engine_help() -> String {
     format!("Engine for every experiment: {}", Engine::NAMES.join(", "))

@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{HumanDuration, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use llem_app::{Event, Phase, Progress};
 
 /// Renders harness events on stderr.
@@ -28,13 +28,28 @@ impl Bars {
 
     fn style(total: Option<u64>) -> ProgressStyle {
         let t = if total.is_some() {
-            "{spinner:.cyan} {prefix:>13.bold} [{bar:30.cyan/blue}] {pos}/{len} {elapsed:>4} (eta {eta}) {msg}"
+            "{spinner:.cyan} {prefix:>13.bold} [{bar:30.cyan/blue}] {pos}/{len} {elapsed:>4}{phase_eta} {msg}"
         } else {
             "{spinner:.cyan} {prefix:>13.bold} {elapsed:>4} {msg}"
         };
         ProgressStyle::with_template(t)
             .unwrap_or_else(|_| ProgressStyle::default_spinner())
             .progress_chars("=> ")
+            // indicatif's own estimate follows the last few steps: with a request finishing
+            // now and then it swung from seconds to days. The phase's mean rate does not.
+            .with_key(
+                "phase_eta",
+                |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+                    let left = llem_app::status::phase_eta(
+                        s.pos(),
+                        s.len().unwrap_or(0),
+                        s.elapsed().as_secs_f64(),
+                    );
+                    if let Some(left) = left.and_then(|s| Duration::try_from_secs_f64(s).ok()) {
+                        let _ = write!(w, " (eta {})", HumanDuration(left));
+                    }
+                },
+            )
     }
 }
 

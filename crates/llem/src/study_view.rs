@@ -114,8 +114,14 @@ impl StudyView {
         let verb = if resumed { "resuming" } else { "study" };
         let s = &manifest.summary;
         if !self.quiet {
+            let cycles = manifest
+                .experiments
+                .iter()
+                .map(|e| e.cycle)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len();
             eprintln!(
-                "llem: {verb} '{}' ({}): {} cells ({} configurations x cycles), {} already done\n      {}",
+                "llem: {verb} '{}' ({}): {} cells ({} configurations x {cycles} cycles), {} already done\n      {}",
                 manifest.study_name,
                 manifest.study_design_hash,
                 s.total_experiments,

@@ -62,6 +62,11 @@ fn study(home: &Path) -> PathBuf {
         &["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let said = text(&o.stderr);
+    assert!(
+        said.contains("8 cells (4 configurations x 2 cycles)"),
+        "{said}"
+    );
     let dirs: Vec<PathBuf> = std::fs::read_dir(&out)
         .unwrap()
         .flatten()
@@ -290,6 +295,13 @@ fn study_cells_load_round_trip_query_export_and_report() {
     assert!(
         shown.contains("energy per token")
             && shown.contains("configuration (effective_config.json)"),
+        "{shown}"
+    );
+    // A CPU run names its device without a GPU count.
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.contains("device") && l.trim_end().ends_with("CPU")),
         "{shown}"
     );
     let o = llem(

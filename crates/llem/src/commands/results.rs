@@ -245,7 +245,15 @@ fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
         ("engine", r.extra.engine.clone().unwrap_or_default()),
         ("model", r.model_id.clone()),
         ("task / dataset", r.task.clone()),
-        ("device", format!("{} x{}", r.gpu_model, r.num_gpus)),
+        (
+            "device",
+            // A CPU run has no GPUs to count: "CPU x0" read as no device at all.
+            if r.num_gpus == 0 {
+                r.gpu_model.clone()
+            } else {
+                format!("{} x{}", r.gpu_model, r.num_gpus)
+            },
+        ),
         ("batch (max_num_seqs)", r.max_num_seqs.to_string()),
         (
             "window",

@@ -9,8 +9,8 @@ use crate::study_view::human;
 fn print_text(r: &StatusReport, asked: Option<&str>) {
     println!("{} ({}, {})", r.study_name, r.executor, r.study_dir);
     println!(
-        "  {}: {} of {} cells completed, {} running, {} pending, {} failed, {} skipped",
-        r.status, r.completed, r.total, r.running, r.pending, r.failed, r.skipped
+        "  {}: {} of {} cells completed, {} running, {} pending, {} failed, {} interrupted, {} skipped",
+        r.status, r.completed, r.total, r.running, r.pending, r.failed, r.interrupted, r.skipped
     );
     match r.eta_s {
         Some(s) if s > 0.0 => println!(
@@ -23,15 +23,16 @@ fn print_text(r: &StatusReport, asked: Option<&str>) {
     }
     if !r.nodes.is_empty() {
         println!(
-            "  {:<24} {:>9} {:>7} {:>7} {:>10}",
-            "node", "completed", "failed", "running", "mean cell"
+            "  {:<24} {:>9} {:>7} {:>11} {:>7} {:>10}",
+            "node", "completed", "failed", "interrupted", "running", "mean cell"
         );
         for (n, row) in &r.nodes {
             println!(
-                "  {:<24} {:>9} {:>7} {:>7} {:>10}",
+                "  {:<24} {:>9} {:>7} {:>11} {:>7} {:>10}",
                 n,
                 row.completed,
                 row.failed,
+                row.interrupted,
                 row.running,
                 row.mean_cell_s.map_or_else(|| "-".into(), human)
             );
