@@ -58,7 +58,10 @@ pub fn from_model(model: &str) -> InferredEngine {
     {
         return InferredEngine {
             engine: Engine::LlamaCpp,
-            reason: format!("`{model}` is a directory holding one GGUF file, {one}"),
+            reason: format!(
+                "`{model}` is a directory holding one GGUF file, {}",
+                one.file_name().unwrap_or_default().to_string_lossy()
+            ),
         };
     }
     let reason = if dir.join("config.json").is_file() {
@@ -74,9 +77,9 @@ pub fn from_model(model: &str) -> InferredEngine {
     }
 }
 
-/// The names of the `.gguf` files directly in `dir`.
-fn ggufs_in(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
+/// The `.gguf` files directly in `dir`, sorted (a model directory holding one is that model).
+pub fn ggufs_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -85,10 +88,11 @@ fn ggufs_in(dir: &Path) -> Vec<String> {
                         && f.extension()
                             .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
                 })
-                .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    out.sort();
+    out
 }
 
 #[cfg(test)]

@@ -52,23 +52,7 @@ pub fn resolve_model(model: &str, assets: &Path) -> Option<PathBuf> {
     dirs.into_iter().map(|d| d.join(p)).find(|c| c.is_file())
 }
 
-/// The `.gguf` files directly in `dir`, sorted.
-pub fn ggufs_in(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|f| {
-                    f.is_file()
-                        && f.extension()
-                            .is_some_and(|x| x.eq_ignore_ascii_case("gguf"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
+pub use llem_config::infer::ggufs_in;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
