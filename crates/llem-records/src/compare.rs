@@ -12,6 +12,8 @@ pub struct Metric {
     pub name: &'static str,
     /// Unit as printed.
     pub unit: &'static str,
+    /// What it is, in words, for a reader of the report (the name is the field's).
+    pub words: &'static str,
     /// True when smaller is better.
     pub lower_is_better: bool,
     /// The value of one run, when it has one.
@@ -29,48 +31,56 @@ pub const METRICS: &[Metric] = &[
     Metric {
         name: "mj_per_tok_total",
         unit: "mJ/tok",
+        words: "energy per output token",
         lower_is_better: true,
         get: LlmRun::mj_per_tok_total,
     },
     Metric {
         name: "mj_per_tok_adjusted",
         unit: "mJ/tok",
+        words: "energy per output token above idle",
         lower_is_better: true,
         get: |r| r.extra.mj_per_tok_adjusted,
     },
     Metric {
         name: "system_mj_per_tok",
         unit: "mJ/tok",
+        words: "system energy per output token",
         lower_is_better: true,
         get: LlmRun::system_mj_per_tok,
     },
     Metric {
         name: "output_throughput_tokens_per_sec",
         unit: "tok/s",
+        words: "output throughput",
         lower_is_better: false,
         get: |r| finite(r.output_throughput_tokens_per_sec),
     },
     Metric {
         name: "avg_power_watts",
         unit: "W",
+        words: "average power",
         lower_is_better: true,
         get: |r| finite(r.avg_power_watts),
     },
     Metric {
         name: "ttft_p99_ms",
         unit: "ms",
+        words: "time to first token, p99",
         lower_is_better: true,
         get: |r| r.extra.ttft_p99_ms,
     },
     Metric {
         name: "p50_itl_ms",
         unit: "ms",
+        words: "inter-token latency, median",
         lower_is_better: true,
         get: |r| finite(r.p50_itl_ms),
     },
     Metric {
         name: "p99_itl_ms",
         unit: "ms",
+        words: "inter-token latency, p99",
         lower_is_better: true,
         get: |r| finite(r.p99_itl_ms),
     },

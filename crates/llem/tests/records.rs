@@ -389,6 +389,39 @@ fn study_cells_load_round_trip_query_export_and_report() {
         );
     }
     report_shows_every_configuration_apart(&dom_text, &labels);
+    // The summary table's headers are words with units; the field names are their titles.
+    let summary = dom_text
+        .split("<section id=\"summary\">")
+        .nth(1)
+        .expect("the summary section")
+        .split("</table>")
+        .next()
+        .unwrap();
+    assert!(
+        summary.contains("title=\"mj_per_tok_total\">energy per output token (mJ/tok)"),
+        "{summary}"
+    );
+    assert!(!summary.contains(">mj_per_tok_total"), "{summary}");
+    // Why a configuration is hollow is printed under the charts, not only on hover.
+    let pareto = dom_text
+        .split("<section id=\"pareto\">")
+        .nth(1)
+        .expect("the Pareto section")
+        .split("</section>")
+        .next()
+        .unwrap();
+    let html_escape = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    for c in llem_records::compare::configurations(&runs) {
+        if c.runs.iter().all(|r| !r.is_stable) {
+            let why = &c.runs.get(0).unwrap().unstable_reason;
+            let item = format!("<li>{}: {}</li>", html_escape(&c.label), html_escape(why));
+            assert!(pareto.contains(&item), "{item} not in {pareto}");
+        }
+    }
     let errors: Vec<&str> = text(&dom.stderr)
         .lines()
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))

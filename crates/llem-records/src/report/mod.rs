@@ -305,7 +305,11 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
     }
     h.push_str("<table><tr><th class=\"t\">configuration</th><th>runs</th>");
     for m in METRICS {
-        let _ = write!(h, "<th>{} ({})<br>mean ± 95 % CI</th>", m.name, m.unit);
+        let _ = write!(
+            h,
+            "<th title=\"{}\">{} ({})<br>mean ± 95 % CI</th>",
+            m.name, m.words, m.unit
+        );
     }
     h.push_str("</tr>");
     for c in configs {
@@ -346,7 +350,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
             " No configuration passed the stability rules: all {u} are hollow, and the line joins the best of them."
         ),
         (u, _) => format!(
-            " Hollow points: {u} configuration(s) whose runs failed a stability rule (the reason on hover); the frontier leaves them out."
+            " Hollow points: {u} configuration(s) whose runs failed a stability rule (why, under the charts); the frontier leaves them out."
         ),
     };
     let dropped = if left_out > 0 {
@@ -384,6 +388,18 @@ fn pareto_section(h: &mut String, runs: &Runs) {
     };
     if let Some(c) = pareto_chart("pareto-latency", t, &front_configs, metric, label, false) {
         h.push_str(&figure(&c));
+    }
+    // Why each hollow point is hollow, in print too (a hover says nothing on paper).
+    let hollow: Vec<(String, String)> = front_configs
+        .iter()
+        .filter_map(|c| unstable(c).map(|why| (c.label.clone(), why)))
+        .collect();
+    if !hollow.is_empty() {
+        h.push_str("<p>Unstable configurations (hollow):</p><ul class=\"unstable\">");
+        for (label, why) in &hollow {
+            let _ = write!(h, "<li>{}: {}</li>", esc(label), esc(why));
+        }
+        h.push_str("</ul>");
     }
     h.push_str("</section>");
 }
