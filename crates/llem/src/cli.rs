@@ -182,8 +182,8 @@ pub struct RunArgs {
     /// Model for every experiment (Hugging Face id, directory or GGUF file).
     #[arg(short = 'm', long)]
     pub model: Option<String>,
-    /// Engine for every experiment (the help lists the registered ones).
-    #[arg(short = 'e', long, help = engine_help(), value_parser = named::<Engine>(Engine::NAMES))]
+    /// Engine for every experiment
+    #[arg(short = 'e', long, value_parser = named::<Engine>(Engine::NAMES))]
     pub engine: Option<Engine>,
     /// Number of prompts for every experiment.
     #[arg(short = 'n', long = "n-prompts", value_parser = clap::value_parser!(u32).range(1..))]
@@ -298,11 +298,6 @@ where
                 .map(|n| clap::builder::PossibleValue::new(*n)),
         ))
     }
-}
-
-/// `--engine`'s help: every engine the configuration knows, from its own list.
-fn engine_help() -> String {
-    format!("Engine for every experiment: {}", Engine::NAMES.join(", "))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -243,6 +243,12 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     }
     let g = r.goodput.as_ref().unwrap();
     assert!(g.requests > 0 && g.requests_meeting_slo == g.requests);
+    // The headline says it too, with the bound it was held to.
+    let said = format!(
+        "goodput     {} of {} requests within the SLO (TTFT ≤ 60000 ms): 100 %",
+        g.requests_meeting_slo, g.requests
+    );
+    assert!(stderr.contains(&said), "{stderr}");
     assert!(
         std::fs::read_to_string(cell.join("server.log"))
             .unwrap()

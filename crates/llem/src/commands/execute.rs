@@ -60,6 +60,26 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
             opt(l.tpot_mean_ms, "ms", 2)
         );
     }
+    if let Some(g) = &r.goodput {
+        let bounds: Vec<String> = [
+            ("TTFT", g.slo_ttft_ms),
+            ("TPOT", g.slo_tpot_ms),
+            ("end-to-end", g.slo_e2e_ms),
+        ]
+        .iter()
+        .filter_map(|(name, bound)| bound.map(|b| format!("{name} ≤ {b} ms")))
+        .collect();
+        let _ = writeln!(
+            s,
+            "   goodput     {} of {} requests within the SLO ({}): {:.0} %, {}, {} per good request",
+            g.requests_meeting_slo,
+            g.requests,
+            bounds.join(", "),
+            g.goodput_fraction * 100.0,
+            opt(g.goodput_req_per_s, "req/s", 2),
+            opt(g.energy_per_good_request_j, "J", 2)
+        );
+    }
     if let Some(f) = &r.flops {
         let _ = writeln!(
             s,
