@@ -34,21 +34,22 @@ pub struct HostLoad {
 /// files are not there or not as expected (not Linux, a restricted `/proc`).
 pub fn snapshot(proc_root: &Path, pid: u32) -> Option<CpuSnapshot> {
     let stat = std::fs::read_to_string(proc_root.join("stat")).ok()?;
-    let line = stat.lines().next().filter(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    // user nice system idle iowait irq softirq steal (guest time is already in user/nice).
-    let total: u64 = v.iter().take(8).sum();
-    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+    let (busy, total) = crate::sensors::estimate::aggregate_cpu_times(&stat)?;
     Some(CpuSnapshot {
-        busy_ticks: total.saturating_sub(idle),
+        busy_ticks: busy,
         total_ticks: total,
         ours_ticks: tree_ticks(proc_root, pid)?,
     })
+}
+
+/// This process's counters now, from `/proc`: the start of a measurement.
+pub fn start() -> Option<CpuSnapshot> {
+    snapshot(Path::new("/proc"), std::process::id())
+}
+
+/// The CPU since `start` (this process's counters, read again now).
+pub fn since(start: Option<CpuSnapshot>) -> Option<HostLoad> {
+    between(&start?, &self::start()?)
 }
 
 /// What happened between two snapshots; `None` when no time passed.

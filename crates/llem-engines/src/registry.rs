@@ -153,11 +153,7 @@ pub fn configured_batch_size(cfg: &ExperimentConfig) -> Option<NonZeroU32> {
                 (a, b) => a.or(b),
             }
         }
-        Runtime::Embedded => Some(
-            cfg.llamacpp
-                .as_deref()
-                .map_or(NonZeroU32::MIN, |l| l.batch_size),
-        ),
+        Runtime::Embedded => Some(llamacpp::plan::slots(cfg)),
         Runtime::Worker => Some(transformers::batch_plan(cfg).1),
     }
 }

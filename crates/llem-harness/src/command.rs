@@ -195,8 +195,7 @@ fn run_metered(
     let Some((program, rest)) = command.split_first() else {
         return Err(CommandError::Config("no command to measure".into()));
     };
-    let proc_root = std::path::Path::new("/proc");
-    let load0 = host_load::snapshot(proc_root, std::process::id());
+    let load0 = host_load::start();
     let t0 = epoch.elapsed().as_secs_f64();
     let mut child =
         Command::new(program)
@@ -210,9 +209,7 @@ fn run_metered(
     let status = child.wait();
     let t1 = epoch.elapsed().as_secs_f64();
     // The command is reaped: its time is in ours.
-    let load = load0
-        .zip(host_load::snapshot(proc_root, std::process::id()))
-        .and_then(|(a, b)| host_load::between(&a, &b));
+    let load = host_load::since(load0);
     notes.extend(
         load.as_ref()
             .and_then(|l| host_load::warning(l, "the command and its children")),

@@ -436,8 +436,7 @@ fn measure_phase(
         },
     });
     let cpu0 = environment::process_cpu_s();
-    let proc_root = std::path::Path::new("/proc");
-    let load0 = host_load::snapshot(proc_root, std::process::id());
+    let load0 = host_load::start();
     let mut sink = Collector {
         epoch,
         phase_start: epoch.elapsed().as_secs_f64(),
@@ -456,9 +455,7 @@ fn measure_phase(
     let mut records = std::mem::take(&mut sink.records);
     let steps = std::mem::take(&mut sink.steps);
     let cpu1 = environment::process_cpu_s();
-    let host_load = load0
-        .zip(host_load::snapshot(proc_root, std::process::id()))
-        .and_then(|(a, b)| host_load::between(&a, &b));
+    let host_load = host_load::since(load0);
     let peak_rss_mib = environment::peak_rss_mib();
     records.sort_by_key(|r| r.request_id);
     let out_tokens: u64 = records.iter().map(|r| u64::from(r.output_tokens)).sum();

@@ -100,20 +100,22 @@ fn cpu_times(stat: &mut ValueFile) -> Result<(u64, u64), SensorError> {
         path: stat.path().to_path_buf(),
         text: text.lines().next().unwrap_or("").chars().take(60).collect(),
     };
-    let line = text
-        .lines()
-        .next()
-        .filter(|l| l.starts_with("cpu "))
-        .ok_or_else(bad)?;
+    aggregate_cpu_times(&text).ok_or_else(bad)
+}
+
+/// Busy and total jiffies from the text of `/proc/stat` (its first, aggregate `cpu` line).
+pub(crate) fn aggregate_cpu_times(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().next().filter(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
         .split_whitespace()
         .skip(1)
-        .map(|x| x.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
     // user nice system idle iowait irq softirq steal (guest time is already in user/nice).
     let total: u64 = v.iter().take(8).sum();
     let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
-    Ok((total.saturating_sub(idle), total))
+    Some((total.saturating_sub(idle), total))
 }
 
 /// Shortest time between reads of `/proc/stat`: the kernel formats the whole file (with its

@@ -13,6 +13,14 @@ use crate::placement::Placement;
 pub(crate) const OPEN_INPUT_TOKENS: u32 = 2048;
 pub(crate) const OPEN_OUTPUT_TOKENS: u32 = 1024;
 
+/// The sequences llama.cpp decodes together for `cfg`: its section's batch size (the embedded
+/// engine's batch, llama-server's `-np`).
+pub(crate) fn slots(cfg: &ExperimentConfig) -> NonZeroU32 {
+    cfg.llamacpp
+        .as_deref()
+        .map_or(NonZeroU32::MIN, |l| l.batch_size)
+}
+
 /// Tokens each of `slots` sequences may hold (prompt + output) for `cfg` on a model trained
 /// with `n_ctx_train` positions: `llamacpp.n_ctx` shared by the slots, else room for the
 /// config's lengths.

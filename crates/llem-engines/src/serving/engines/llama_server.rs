@@ -1,8 +1,8 @@
 //! llama.cpp's `llama-server`, sized like the embedded engine (`llamacpp:` section).
 
-use std::num::NonZeroU32;
-
 use llem_config::ExperimentConfig;
+
+use crate::llamacpp::plan::slots;
 
 use super::{Listen, LocalProgram, MetricNames, ServerArgs, ServerSpec};
 
@@ -22,6 +22,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         kv_cache_usage: &["llamacpp:kv_cache_usage_ratio"],
         ..MetricNames::NONE
     },
+    // Its slots (`-np`): the section's batch size, which the config always holds.
     batch_limit: |cfg| Some(slots(cfg)),
     args,
     request_fields: super::no_request_fields,
@@ -36,13 +37,6 @@ pub static SPEC: ServerSpec = ServerSpec {
     prompt_cache_off: Some("cache_prompt"),
     flags_version: None,
 };
-
-/// Its slots (`-np`): the section's batch size, which the config always holds.
-fn slots(cfg: &ExperimentConfig) -> NonZeroU32 {
-    cfg.llamacpp
-        .as_deref()
-        .map_or(NonZeroU32::MIN, |l| l.batch_size)
-}
 
 /// Every flag llem may pass to `llama-server`, for checking against its `--help`: those of the
 /// command line built for a configuration that sets every option llem maps.
