@@ -596,7 +596,7 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
          baseline: {enabled: true, strategy: fresh, duration_seconds: 5}\n",
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+    let stall_s = writer.join().unwrap();
     let phases = r["phases"].as_array().unwrap();
     let names: Vec<&str> = phases
         .iter()
@@ -625,9 +625,10 @@ fn each_phase_has_its_energy_and_the_lifecycle_sums_them() {
     for p in phases {
         let d = p["end_s"].as_f64().unwrap() - p["start_s"].as_f64().unwrap();
         let e = p["energy_j"].as_f64().unwrap_or_else(|| panic!("{p}"));
-        // 20 W within a sampling interval's worth at each edge.
+        // 20 W within a sampling interval's worth at each edge, and the counter's measured
+        // stall at each edge (a starved writer lags the truth).
         assert!(
-            (e - 20.0 * d).abs() < 20.0 * 0.25 + 0.05 * e,
+            (e - 20.0 * d).abs() < 20.0 * (0.25 + 2.0 * stall_s) + 0.05 * e,
             "{p}: {e} J over {d} s"
         );
         sum += e;
@@ -738,7 +739,7 @@ fn the_difference_method_runs_beside_the_attributed_split() {
          warmup: {n_warmup: 1, thermal_floor_seconds: 0}\nbaseline: {enabled: false}\n",
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+    let stall_s = writer.join().unwrap();
     let b = &r["energy_breakdown"];
     let raw = b["raw_j"].as_f64().unwrap();
     let attributed = b["prefill_j"].as_f64().unwrap();
@@ -761,7 +762,10 @@ fn the_difference_method_runs_beside_the_attributed_split() {
         .find(|p| p["phase"] == "prefill_only")
         .unwrap();
     let span = p["end_s"].as_f64().unwrap() - p["start_s"].as_f64().unwrap();
-    assert!((prefill - 20.0 * span).abs() < 0.1 * prefill + 0.5, "{p}");
+    assert!(
+        (prefill - 20.0 * span).abs() < 0.1 * prefill + 0.5 + 2.0 * 20.0 * stall_s,
+        "{p}, the counter stalled up to {stall_s} s"
+    );
     assert!((p["energy_j"].as_f64().unwrap() - prefill).abs() < 1e-6 * prefill.max(1.0) + 1e-6);
     let names: Vec<&str> = phases
         .iter()
