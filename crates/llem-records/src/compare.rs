@@ -4,7 +4,7 @@
 use super::run::LlmRun;
 use super::runs::Runs;
 use llem_results::MetricStatistics;
-use llem_results::stats::describe;
+use llem_results::stats::{Spread, describe, spread};
 
 /// A metric the summaries and comparisons report.
 pub struct Metric {
@@ -98,8 +98,17 @@ pub struct Configuration {
 impl Configuration {
     /// The statistics of `metric` over the configuration's runs.
     pub fn stats(&self, metric: &Metric) -> Option<MetricStatistics> {
-        let v: Vec<f64> = self.runs.iter().filter_map(metric.get).collect();
-        describe(&v)
+        describe(&self.values(metric))
+    }
+
+    /// The interval of `metric` over the configuration's runs, by the rule tables and
+    /// charts share.
+    pub fn spread(&self, metric: &Metric) -> Spread {
+        spread(&self.values(metric))
+    }
+
+    fn values(&self, metric: &Metric) -> Vec<f64> {
+        self.runs.iter().filter_map(metric.get).collect()
     }
 }
 

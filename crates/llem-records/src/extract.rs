@@ -299,7 +299,7 @@ pub fn align(series: &DeviceSeries, (s, e): (f64, f64)) -> Option<Vec<(f64, f64)
 type Samples = BTreeMap<String, Vec<(f64, f64)>>;
 
 /// One domain's samples: time, value, cumulative energy.
-type DomainSamples = Vec<(f64, f64, Option<f64>)>;
+type DomainSamples = Vec<(f64, Option<f64>, Option<f64>)>;
 
 #[derive(Deserialize, Default)]
 struct RawTimelineFile {
@@ -456,7 +456,7 @@ pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)
             _ => ts.power_w.get(i).copied().flatten(),
         };
         let energy = ts.energy_j.get(i).copied().flatten();
-        if let Some(v) = v {
+        if v.is_some() || energy.is_some() {
             // Package domains first so the base device is the CPU (or GPU 0).
             by_domain
                 .entry((
@@ -467,21 +467,28 @@ pub fn llem_series(r: &LlmRun, metric: &str) -> Result<(DeviceSeries, (f64, f64)
                 .push((*t, v, energy));
         }
     }
+    let power = metric.starts_with("power.");
     let mut series: DeviceSeries = by_domain
         .into_values()
         .map(|s| {
-            if metric == "power.device_average" {
+            // A counter-only domain (RAPL) records energy and no power: its power is the
+            // counter's rise over each sampling interval, as the average power is anyway.
+            let counter_only = s.iter().all(|p| p.1.is_none());
+            if power && (metric == "power.device_average" || counter_only) {
                 s.iter()
                     .zip(s.iter().skip(1))
-                    .map(|(a, b)| match (a.2, b.2) {
-                        (Some(e0), Some(e1)) if b.0 > a.0 => (b.0, (e1 - e0) / (b.0 - a.0)),
-                        _ => (b.0, b.1),
+                    .filter_map(|(a, b)| match (a.2, b.2) {
+                        (Some(e0), Some(e1)) if b.0 > a.0 => Some((b.0, (e1 - e0) / (b.0 - a.0))),
+                        _ => b.1.map(|v| (b.0, v)),
                     })
                     .collect()
             } else {
-                s.into_iter().map(|(t, v, _)| (t, v)).collect()
+                s.into_iter()
+                    .filter_map(|(t, v, _)| v.map(|v| (t, v)))
+                    .collect()
             }
         })
+        .filter(|s: &Vec<(f64, f64)>| !s.is_empty())
         .collect();
     snap_to_base(&mut series);
     Ok((series, window))

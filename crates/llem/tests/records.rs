@@ -461,7 +461,7 @@ fn chart<'a>(dom: &'a str, id: &str) -> &'a str {
 fn plotted(svg: &str) -> Vec<String> {
     svg.split("<g class=\"series\" data-name=\"")
         .skip(1)
-        .filter(|g| g.contains("<circle"))
+        .filter(|g| g.contains("class=\"point"))
         .map(|g| g.split('"').next().unwrap().replace("&amp;", "&"))
         .collect()
 }
@@ -518,21 +518,239 @@ fn report_shows_every_configuration_apart(dom: &str, labels: &[String]) {
             .any(|svg| svg.contains("class=\"vline\"") && svg.contains(">load</text>")),
         "no phase marker on any power timeline"
     );
-    let titles: Vec<&str> = (0..8)
+    let titles: Vec<String> = (0..8)
         .map(|i| {
             let svg = chart(dom, &format!("power-{i}"));
-            svg.split("class=\"title\">")
+            // The title's lines, each a <tspan>.
+            let title = svg
+                .split("class=\"title\">")
                 .nth(1)
                 .unwrap()
-                .split('<')
+                .split("</text>")
                 .next()
-                .unwrap()
+                .unwrap();
+            title
+                .split('>')
+                .filter_map(|t| t.split('<').next())
+                .collect::<String>()
         })
         .collect();
     let mut distinct = titles.clone();
     distinct.sort_unstable();
     distinct.dedup();
     assert_eq!(distinct.len(), 8, "power timeline titles: {titles:?}");
+}
+
+/// Measures, in the page, every chart's text as the browser lays it out, on screen and then
+/// with the print stylesheet on an A4 page's printable width (182 mm × 269 mm), and writes
+/// what it found wrong into `<pre id="layout-check">` as a JSON list.
+const LAYOUT_CHECK: &str = r#"<script>
+(function () {
+  const found = [];
+  const apart = (a, b) =>
+    Math.min(a.right, b.right) - Math.max(a.left, b.left) <= 0.5 ||
+    Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) <= 0.5;
+  const inside = (a, o) =>
+    a.left >= o.left - 0.5 && a.right <= o.right + 0.5 && a.top >= o.top - 0.5 && a.bottom <= o.bottom + 0.5;
+  let texts = 0;
+  function charts(media) {
+    for (const svg of document.querySelectorAll("svg.plot")) {
+      const frame = svg.getBoundingClientRect();
+      const boxes = [...svg.querySelectorAll("text")]
+        .map((t) => ({ text: t.textContent.slice(0, 60), r: t.getBoundingClientRect() }))
+        .filter((b) => b.r.width > 0);
+      texts += boxes.length;
+      boxes.forEach((a, i) => {
+        if (!inside(a.r, frame)) found.push(`${media} ${svg.id}: "${a.text}" is cut by the chart's edge`);
+        for (const b of boxes.slice(i + 1))
+          if (!apart(a.r, b.r)) found.push(`${media} ${svg.id}: "${a.text}" overlaps "${b.text}"`);
+      });
+    }
+  }
+  charts("screen");
+  document.getElementById("print-css").media = "all";
+  document.body.style.width = "182mm";
+  const page = document.body.getBoundingClientRect();
+  const pageHeight = (269 * 96) / 25.4;
+  charts("print");
+  for (const f of document.querySelectorAll("figure")) {
+    const r = f.getBoundingClientRect();
+    if (r.right > page.right + 0.5) found.push(`print: a figure is ${r.width} px wide on a ${page.width} px page`);
+    if (r.height > pageHeight) found.push(`print: a figure is ${r.height} px tall on a ${pageHeight} px page`);
+  }
+  for (const t of document.querySelectorAll("table"))
+    if (t.getBoundingClientRect().right > page.right + 0.5) found.push("print: a table is wider than the page");
+  const pre = document.createElement("pre");
+  pre.id = "layout-check";
+  pre.dataset.texts = texts;
+  pre.textContent = JSON.stringify(found);
+  document.body.appendChild(pre);
+})();
+</script>"#;
+
+/// Issue 35's bar for the report's layout: a sweep of 12 configurations with long labels
+/// (3 × 2 × 2, warmup and an idle baseline on, so phase markers begin close together beside
+/// a baseline line) gives a report in which, as headless Chromium lays it out, no two text
+/// boxes of a chart overlap and none is cut by its chart's edge, on screen and printed on
+/// A4; each configuration has a look of its own; every chart can be downloaded as SVG and
+/// as CSV; the summary table and the whiskers follow one interval rule.
+#[test]
+fn a_twelve_configuration_report_has_no_overlapping_or_cut_text_on_screen_or_paper() {
+    let _machine = common::exclusive();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    for d in ["sys", "cache"] {
+        std::fs::create_dir_all(home.join(d)).unwrap();
+    }
+    let (stop, writer) = common::rapl_zone(&home.join("powercap"), 20.0);
+    let yaml = home.join("wide.yaml");
+    std::fs::write(
+        &yaml,
+        "name: wide\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 16, output_tokens: 4}}\n\
+         warmup: {n_warmup: 1, thermal_floor_seconds: 0}\n\
+         baseline: {enabled: true, strategy: cached, duration_seconds: 5}\n\
+         sweep:\n  llamacpp.batch_size: [1, 2, 4]\n  decoder.preset: [deterministic, creative]\n  \
+         dataset.synthetic.input_tokens: [16, 24]\n\
+         study_execution: {n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
+    )
+    .unwrap();
+    let out = home.join("results");
+    let o = llem(
+        home,
+        &["run", yaml.to_str().unwrap(), "-o", out.to_str().unwrap()],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let runs = Runs::from_directory(&out).unwrap();
+    let configs = llem_records::compare::configurations(&runs);
+    assert_eq!(configs.len(), 12);
+    assert!(
+        configs.iter().all(|c| c.label.chars().count() > 60),
+        "{:?}",
+        configs[0].label
+    );
+
+    let html = home.join("report.html");
+    let o = llem(
+        home,
+        &[
+            "report",
+            out.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    // RAPL records a counter and no power: each run's timeline is the counter's rise.
+    assert!(
+        !page.contains("no power timeline"),
+        "a run has no power timeline"
+    );
+    for i in 0..12 {
+        assert!(
+            page.contains(&format!("<svg id=\"power-{i}\"")),
+            "power-{i}"
+        );
+    }
+    // Every chart downloads as SVG and as the CSV of what it plots.
+    let figures = page.matches("<figure>").count();
+    assert!(figures >= 12 + 4, "{figures} figures");
+    assert_eq!(page.matches("download SVG</a>").count(), figures);
+    assert_eq!(page.matches("download data (CSV)</a>").count(), figures);
+    assert!(
+        page.contains(
+            "href=\"data:text/csv;charset=utf-8,kind,name,x,y,x_low,x_high,y_low,y_high%0A"
+        )
+    );
+    // One interval rule, said once, for the table and the whiskers.
+    assert_eq!(
+        page.matches("clipped at zero; for two runs, the range")
+            .count(),
+        1
+    );
+    assert!(page.contains("whiskers: the interval the summary table gives"));
+
+    let checked = home.join("checked.html");
+    std::fs::write(
+        &checked,
+        page.replace("</body>", &format!("{LAYOUT_CHECK}</body>")),
+    )
+    .unwrap();
+    let dom = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--window-size=1280,1000",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            home.join("profile").display()
+        ))
+        .args(["--dump-dom", &format!("file://{}", checked.display())])
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "{}", text(&dom.stderr));
+    let dom = text(&dom.stdout);
+    let report = dom
+        .split("<pre id=\"layout-check\"")
+        .nth(1)
+        .expect("the layout check ran in the page");
+    let texts: usize = report
+        .split("data-texts=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Two passes over every chart's titles, ticks, captions and legends.
+    assert!(texts > 2 * figures * 10, "only {texts} text boxes measured");
+    let found = report
+        .split('>')
+        .nth(1)
+        .unwrap()
+        .split("</pre")
+        .next()
+        .unwrap();
+    assert_eq!(
+        found,
+        "[]",
+        "layout faults: {}",
+        found.replace("&quot;", "\"")
+    );
+
+    // On the Pareto chart each configuration has its own colour and shape.
+    let pareto = chart(&dom, "pareto-throughput");
+    let mut looks: Vec<(String, String)> = pareto
+        .split("<g class=\"series\" data-name=\"")
+        .skip(1)
+        .filter(|g| g.contains("class=\"point"))
+        .map(|g| {
+            let point = g.split("class=\"point").next().unwrap();
+            let shape = point.rsplit('<').next().unwrap().split(' ').next().unwrap();
+            let color = g
+                .split("stroke=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap();
+            (shape.to_string(), color.to_string())
+        })
+        .collect();
+    assert_eq!(looks.len(), 12);
+    looks.sort();
+    looks.dedup();
+    assert_eq!(looks.len(), 12, "{looks:?}");
 }
 
 /// `llem` with a deadline: a command that blocks (on a FIFO, say) is killed and reported.

@@ -28,7 +28,8 @@ impl Exporter for CsvExporter {
     }
 }
 
-fn csv_cell(s: &str) -> String {
+/// One RFC 4180 field: quoted when it holds a comma, quote or line break.
+pub(crate) fn csv_cell(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

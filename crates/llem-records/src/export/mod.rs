@@ -2,7 +2,7 @@
 //! format: CSV, JSON and Parquet carry every field; Markdown carries the headline columns a
 //! reader compares.
 
-mod csv;
+pub(crate) mod csv;
 mod json;
 mod markdown;
 mod parquet;

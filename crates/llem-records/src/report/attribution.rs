@@ -110,6 +110,7 @@ pub(super) fn section(h: &mut String, configs: &[Configuration]) {
             points: cdf(&mut v),
             style: Style::Step,
             color: svg::color(k),
+            shape: svg::shape(k),
             ..Series::default()
         })
         .collect();

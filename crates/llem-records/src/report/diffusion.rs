@@ -35,6 +35,7 @@ fn charts(runs: &DiffusionRuns) -> Vec<Chart> {
                         .collect(),
                     style: Style::Markers,
                     color: svg::color(i),
+                    shape: svg::shape(i),
                     ..Series::default()
                 })
                 .collect();
@@ -63,7 +64,7 @@ pub fn section(h: &mut String, runs: &DiffusionRuns) {
         runs.len()
     );
     for c in charts(runs) {
-        h.push_str(&c.render());
+        h.push_str(&super::figure(&c));
     }
     h.push_str("<table><tr>");
     for f in DIFFUSION_HEADLINE {

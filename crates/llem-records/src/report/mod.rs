@@ -6,7 +6,9 @@
 
 mod attribution;
 mod diffusion;
+mod figure;
 mod nodes;
+mod place;
 pub(crate) mod svg;
 
 use std::fmt::Write as _;
@@ -16,6 +18,8 @@ use crate::compare::{self, Configuration, METRICS};
 use crate::extract::power_trace;
 use crate::table::short_number;
 use crate::{LlmRun, Runs};
+use figure::figure;
+use llem_results::stats::SPREAD_RULE;
 use svg::{Chart, Point, Series, Style, esc};
 
 /// Most power timelines drawn (one per run, in table order); the table lists every run.
@@ -58,22 +62,9 @@ pub fn pareto_front(points: &[(f64, f64)], maximize_x: bool) -> Vec<usize> {
     front
 }
 
-/// The whisker of a configuration's metric: the 95 % t interval from three runs on, clipped
-/// at zero (no plotted metric can be negative); the range of the runs for two (a t interval
-/// of two runs, t = 12.7, says little and runs far below zero); none for one.
+/// The whisker of a configuration's metric: its interval by the one rule tables use too.
 fn whisker(values: &[f64]) -> Option<(f64, f64)> {
-    match values.len() {
-        0 | 1 => None,
-        2 => {
-            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            Some((lo, hi))
-        }
-        _ => {
-            let s = llem_results::stats::describe(values)?;
-            Some((s.ci95_low?.max(0.0), s.ci95_high?))
-        }
-    }
+    llem_results::stats::spread(values).bounds()
 }
 
 /// Whether every run of a configuration failed a stability rule, and the first reason.
@@ -137,6 +128,7 @@ fn pareto_chart(
             points: vec![*p],
             style: Style::Markers,
             color: svg::color(i),
+            shape: svg::shape(i),
             hollow: w.is_some(),
             note: w.as_ref().map(|r| format!("unstable: {r}")),
         })
@@ -217,6 +209,7 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
                 points: cdf(&mut v),
                 style: Style::Step,
                 color: svg::color(itl.len()),
+                shape: svg::shape(itl.len()),
                 ..Series::default()
             });
         }
@@ -228,6 +221,7 @@ fn latency_cdfs(configs: &[Configuration]) -> Vec<Chart> {
                 points: cdf(&mut v),
                 style: Style::Step,
                 color: svg::color(ttft.len()),
+                shape: svg::shape(ttft.len()),
                 ..Series::default()
             });
         }
@@ -265,6 +259,16 @@ figure{margin:12px 0}figcaption{font-size:11px}.grid2{display:flex;flex-wrap:wra
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}\
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ddd;padding:3px 6px;text-align:right;vertical-align:top}\
 td.t,th.t{text-align:left}tr.unstable td{background:#fff4e5}.warn{color:#a04000;white-space:pre-wrap;text-align:left}";
+
+/// For "print to PDF": an A4 page, each figure whole on one page at the page's width
+/// (scaled, never cut; a tall one shrinks to the page's height), tables in smaller type that
+/// wrap within the width, and no download links (they mean nothing on paper).
+const PRINT_CSS: &str = "@page{size:A4;margin:14mm}body{margin:0;max-width:none;font-size:10pt}\
+figcaption{display:none}figure{break-inside:avoid;page-break-inside:avoid;margin:0 0 6mm}\
+.grid2{display:block}.grid2>figure{min-width:0}svg.plot{width:100%;height:auto;max-height:250mm}\
+h2{break-after:avoid;page-break-after:avoid;margin-top:8mm}section{break-inside:auto}\
+table{font-size:6.5pt;width:100%;table-layout:fixed}td,th{padding:1px 2px;overflow-wrap:anywhere}\
+tr{break-inside:avoid;page-break-inside:avoid}";
 
 /// Counts, models, engines, and mean ± CI of every metric per configuration.
 fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
@@ -307,7 +311,7 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
     for m in METRICS {
         let _ = write!(
             h,
-            "<th title=\"{}\">{} ({})<br>mean ± 95 % CI</th>",
+            "<th title=\"{}\">{} ({})<br>mean and interval</th>",
             m.name, m.words, m.unit
         );
     }
@@ -322,15 +326,15 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
         for m in METRICS {
             let cell = c
                 .stats(m)
-                .map_or(String::new(), |s| match s.ci95_half_width {
-                    Some(hw) => format!("{} ± {}", short_number(s.mean), short_number(hw)),
-                    None => short_number(s.mean),
-                });
+                .map_or(String::new(), |s| c.spread(m).show(s.mean, short_number));
             let _ = write!(h, "<td>{cell}</td>");
         }
         h.push_str("</tr>");
     }
-    h.push_str("</table></section>");
+    let _ = write!(
+        h,
+        "</table><p class=\"rule\">Here and in every chart, {SPREAD_RULE}.</p></section>"
+    );
 }
 
 /// Energy per token against throughput and latency, with the Pareto-optimal configurations joined.
@@ -360,7 +364,7 @@ fn pareto_section(h: &mut String, runs: &Runs) {
     };
     let _ = write!(
         h,
-        "<section id=\"pareto\"><h2>Energy per token against throughput and latency</h2><p>One point per configuration: the mean over its runs; whiskers: the 95 % confidence interval (Student t) from three runs, clipped at zero, the range of the two runs for two, none for one. The line joins the Pareto-optimal configurations.{which}{dropped}</p>"
+        "<section id=\"pareto\"><h2>Energy per token against throughput and latency</h2><p>One point per configuration: the mean over its runs; whiskers: the interval the summary table gives. The line joins the Pareto-optimal configurations.{which}{dropped}</p>"
     );
     if let Some(c) = pareto_chart(
         "pareto-throughput",
@@ -448,6 +452,7 @@ fn timelines_section(h: &mut String, runs: &Runs) {
                             .collect(),
                         style: Style::Line,
                         color: svg::color(0),
+                        shape: svg::shape(0),
                         ..Series::default()
                     }],
                     bands: vec![(ws, we, format!("measurement window ({method})"))],
@@ -533,42 +538,6 @@ fn phase_starts(v: &serde_json::Value, window_start: f64) -> Vec<(f64, String)> 
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A chart with a link that downloads it as an SVG file (a data URI: the report stays one
-/// self-contained file).
-fn figure(c: &Chart) -> String {
-    let svg = c.render();
-    let mut uri = String::with_capacity(svg.len() * 5 / 4);
-    for ch in svg.chars() {
-        match ch {
-            'A'..='Z'
-            | 'a'..='z'
-            | '0'..='9'
-            | ' '
-            | '-'
-            | '_'
-            | '.'
-            | '='
-            | ':'
-            | '/'
-            | ','
-            | ';'
-            | '('
-            | ')' => uri.push(ch),
-            _ => {
-                let mut buf = [0u8; 4];
-                for b in ch.encode_utf8(&mut buf).bytes() {
-                    let _ = write!(uri, "%{b:02X}");
-                }
-            }
-        }
-    }
-    format!(
-        "<figure>{svg}<figcaption><a class=\"svg\" download=\"{}.svg\" href=\"data:image/svg+xml;charset=utf-8,{}\">download SVG</a></figcaption></figure>",
-        esc(&c.id),
-        uri.replace(' ', "%20")
-    )
 }
 
 /// What a run's energy figures hold, for the tables.
@@ -661,7 +630,7 @@ pub fn render(runs: &Runs, diffusion: &crate::DiffusionRuns, title: &str) -> Str
     let mut h = String::new();
     let _ = write!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body>",
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style><style id=\"print-css\" media=\"print\">{PRINT_CSS}</style></head><body>",
         esc(title)
     );
     let _ = write!(h, "<h1>{}</h1>", esc(title));

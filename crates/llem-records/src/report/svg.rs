@@ -3,18 +3,96 @@
 
 use std::fmt::Write as _;
 
+use super::place::{Anchor, Placer, TextBox};
+
 /// Colours for series, distinguishable in print and for common colour blindness.
 pub const PALETTE: &[&str] = &[
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000",
 ];
 
-/// The colour of series `i` (the palette, repeated).
+/// The colour of series `i` (the palette, repeated; [`shape`] tells the rounds apart).
 pub fn color(i: usize) -> String {
     PALETTE
         .get(i % PALETTE.len())
         .copied()
         .unwrap_or("#000000")
         .to_string()
+}
+
+/// The marker shape of a series, and the dash of its line: series sharing a colour (the
+/// ninth and the first) differ in shape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shape {
+    /// A circle; a solid line.
+    #[default]
+    Circle,
+    /// A square; a dashed line.
+    Square,
+    /// A triangle; a dotted line.
+    Triangle,
+    /// A diamond; a dash-dot line.
+    Diamond,
+}
+
+/// The shape of series `i`: circles for the first round of the palette, then squares,
+/// triangles and diamonds (32 series apart in all).
+pub fn shape(i: usize) -> Shape {
+    match (i / PALETTE.len()) % 4 {
+        0 => Shape::Circle,
+        1 => Shape::Square,
+        2 => Shape::Triangle,
+        _ => Shape::Diamond,
+    }
+}
+
+impl Shape {
+    /// The SVG element of this marker centred at (x, y), `r` px across half its width.
+    fn element(self, (x, y): (f64, f64), r: f64) -> String {
+        match self {
+            Shape::Circle => format!(r#"circle cx="{x:.1}" cy="{y:.1}" r="{r}""#),
+            Shape::Square => format!(
+                r#"rect x="{:.1}" y="{:.1}" width="{}" height="{}""#,
+                x - r * 0.9,
+                y - r * 0.9,
+                r * 1.8,
+                r * 1.8
+            ),
+            Shape::Triangle => format!(
+                r#"polygon points="{x:.1},{:.1} {:.1},{:.1} {:.1},{:.1}""#,
+                y - r * 1.1,
+                x + r,
+                y + r * 0.8,
+                x - r,
+                y + r * 0.8
+            ),
+            Shape::Diamond => format!(
+                r#"polygon points="{x:.1},{:.1} {:.1},{y:.1} {x:.1},{:.1} {:.1},{y:.1}""#,
+                y - r * 1.2,
+                x + r,
+                y + r * 1.2,
+                x - r
+            ),
+        }
+    }
+
+    /// The tag name of [`Shape::element`], to close it.
+    fn tag(self) -> &'static str {
+        match self {
+            Shape::Circle => "circle",
+            Shape::Square => "rect",
+            Shape::Triangle | Shape::Diamond => "polygon",
+        }
+    }
+
+    /// The `stroke-dasharray` of a line of this shape's series, if dashed.
+    fn dash(self) -> Option<&'static str> {
+        match self {
+            Shape::Circle => None,
+            Shape::Square => Some("7 3"),
+            Shape::Triangle => Some("2 2"),
+            Shape::Diamond => Some("8 3 2 3"),
+        }
+    }
 }
 
 /// How a series is drawn.
@@ -53,6 +131,8 @@ pub struct Series {
     pub style: Style,
     /// CSS colour.
     pub color: String,
+    /// Marker shape and line dash (see [`shape`]).
+    pub shape: Shape,
     /// Markers drawn hollow (a configuration that failed a stability rule).
     pub hollow: bool,
     /// Said on hover over each point and the legend entry (why it is hollow).
@@ -258,8 +338,11 @@ impl Chart {
             .iter()
             .map(|l| LEGEND_LINE * l.len() as f64 + LEGEND_GAP)
             .sum();
+        // A long title takes more lines; the plot moves down by them.
+        let title = wrap(&self.title, TITLE_CHARS);
+        let drop = TITLE_LINE * (title.len().max(1) - 1) as f64;
         // The plot keeps its size; a long legend lengthens the picture below it.
-        let total_h = H.max(TOP + 14.0 + legend_px);
+        let total_h = drop + H.max(TOP + 14.0 + legend_px);
         let mut s = String::new();
         let _ = write!(
             s,
@@ -268,40 +351,20 @@ impl Chart {
             esc(&self.title)
         );
         let _ = write!(s, "<style>{SVG_CSS}</style>");
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="20" class="title">{}</text>"#,
-            LEFT,
-            esc(&self.title)
-        );
+        let _ = write!(s, r#"<text x="{LEFT}" y="20" class="title">"#);
+        for (k, l) in title.iter().enumerate() {
+            let _ = write!(
+                s,
+                r#"<tspan x="{LEFT}" dy="{}">{}</tspan>"#,
+                if k == 0 { 0.0 } else { TITLE_LINE },
+                esc(l)
+            );
+        }
+        s.push_str("</text>");
+        let _ = write!(s, r#"<g transform="translate(0 {drop})">"#);
         self.bands(&mut s, &x);
         self.axes(&mut s, &x, &y);
-        for (v, caption) in &self.vlines {
-            if let Some(px) = x.px(*v) {
-                let _ = write!(
-                    s,
-                    r#"<line class="vline" x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{}"><title>{}</title></line><text x="{:.1}" y="{}" class="tick">{}</text>"#,
-                    H - BOTTOM,
-                    esc(caption),
-                    px + 3.0,
-                    TOP + 12.0,
-                    esc(caption)
-                );
-            }
-        }
-        for (v, caption) in &self.hlines {
-            if let Some(py) = y.px(*v) {
-                let _ = write!(
-                    s,
-                    r#"<line class="hline" x1="{LEFT}" y1="{py:.1}" x2="{}" y2="{py:.1}"><title>{}</title></line><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"#,
-                    W - RIGHT,
-                    esc(caption),
-                    W - RIGHT - 4.0,
-                    py - 4.0,
-                    esc(caption)
-                );
-            }
-        }
+        self.captions(&mut s, &x, &y);
         let mut ly = TOP + 14.0;
         for (ser, lines) in self.series.iter().zip(&legends) {
             let c = esc(&ser.color);
@@ -313,8 +376,57 @@ impl Chart {
             legend(&mut s, ser, lines, ly, &c);
             ly += LEGEND_LINE * lines.len() as f64 + LEGEND_GAP;
         }
-        s.push_str("</svg>");
+        s.push_str("</g></svg>");
         s
+    }
+
+    /// The reference lines (baselines) and phase markers with their captions, each caption
+    /// where it covers no other: a baseline's above or below its line at either end, a
+    /// phase's beside its line in the first free row, turned left at the plot's right edge.
+    fn captions(&self, s: &mut String, x: &Axis, y: &Axis) {
+        let mut placer = Placer::new(TextBox {
+            x0: LEFT,
+            y0: TOP,
+            x1: W - RIGHT,
+            y1: H - BOTTOM,
+        });
+        for (v, caption) in &self.hlines {
+            let Some(py) = y.px(*v) else { continue };
+            let _ = write!(
+                s,
+                r#"<line class="hline" x1="{LEFT}" y1="{py:.1}" x2="{}" y2="{py:.1}"><title>{}</title></line>"#,
+                W - RIGHT,
+                esc(caption)
+            );
+            let (above, below) = (py - 5.0, py + 14.0);
+            let at = [
+                (W - RIGHT - 4.0, above, Anchor::End),
+                (W - RIGHT - 4.0, below, Anchor::End),
+                (LEFT + 4.0, above, Anchor::Start),
+                (LEFT + 4.0, below, Anchor::Start),
+            ];
+            if let Some(p) = placer.place(caption, TICK_PX, &at) {
+                caption_text(s, p, caption);
+            }
+        }
+        for (v, caption) in &self.vlines {
+            let Some(px) = x.px(*v) else { continue };
+            let _ = write!(
+                s,
+                r#"<line class="vline" x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{}"><title>{}</title></line>"#,
+                H - BOTTOM,
+                esc(caption)
+            );
+            let at: Vec<(f64, f64, Anchor)> = (0..8)
+                .flat_map(|k| {
+                    let row = TOP + 12.0 + CAPTION_ROW * f64::from(k);
+                    [(px + 3.0, row, Anchor::Start), (px - 3.0, row, Anchor::End)]
+                })
+                .collect();
+            if let Some(p) = placer.place(caption, TICK_PX, &at) {
+                caption_text(s, p, caption);
+            }
+        }
     }
 
     /// The shaded bands (measurement windows), with their captions as tooltips.
@@ -340,7 +452,7 @@ impl Chart {
                     s,
                     r#"<line class="grid" x1="{p:.1}" y1="{TOP}" x2="{p:.1}" y2="{}"/><text x="{p:.1}" y="{}" class="tick" text-anchor="middle">{}</text>"#,
                     H - BOTTOM,
-                    H - BOTTOM + 16.0,
+                    H - BOTTOM + 18.0,
                     fmt_tick(t)
                 );
             }
@@ -351,7 +463,7 @@ impl Chart {
                     s,
                     r#"<line class="grid" x1="{LEFT}" y1="{p:.1}" x2="{}" y2="{p:.1}"/><text x="{}" y="{:.1}" class="tick" text-anchor="end">{}</text>"#,
                     W - RIGHT,
-                    LEFT - 6.0,
+                    LEFT - 8.0,
                     p + 4.0,
                     fmt_tick(t)
                 );
@@ -410,10 +522,12 @@ fn markers(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
             .unwrap_or_default();
         let _ = write!(
             s,
-            r#"<circle class="{class}" cx="{px:.1}" cy="{py:.1}" r="4" fill="{fill}" stroke="{c}" stroke-width="1.6"><title>{}: x={}, y={}{note}</title></circle>"#,
+            r#"<{} class="{class}" fill="{fill}" stroke="{c}" stroke-width="1.6"><title>{}: x={}, y={}{note}</title></{}>"#,
+            ser.shape.element((px, py), 4.0),
             esc(&ser.name),
             fmt_tick(p.x),
-            fmt_tick(p.y)
+            fmt_tick(p.y),
+            ser.shape.tag()
         );
     }
 }
@@ -440,34 +554,66 @@ fn line(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
         prev_y = Some(py);
     }
     if !d.is_empty() {
+        let dash = ser
+            .shape
+            .dash()
+            .map(|a| format!(r#" stroke-dasharray="{a}""#))
+            .unwrap_or_default();
         let _ = write!(
             s,
-            r#"<path class="line" d="{d}" stroke="{c}" fill="none"/>"#
+            r#"<path class="line" d="{d}" stroke="{c}" fill="none"{dash}/>"#
         );
     }
 }
 
+/// A caption of a reference line or phase marker at its placed position.
+fn caption_text(s: &mut String, (x, y, anchor): (f64, f64, Anchor), caption: &str) {
+    let a = match anchor {
+        Anchor::Start => "start",
+        Anchor::End => "end",
+    };
+    let _ = write!(
+        s,
+        r#"<text x="{x:.1}" y="{y:.1}" class="tick caption" text-anchor="{a}">{}</text>"#,
+        esc(caption)
+    );
+}
+
+/// Size of tick, caption and legend text, px (the style's 11px).
+const TICK_PX: f64 = 11.0;
+/// Distance between rows of phase captions, px: a caption's box is under 14 px tall.
+const CAPTION_ROW: f64 = 14.0;
+/// Line height of the title, px, and the characters of it that fit on one line.
+const TITLE_LINE: f64 = 18.0;
+const TITLE_CHARS: usize = 80;
+
 /// Height of a legend line and the gap between entries, px.
 const LEGEND_LINE: f64 = 14.0;
 const LEGEND_GAP: f64 = 4.0;
-/// Characters of legend text that fit beside the plot on one line.
-const LEGEND_CHARS: usize = 40;
+/// Characters of legend text that fit beside the plot on one line (the 250 px right of
+/// the swatch at the estimated width of a character).
+const LEGEND_CHARS: usize = 36;
 
-/// A legend name in lines that fit beside the plot: broken after `, ` where it can be (a
+/// A legend name in lines that fit beside the plot.
+fn legend_lines(name: &str) -> Vec<String> {
+    wrap(name, LEGEND_CHARS)
+}
+
+/// `text` in lines of at most `width` characters: broken after `, ` where it can be (a
 /// label's parts stay whole, so the part that tells two configurations apart is never cut),
 /// else at the width.
-fn legend_lines(name: &str) -> Vec<String> {
+fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut cur = String::new();
-    for part in name.split_inclusive(", ") {
-        if !cur.is_empty() && cur.chars().count() + part.trim_end().chars().count() > LEGEND_CHARS {
+    for part in text.split_inclusive(", ") {
+        if !cur.is_empty() && cur.chars().count() + part.trim_end().chars().count() > width {
             lines.push(cur.trim_end().to_string());
             cur = String::new();
         }
         cur.push_str(part);
-        while cur.chars().count() > LEGEND_CHARS {
-            let head: String = cur.chars().take(LEGEND_CHARS).collect();
-            cur = cur.chars().skip(LEGEND_CHARS).collect();
+        while cur.chars().count() > width {
+            let head: String = cur.chars().take(width).collect();
+            cur = cur.chars().skip(width).collect();
             lines.push(head);
         }
     }
@@ -486,10 +632,33 @@ fn legend(s: &mut String, ser: &Series, lines: &[String], ly: f64, c: &str) {
         Some(n) => format!("{} ({n})", ser.name),
         None => ser.name.clone(),
     };
+    // The swatch is what the series draws: its marker, or a stretch of its line.
+    match ser.style {
+        Style::Markers => {
+            let _ = write!(
+                s,
+                r#"<{} class="swatch" fill="{fill}" stroke="{c}" stroke-width="1.6"/>"#,
+                ser.shape.element((lx + 5.0, ly - 4.0), 4.0)
+            );
+        }
+        Style::Line | Style::Step => {
+            let dash = ser
+                .shape
+                .dash()
+                .map(|a| format!(r#" stroke-dasharray="{a}""#))
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                r#"<line class="swatch" x1="{lx}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"{dash}/>"#,
+                ly - 4.0,
+                lx + 10.0,
+                ly - 4.0
+            );
+        }
+    }
     let _ = write!(
         s,
-        r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{fill}" stroke="{c}"/><text x="{:.1}" y="{ly:.1}" class="legend"><title>{}</title>"#,
-        ly - 9.0,
+        r#"<text x="{:.1}" y="{ly:.1}" class="legend"><title>{}</title>"#,
         lx + 14.0,
         esc(&whole)
     );
@@ -565,9 +734,103 @@ mod tests {
         let svg = c.render();
         assert!(svg.contains("a &lt;b&gt; &amp; c"));
         assert!(svg.contains("s&quot;1"));
-        assert_eq!(svg.matches("<circle").count(), 1);
+        assert_eq!(svg.matches("class=\"point\"").count(), 1);
         assert_eq!(svg.matches("class=\"whisker\"").count(), 1);
         assert!(svg.contains("class=\"band\""));
         assert!(!svg.contains("NaN"));
+    }
+
+    #[test]
+    fn twelve_series_look_twelve_ways() {
+        let looks: std::collections::BTreeSet<(String, String)> = (0..12)
+            .map(|i| (color(i), format!("{:?}", shape(i))))
+            .collect();
+        assert_eq!(looks.len(), 12);
+        assert_eq!(shape(8), Shape::Square);
+        let c = Chart::new(
+            "p",
+            "t",
+            ("x", "y"),
+            (0..12)
+                .map(|i| Series {
+                    name: format!("s{i}"),
+                    points: vec![Point {
+                        x: i as f64,
+                        y: 1.0,
+                        ..Point::default()
+                    }],
+                    color: color(i),
+                    shape: shape(i),
+                    ..Series::default()
+                })
+                .collect(),
+        );
+        let svg = c.render();
+        // Each point and its legend swatch in the series' shape.
+        assert_eq!(svg.matches("<circle cx").count(), 16);
+        assert_eq!(svg.matches("<rect x=").count(), 8);
+    }
+
+    #[test]
+    fn phase_captions_that_begin_together_do_not_print_over_each_other() {
+        let mut c = Chart::new(
+            "p",
+            "a title long enough to need a second line, because it names every field that sets the configuration apart",
+            ("x", "y"),
+            vec![Series {
+                name: "power".into(),
+                points: (0..100)
+                    .map(|i| Point {
+                        x: f64::from(i),
+                        y: 18.0,
+                        ..Point::default()
+                    })
+                    .collect(),
+                style: Style::Line,
+                ..Series::default()
+            }],
+        );
+        c.hlines.push((18.8, "idle baseline 18.8 W".into()));
+        c.vlines = vec![
+            (1.0, "load".into()),
+            (1.5, "warmup".into()),
+            (2.0, "thermal floor".into()),
+            (98.5, "teardown".into()),
+        ];
+        let svg = c.render();
+        let captions: Vec<TextBox> = svg
+            .split("<text ")
+            .filter(|t| t.contains("class=\"tick caption\""))
+            .map(|t| {
+                let attr = |a: &str| -> f64 {
+                    t.split(&format!("{a}=\""))
+                        .nth(1)
+                        .unwrap()
+                        .split('"')
+                        .next()
+                        .unwrap()
+                        .parse()
+                        .unwrap()
+                };
+                let text = t.split('>').nth(1).unwrap().split('<').next().unwrap();
+                let anchor = if t.contains("text-anchor=\"end\"") {
+                    Anchor::End
+                } else {
+                    Anchor::Start
+                };
+                TextBox::of(text, TICK_PX, (attr("x"), attr("y")), anchor)
+            })
+            .collect();
+        assert_eq!(captions.len(), 5);
+        for (i, a) in captions.iter().enumerate() {
+            assert!(a.x0 >= LEFT && a.x1 <= W - RIGHT, "{a:?} leaves the plot");
+            for b in captions.iter().skip(i + 1) {
+                let apart = a.x1 <= b.x0 || b.x1 <= a.x0 || a.y1 <= b.y0 || b.y1 <= a.y0;
+                assert!(apart, "{a:?} and {b:?} overlap");
+            }
+        }
+        // The title took two lines and the plot moved down by one.
+        assert_eq!(svg.matches("<tspan x=\"70\"").count(), 2);
+        assert!(svg.contains("<g transform=\"translate(0 18)\">"));
     }
 }

@@ -381,14 +381,21 @@ fn print_configurations(runs: &Runs) {
     if configs.len() == runs.len() {
         return;
     }
-    outln!("\nper configuration (mean ± 95 % CI over cycles):");
+    outln!(
+        "\nper configuration (mean and interval over cycles; {}):",
+        llem_results::stats::SPREAD_RULE
+    );
     let mut headers = vec!["configuration"];
     headers.extend(METRICS.iter().map(|m| m.name));
     let rows: Vec<Vec<String>> = configs
         .iter()
         .map(|c| {
             let mut row = vec![c.label.clone()];
-            row.extend(METRICS.iter().map(|m| stat_cell(&c.stats(m))));
+            row.extend(METRICS.iter().map(|m| {
+                c.stats(m).map_or("-".into(), |s| {
+                    format!("{} (n={})", c.spread(m).show(s.mean, short_number), s.n)
+                })
+            }));
             row
         })
         .collect();
