@@ -329,7 +329,7 @@ impl NativeRuns {
         Ok(self.with(|get| in_range(get.get(f), &exact, min, max)))
     }
 
-    /// Runs meeting every condition (`batch>=8`, `model~Qwen`: what `llem results query
+    /// Runs meeting every condition (`max_num_seqs>=8`, `model_id~Qwen`: what `llem results query
     /// --where` takes).
     fn matching(&self, conditions: Vec<String>) -> PyResult<Self> {
         let parsed = conditions

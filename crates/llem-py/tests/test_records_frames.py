@@ -74,16 +74,19 @@ def test_where_takes_the_clis_conditions_and_functions(tree):
     runs = LLMRuns.from_raw_results(tree, stable_only=False)
     sizes = sorted({r.max_num_seqs for r in runs})
     mid = sizes[len(sizes) // 2]
-    big = runs.where(f"batch>={mid}")
+    big = runs.where(f"max_num_seqs>={mid}")
     assert 0 < len(big) < len(runs)
     assert list(big) == list(runs.where(lambda r: r.max_num_seqs >= mid))
-    both = runs.where(f"batch>={mid}", lambda r: r.is_stable)
+    both = runs.where(f"max_num_seqs>={mid}", lambda r: r.is_stable)
     assert list(both) == [r for r in big if r.is_stable]
-    assert list(runs.where("stable=true")) == list(runs.stable())
+    assert list(runs.where("is_stable=true")) == list(runs.stable())
+    # One name per field, as in the records and JSON.
+    with pytest.raises(ValueError, match="write `max_num_seqs`"):
+        runs.where("batch>=2")
     with pytest.raises(ValueError, match="did you mean"):
         runs.where("batchh>=2")
     with pytest.raises(ValueError, match="OP"):
-        runs.where("batch")
+        runs.where("max_num_seqs")
     with pytest.raises(TypeError, match="not int"):
         runs.where(3)
 

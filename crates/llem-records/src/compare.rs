@@ -84,7 +84,30 @@ pub const METRICS: &[Metric] = &[
         lower_is_better: true,
         get: |r| finite(r.p99_itl_ms),
     },
+    Metric {
+        name: "goodput_fraction",
+        unit: "share",
+        words: "share of requests within the SLO",
+        lower_is_better: false,
+        get: |r| r.extra.goodput_fraction,
+    },
+    Metric {
+        name: "energy_per_good_request_joules",
+        unit: "J",
+        words: "energy per request within the SLO",
+        lower_is_better: true,
+        get: |r| r.extra.energy_per_good_request_joules,
+    },
 ];
+
+/// The metrics at least one of `runs` carries, in [`METRICS`] order: tables leave out the
+/// columns nothing measured (goodput where no SLO was set).
+pub fn measured(runs: &Runs) -> Vec<&'static Metric> {
+    METRICS
+        .iter()
+        .filter(|m| runs.iter().any(|r| (m.get)(r).is_some()))
+        .collect()
+}
 
 /// One configuration: its runs (cycles, seeds) and a label.
 #[derive(Clone, Debug)]
@@ -197,10 +220,11 @@ pub fn scope_mismatch(a: &Runs, b: &Runs) -> Option<String> {
     })
 }
 
-/// Compares every metric over all runs of `a` and of `b`.
+/// Compares every metric over all runs of `a` and of `b` that either side measured.
 pub fn compare(a: &Runs, b: &Runs) -> Vec<ComparedMetric> {
     METRICS
         .iter()
+        .filter(|m| a.iter().chain(b.iter()).any(|r| (m.get)(r).is_some()))
         .map(|m| {
             let sa = describe(&a.iter().filter_map(m.get).collect::<Vec<_>>());
             let sb = describe(&b.iter().filter_map(m.get).collect::<Vec<_>>());

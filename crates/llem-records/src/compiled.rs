@@ -497,6 +497,9 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, RunError> {
             energy_per_request_p99_joules: t.f("energy_per_request_p99_joules", i),
             difference_prefill_energy_joules: t.f("difference_prefill_energy_joules", i),
             difference_decode_energy_joules: t.f("difference_decode_energy_joules", i),
+            goodput_fraction: t.f("goodput_fraction", i),
+            goodput_req_per_sec: t.f("goodput_req_per_sec", i),
+            energy_per_good_request_joules: t.f("energy_per_good_request_joules", i),
             warnings: t.s("warnings", i),
         },
     })

@@ -24,8 +24,8 @@ pub struct DiffusionGroup {
     pub runs: DiffusionRuns,
 }
 
-/// Short names the CLI accepts for diffusion fields.
-pub const DIFFUSION_ALIASES: &[(&str, &str)] = &[
+/// Short names earlier versions accepted for diffusion fields (refused now, with the field).
+pub const DIFFUSION_SHORT_NAMES: &[(&str, &str)] = &[
     ("batch", "batch_size"),
     ("gpu", "gpu_model"),
     ("model", "model_id"),
@@ -34,14 +34,13 @@ pub const DIFFUSION_ALIASES: &[(&str, &str)] = &[
     ("steps", "inference_steps"),
 ];
 
-/// The diffusion field a CLI name means, or an error naming the nearest.
+/// The diffusion field `name` names (checked), or an error naming the nearest.
 pub fn resolve_diffusion_field(name: &str) -> Result<&str, RecordsError> {
-    let f = DIFFUSION_ALIASES
-        .iter()
-        .find(|(a, _)| *a == name)
-        .map_or(name, |(_, f)| *f);
-    if DIFFUSION_FIELDS.iter().any(|(n, _)| *n == f) {
-        return Ok(f);
+    if let Some(e) = crate::runs::short_name_refused(name, DIFFUSION_SHORT_NAMES) {
+        return Err(e);
+    }
+    if DIFFUSION_FIELDS.iter().any(|(n, _)| *n == name) {
+        return Ok(name);
     }
     let nearest = DIFFUSION_FIELDS
         .iter()

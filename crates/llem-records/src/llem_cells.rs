@@ -243,6 +243,12 @@ fn llem_fields(path: &Path, cell: &Cell, lat: &LatencyStatistics) -> LlemFields 
         energy_per_request_p99_joules: r.energy_per_request_j.map(|d| d.p99),
         difference_prefill_energy_joules: difference.map(|d| d.prefill_j),
         difference_decode_energy_joules: difference.map(|d| d.decode_j),
+        goodput_fraction: r.goodput.as_ref().map(|g| g.goodput_fraction),
+        goodput_req_per_sec: r.goodput.as_ref().and_then(|g| g.goodput_req_per_s),
+        energy_per_good_request_joules: r
+            .goodput
+            .as_ref()
+            .and_then(|g| g.energy_per_good_request_j),
         warnings: (!r.measurement_warnings.is_empty()).then(|| r.measurement_warnings.join("\n")),
     }
 }

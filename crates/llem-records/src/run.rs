@@ -183,6 +183,13 @@ pub struct LlemFields {
     pub difference_prefill_energy_joules: Option<f64>,
     /// The window's energy less that, J.
     pub difference_decode_energy_joules: Option<f64>,
+    /// Share of the window's requests meeting every latency objective set (`goodput.
+    /// goodput_fraction`); null where no SLO was set.
+    pub goodput_fraction: Option<f64>,
+    /// Requests meeting every objective per second of the window, req/s.
+    pub goodput_req_per_sec: Option<f64>,
+    /// The window's energy over the requests meeting every objective, J.
+    pub energy_per_good_request_joules: Option<f64>,
     /// Measurement warnings, one per line.
     pub warnings: Option<String>,
 }
@@ -329,6 +336,9 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("energy_per_request_p99_joules", FieldKind::OptFloat),
     ("difference_prefill_energy_joules", FieldKind::OptFloat),
     ("difference_decode_energy_joules", FieldKind::OptFloat),
+    ("goodput_fraction", FieldKind::OptFloat),
+    ("goodput_req_per_sec", FieldKind::OptFloat),
+    ("energy_per_good_request_joules", FieldKind::OptFloat),
     ("warnings", FieldKind::OptStr),
 ];
 
@@ -442,6 +452,9 @@ impl LlmRun {
             "energy_per_request_p99_joules" => opt_f(x.energy_per_request_p99_joules),
             "difference_prefill_energy_joules" => opt_f(x.difference_prefill_energy_joules),
             "difference_decode_energy_joules" => opt_f(x.difference_decode_energy_joules),
+            "goodput_fraction" => opt_f(x.goodput_fraction),
+            "goodput_req_per_sec" => opt_f(x.goodput_req_per_sec),
+            "energy_per_good_request_joules" => opt_f(x.energy_per_good_request_joules),
             "warnings" => opt_s(&x.warnings),
             "label" => opt_s(&x.label),
             path => return x.config.as_deref().and_then(|c| config_value(c, path)),

@@ -347,8 +347,10 @@ pub struct Condition {
     pub value: String,
 }
 
-/// Short names the CLI accepts for record fields.
-pub const FIELD_ALIASES: &[(&str, &str)] = &[
+/// Short names earlier versions accepted for record fields, and the field each meant. A
+/// figure has one name everywhere (`--where`, `--group-by`, JSON, exports), so these are
+/// refused with the field to write instead.
+pub const FORMER_SHORT_NAMES: &[(&str, &str)] = &[
     ("batch", "max_num_seqs"),
     ("gpu", "gpu_model"),
     ("model", "model_id"),
@@ -357,18 +359,25 @@ pub const FIELD_ALIASES: &[(&str, &str)] = &[
     ("stable", "is_stable"),
 ];
 
-/// The record field a CLI name means.
+/// The refusal of a former short name: which field to write, under the one name it has.
+pub(crate) fn short_name_refused(name: &str, table: &[(&str, &str)]) -> Option<RecordsError> {
+    let (_, field) = table.iter().find(|(a, _)| *a == name)?;
+    Some(RecordsError::Usage(format!(
+        "unknown field {name:?}: write `{field}`, the name the field has in JSON and exports too"
+    )))
+}
+
+/// The record field `name` names (checked), as written: fields have one name.
 pub fn resolve_field(name: &str) -> Result<&str, RecordsError> {
-    let f = FIELD_ALIASES
-        .iter()
-        .find(|(a, _)| *a == name)
-        .map_or(name, |(_, f)| *f);
-    check_field(f)?;
-    Ok(f)
+    if let Some(e) = short_name_refused(name, FORMER_SHORT_NAMES) {
+        return Err(e);
+    }
+    check_field(name)?;
+    Ok(name)
 }
 
 impl Condition {
-    /// Parses `engine=candle`, `batch>=8`, `model~Qwen` (fields of an LLM run).
+    /// Parses `engine=candle`, `max_num_seqs>=8`, `model_id~Qwen` (fields of an LLM run).
     pub fn parse(text: &str) -> Result<Self, RecordsError> {
         Self::parse_with(text, resolve_field)
     }

@@ -19,7 +19,7 @@ fn parity_runs(root: &Path) -> Runs {
 fn a_query_selects_what_a_filter_by_hand_selects_grouped_as_asked() {
     let d = tempfile::tempdir().unwrap();
     let all = parity_runs(d.path());
-    let q = Query::parse(&["batch>=64".into()], &["gpu".into()], false).unwrap();
+    let q = Query::parse(&["max_num_seqs>=64".into()], &["gpu_model".into()], false).unwrap();
     assert_eq!(q.field_names(), ["gpu_model"]);
     let groups = q.run(&all).unwrap();
     let by_hand = all.filter(|r| r.max_num_seqs >= 64);
@@ -51,9 +51,19 @@ fn a_query_selects_what_a_filter_by_hand_selects_grouped_as_asked() {
 #[test]
 fn bad_conditions_fields_and_picks_are_usage_errors() {
     assert!(matches!(
-        Query::parse(&["batch".into()], &[], false),
+        Query::parse(&["max_num_seqs".into()], &[], false),
         Err(RecordsError::Usage(_))
     ));
+    // A figure has one name: the short names of old are refused with the field to write.
+    for (short, field) in [
+        ("batch", "max_num_seqs"),
+        ("gpu", "gpu_model"),
+        ("stable", "is_stable"),
+    ] {
+        let e = Query::parse(&[format!("{short}>=2")], &[], false).unwrap_err();
+        assert!(e.to_string().contains(&format!("write `{field}`")), "{e}");
+        assert!(Query::parse(&[], &[short.into()], false).is_err());
+    }
     assert!(Query::parse(&[], &["no_such_field".into()], false).is_err());
     let d = tempfile::tempdir().unwrap();
     let all = parity_runs(d.path());
@@ -64,9 +74,9 @@ fn bad_conditions_fields_and_picks_are_usage_errors() {
         "{e}"
     );
     let one = all.filter(|r| r.num_gpus == all.get(0).unwrap().num_gpus);
-    let e = groups_to_compare(&one, "gpus", d.path()).unwrap_err();
+    let e = groups_to_compare(&one, "num_gpus", d.path()).unwrap_err();
     assert!(e.to_string().contains("nothing to compare"), "{e}");
-    let (field, groups) = groups_to_compare(&all, "batch", d.path()).unwrap();
+    let (field, groups) = groups_to_compare(&all, "max_num_seqs", d.path()).unwrap();
     assert_eq!(field, "max_num_seqs");
     assert!(groups.len() >= 2);
 }

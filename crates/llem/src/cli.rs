@@ -457,7 +457,7 @@ pub enum ResultsCommand {
         #[arg(long)]
         diffusion: bool,
     },
-    /// Filter and group runs: `--where 'engine=vllm' --where 'batch>=8' --group-by model`.
+    /// Filter and group runs: `--where 'engine=vllm' --where 'max_num_seqs>=8' --group-by model_id`.
     Query {
         /// A results directory.
         dir: PathBuf,

@@ -109,7 +109,7 @@ fn diffusion_runs_are_listed_queried_exported_and_charted() {
             "--where",
             "task=text-to-image",
             "--where",
-            "batch>=2",
+            "batch_size>=2",
             "--json",
         ],
     );

@@ -209,7 +209,14 @@ fn study_cells_load_round_trip_query_export_and_report() {
     let d = dir.to_str().unwrap();
     let o = llem(
         home,
-        &["results", "query", d, "--where", "batch>=2", "--json"],
+        &[
+            "results",
+            "query",
+            d,
+            "--where",
+            "max_num_seqs>=2",
+            "--json",
+        ],
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -239,7 +246,15 @@ fn study_cells_load_round_trip_query_export_and_report() {
         "{}",
         text(&o.stderr)
     );
-    let o = llem(home, &["results", "query", d, "--group-by", "batch"]);
+    // One name for a figure: `batch` was a second one for `max_num_seqs`.
+    let o = llem(home, &["results", "query", d, "--where", "batch>=2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("write `max_num_seqs`"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = llem(home, &["results", "query", d, "--group-by", "max_num_seqs"]);
     assert!(
         text(&o.stdout).contains("max_num_seqs=1 (4 runs)"),
         "{}",

@@ -619,6 +619,67 @@ fn an_external_openai_server_is_measured_with_its_metrics_and_goodput() {
     assert!(good >= 1 && good < g.requests, "{g:?}");
     let lat = r.latency_stats.as_ref().unwrap();
     assert!(lat.scheduled_ttft_p99_ms.unwrap() > lat.ttft_p99_ms.unwrap());
+
+    // Goodput travels with the records: `results show/list/query/export`, `compare` and the
+    // report print it, from the same result.json.
+    let results = |args: &[&str]| {
+        let o = llem_command(home.path(), Path::new("/nonexistent"))
+            .env("COLUMNS", "250")
+            .arg("results")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let pct = format!(
+        "{} %",
+        llem_records::table::short_number(g.goodput_fraction * 100.0)
+    );
+    let per_good = llem_records::table::short_number(g.energy_per_good_request_j.unwrap());
+    let shown = results(&["show", cell.to_str().unwrap()]);
+    assert!(
+        shown.contains(&format!("{pct} of requests within the SLO"))
+            && shown.contains(&format!("{per_good} J per request within it")),
+        "{shown}"
+    );
+    let listed = results(&["list", out.to_str().unwrap()]);
+    assert!(
+        listed.contains("within SLO") && listed.contains(&pct),
+        "{listed}"
+    );
+    let q: serde_json::Value =
+        serde_json::from_str(&results(&["query", out.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(q[0]["goodput_fraction"].as_f64(), Some(g.goodput_fraction));
+    assert_eq!(
+        q[0]["energy_per_good_request_joules"].as_f64(),
+        g.energy_per_good_request_j
+    );
+    assert_eq!(q[0]["goodput_req_per_sec"].as_f64(), g.goodput_req_per_s);
+    let csv = results(&["export", out.to_str().unwrap(), "--format", "csv"]);
+    assert!(
+        csv.lines().next().unwrap().contains("goodput_fraction"),
+        "{csv}"
+    );
+    let cmp = results(&["compare", out.to_str().unwrap(), out.to_str().unwrap()]);
+    assert!(cmp.contains("goodput_fraction (share)"), "{cmp}");
+    let html = home.path().join("report.html");
+    let o = llem_command(home.path(), Path::new("/nonexistent"))
+        .args([
+            "report",
+            out.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("share of requests within the SLO (share)")
+            && page.contains("energy per request within the SLO (J)"),
+        "the report's summary has no goodput"
+    );
 }
 
 /// Seeds 000/001: `total_energy_j` is the inference device's. A server on this host's GPU

@@ -139,6 +139,9 @@ class LLMRun(_RawFiles):
     energy_per_request_p99_joules: Optional[float] = None
     difference_prefill_energy_joules: Optional[float] = None
     difference_decode_energy_joules: Optional[float] = None
+    goodput_fraction: Optional[float] = None
+    goodput_req_per_sec: Optional[float] = None
+    energy_per_good_request_joules: Optional[float] = None
     warnings: Optional[str] = None
 
     @property

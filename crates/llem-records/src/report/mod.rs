@@ -307,8 +307,9 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
             }
         );
     }
+    let metrics = compare::measured(runs);
     h.push_str("<table><tr><th class=\"t\">configuration</th><th>runs</th>");
-    for m in METRICS {
+    for m in &metrics {
         let _ = write!(
             h,
             "<th title=\"{}\">{} ({})<br>mean and interval</th>",
@@ -323,7 +324,7 @@ fn summary_section(h: &mut String, runs: &Runs, configs: &[Configuration]) {
             esc(&c.label),
             c.runs.len()
         );
-        for m in METRICS {
+        for m in &metrics {
             let cell = c
                 .stats(m)
                 .map_or(String::new(), |s| c.spread(m).show(s.mean, short_number));

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use llem_records::compare::{self, METRICS};
+use llem_records::compare;
 use llem_records::export::{self, Exporter};
 use llem_records::query::{self, Query};
 use llem_records::runs::Group;
@@ -175,9 +175,42 @@ const RUN_HEADERS: &[&str] = &[
     "task",
 ];
 
+/// The goodput columns, beside throughput, where a run of the table set an SLO.
+const GOODPUT_HEADERS: &[&str] = &["within SLO", "J/good req"];
+
 fn print_runs(runs: &Runs) {
-    let rows: Vec<Vec<String>> = runs.iter().map(run_row).collect();
-    out!("{}", fit_table(RUN_HEADERS, &rows, terminal_width()));
+    let slo = runs.iter().any(|r| r.extra.goodput_fraction.is_some());
+    let mut headers = RUN_HEADERS.to_vec();
+    let at = 4; // after tok/s
+    if slo {
+        headers.splice(at..at, GOODPUT_HEADERS.iter().copied());
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let mut row = run_row(r);
+            if slo {
+                row.splice(at..at, goodput_cells(r));
+            }
+            row
+        })
+        .collect();
+    out!("{}", fit_table(&headers, &rows, terminal_width()));
+}
+
+/// A run's share of requests within its SLO and energy per such request (empty where it set
+/// none).
+fn goodput_cells(r: &LlmRun) -> [String; 2] {
+    [
+        r.extra
+            .goodput_fraction
+            .map(|f| format!("{} %", short_number(f * 100.0)))
+            .unwrap_or_default(),
+        r.extra
+            .energy_per_good_request_joules
+            .map(short_number)
+            .unwrap_or_default(),
+    ]
 }
 
 fn list(dir: &Path, json: bool) -> Result<(), RecordsError> {
@@ -296,6 +329,7 @@ fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
             "average power",
             format!("{} W", short_number(r.avg_power_watts)),
         ),
+        ("goodput", goodput_words(r)),
         (
             "TTFT p50 / p99",
             format!(
@@ -322,6 +356,24 @@ fn cell_rows(r: &LlmRun) -> Vec<(&'static str, String)> {
             },
         ),
     ]
+}
+
+/// Goodput in words, or that no SLO was set.
+fn goodput_words(r: &LlmRun) -> String {
+    let x = &r.extra;
+    match x.goodput_fraction {
+        None => "- (no SLO set)".into(),
+        Some(f) => format!(
+            "{} % of requests within the SLO, {} req/s, {} J per request within it",
+            short_number(f * 100.0),
+            x.goodput_req_per_sec
+                .map(short_number)
+                .unwrap_or_else(|| "-".into()),
+            x.energy_per_good_request_joules
+                .map(short_number)
+                .unwrap_or_else(|| "-".into())
+        ),
+    }
 }
 
 fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
@@ -386,12 +438,13 @@ fn print_configurations(runs: &Runs) {
         llem_results::stats::SPREAD_RULE
     );
     let mut headers = vec!["configuration"];
-    headers.extend(METRICS.iter().map(|m| m.name));
+    let metrics = compare::measured(runs);
+    headers.extend(metrics.iter().map(|m| m.name));
     let rows: Vec<Vec<String>> = configs
         .iter()
         .map(|c| {
             let mut row = vec![c.label.clone()];
-            row.extend(METRICS.iter().map(|m| {
+            row.extend(metrics.iter().map(|m| {
                 c.stats(m).map_or("-".into(), |s| {
                     format!("{} (n={})", c.spread(m).show(s.mean, short_number), s.n)
                 })
