@@ -12,7 +12,7 @@ venv=target/pyenv-llem
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check "$wheel" \
-  'pytest>=8' 'polars>=1' 'tqdm>=4.60' 'mlenergy-data==0.4.0' \
+  'pytest>=8' 'polars>=1' 'tqdm>=4.60' 'mlenergy-data==0.4.0' 'huggingface_hub>=0.20' \
   'ipykernel>=6' 'jupyter_client>=8' 'ipywidgets>=8'
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT

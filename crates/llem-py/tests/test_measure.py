@@ -202,6 +202,38 @@ def test_run_study_runs_cells_in_child_processes_and_returns_the_study(sandbox):
         assert (cell / "cell.log").is_file() and (cell / "result.json").is_file(), c
 
 
+NO_TQDM = textwrap.dedent(
+    """
+    import sys
+    sys.modules["tqdm"] = None  # as on a machine without tqdm
+    import llem
+    llem.run_study(sys.argv[1], progress=True)
+    """
+)
+
+
+def test_progress_without_tqdm_is_lines_in_words(sandbox):
+    yaml = sandbox / "lines.yaml"
+    yaml.write_text(
+        "name: lines\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput_dir: results\n"
+        "dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 4}}\n"
+        "warmup: {enabled: false}\nbaseline: {enabled: false}\n"
+        "sweep: {llamacpp.batch_size: [1, 2]}\n"
+        "study_execution: {n_cycles: 1, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n"
+    )
+    done = subprocess.run([sys.executable, "-c", NO_TQDM, str(yaml)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    lines = [l for l in done.stderr.splitlines() if l.startswith("llem: ")]
+    # No bare counts such as "(5)": every number says what it counts.
+    import re
+    assert not [l for l in lines if re.search(r"\(\d+\)$", l)], lines
+    assert "llem: study: 2 cells" in lines, lines
+    assert any(re.fullmatch(r"llem: study: 1 of 2 cells done \(completed\)", l) for l in lines), lines
+    assert any(l.startswith("llem: study: 2 of 2 cells done") for l in lines), lines
+    assert any(l.startswith("llem: measure done") for l in lines), lines
+
+
 def interrupt_when_measuring(command):
     """Starts `command`, sends SIGINT half a second after it prints MEASURING, and checks it
     then printed only KEYBOARDINTERRUPT and exited 130; returns how long it took to stop."""

@@ -96,3 +96,31 @@ def test_the_stop_button_interrupts_a_run_and_the_kernel_lives_on(kernel, sandbo
     cfg = dict(TINY, name="after", output_dir="results")
     msgs = execute(kc, f"r = llem.run_experiment({cfg!r}, progress=False)\nprint('TOKENS', r.total_output_tokens)")
     assert errors(msgs) == [] and "TOKENS 32" in stdout(msgs), msgs
+
+
+def doc_cells():
+    """The code cells of docs/python.md's "A notebook session", in order."""
+    from conftest import REPO
+
+    text = (REPO / "docs" / "python.md").read_text()
+    section = text.split("## A notebook session", 1)[1].split("\n## ", 1)[0]
+    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+
+
+def test_the_notebook_session_in_the_docs_runs_as_written(kernel):
+    _, kc = kernel
+    cells = doc_cells()
+    assert len(cells) >= 6, cells
+    shown = []
+    for code in cells:
+        msgs = execute(kc, code, timeout=600)
+        assert errors(msgs) == [], (code, errors(msgs))
+        shown += [m["content"]["data"] for m in msgs if m["msg_type"] == "execute_result"]
+    html = [d["text/html"] for d in shown if "text/html" in d]
+    # The result, the study and the runs each render as a table; the frame as pandas does.
+    assert any("energy per output token" in h and "<table>" in h for h in html), html
+    assert any(h.startswith("<div><b>StudyResult(") for h in html), html
+    assert any("LLMRuns(4 runs)" in h for h in html), html
+    assert any("mj_per_tok_total" in h for h in html), html
+    text = stdout(execute(kc, "print(r)"))
+    assert text.startswith("ExperimentResult('SmolLM2-135M-Instruct.Q4_1.gguf' on llamacpp, ")

@@ -197,7 +197,8 @@ pub struct RunArgs {
     /// Results directory.
     #[arg(short = 'o', long)]
     pub output: Option<String>,
-    /// Run configurations with the same measurement_config_hash separately.
+    /// Run each configuration even when another measures the same thing (they differ only in
+    /// fields that do not change the measurement, such as the name).
     #[arg(long)]
     pub no_dedup: bool,
     /// Resolve the file's relative paths (`base:`, `_extends`) against this directory, not
@@ -211,7 +212,7 @@ pub struct RunArgs {
     /// Log what happens (-v: llem and llama.cpp info, -vv: debug).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Telemetry sampling interval: 100ms (default), 10ms, 0.5s.
+    /// Telemetry sampling interval: 100ms, 10ms, 0.5s; a bare number is milliseconds.
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     pub interval: std::time::Duration,
     /// Continue the most recent unfinished study of this file: completed cells are kept,
@@ -422,10 +423,9 @@ pub enum ResultsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Two cells, studies or directories side by side: means, 95 % CIs and ratios.
-    /// Two sets of runs, metric by metric: two directories (A the baseline, B the candidate),
-    /// or the configurations of one study directory split `--by` a field or configuration
-    /// path, or two of them picked by label or hash with `--pick A --pick B`.
+    /// Two sets of runs side by side, metric by metric (means, 95 % CIs, B/A): two
+    /// directories (A the baseline, B the candidate), one study's configurations split `--by`
+    /// a field or configuration path, or two of them picked with `--pick A --pick B`.
     Compare {
         /// The baseline directory, or the study when B is not given.
         a: PathBuf,

@@ -14,27 +14,39 @@ except Exception:  # pragma: no cover - tqdm is optional
 
 
 class _Lines:
-    """A stand-in bar for when tqdm is missing: the phase's start and end as lines."""
+    """A stand-in bar for when tqdm is missing: a line in words when a phase starts, and when
+    it ends with what it did (a study: a line per cell done, counted against the whole)."""
 
-    def __init__(self, desc: str, total: Optional[int]) -> None:
-        self.desc = desc
+    def __init__(self, desc: str, total: Optional[int], unit: Optional[str]) -> None:
+        self.desc, self.total, self.unit = desc, total, unit
         self.n = 0
-        print(f"llem: {desc}" + (f" ({total})" if total else ""), file=sys.stderr, flush=True)
+        self.post = ""
+        said = f": {total} {unit}" if total and unit else ""
+        _say(f"{desc}{said}")
 
     def update(self, n: int) -> None:
         self.n += n
 
     def set_postfix_str(self, s: str) -> None:
-        pass
+        self.post = s
+        if self.unit:  # a study: one line per cell done
+            of = f" of {self.total}" if self.total else ""
+            _say(f"{self.desc}: {self.n}{of} {self.unit} done ({s})")
 
     def close(self) -> None:
-        pass
+        if self.unit is None:
+            _say(f"{self.desc.split(':')[0]} done" + (f": {self.post}" if self.post else ""))
 
 
-def _bar(desc: str, total: Optional[int], position: int = 0) -> Any:
+def _say(s: str) -> None:
+    print(f"llem: {s}", file=sys.stderr, flush=True)
+
+
+def _bar(desc: str, total: Optional[int], position: int = 0, unit: Optional[str] = None) -> Any:
     if _tqdm is None:
-        return _Lines(desc, total)
-    return _tqdm(total=total, desc=desc, position=position, leave=True, dynamic_ncols=True)
+        return _Lines(desc, total, unit)
+    return _tqdm(total=total, desc=desc, position=position, leave=True, dynamic_ncols=True,
+                 unit=f" {unit}" if unit else "it")
 
 
 class Progress:
@@ -53,7 +65,7 @@ class Progress:
         if kind is None:
             self._cell(e)
         elif kind == "study_started":
-            self.study = _bar("study", e.get("total"))
+            self.study = _bar("study", e.get("total"), unit="cells")
         elif kind == "cell_started":
             label = e.get("label") or f"cell {e.get('index')}"
             self._note(f"cell {e.get('index')} (cycle {e.get('cycle')}): {label}")
@@ -97,7 +109,7 @@ class Progress:
         if _tqdm is not None:
             _tqdm.write(f"llem: {s}", file=sys.stderr)
         else:
-            print(f"llem: {s}", file=sys.stderr, flush=True)
+            _say(s)
 
     def _close_phase(self) -> None:
         if self.phase is not None:

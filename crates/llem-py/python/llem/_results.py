@@ -5,10 +5,37 @@ Parquet sidecars as DataFrames."""
 from __future__ import annotations
 
 import copy
+import html
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterator, List, Optional
+
+from ._fields import EXPERIMENT_RESULT_FIELDS, STUDY_RESULT_FIELDS
+
+
+def _round(v: Any, digits: int = 4) -> Any:
+    """`v` with every float rounded to `digits` significant digits, for reading."""
+    if isinstance(v, float):
+        if v == 0 or not math.isfinite(v):
+            return v
+        return round(v, max(0, digits - 1 - int(math.floor(math.log10(abs(v))))))
+    if isinstance(v, dict):
+        return {k: _round(x, digits) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_round(x, digits) for x in v]
+    return v
+
+
+def _num(v: Any, unit: str = "") -> str:
+    """A figure to four significant digits with its unit, or "-" when there is none."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        v = _round(v)
+        v = int(v) if v == int(v) and abs(v) < 1e15 else v
+    return f"{v} {unit}".strip()
 
 
 def _wrap(v: Any) -> Any:
@@ -52,7 +79,7 @@ class Section:
         return isinstance(other, Section) and other._data == self._data
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._data!r})"
+        return f"{type(self).__name__}({_round(self._data)!r})"
 
     def get(self, name: str, default: Any = None) -> Any:
         """The field, or `default` when absent."""
@@ -134,9 +161,45 @@ class ExperimentResult(Section):
         d = self._data
         return (
             f"ExperimentResult({d.get('model_name')!r} on {d.get('engine')}, "
-            f"{d.get('total_energy_j')} J, {d.get('mj_per_tok_total')} mJ/tok, "
-            f"dir={str(self._dir)!r})"
+            f"{_num(d.get('total_energy_j'), 'J')}, {_num(d.get('mj_per_tok_total'), 'mJ/tok')}, "
+            f"{_num(d.get('avg_tokens_per_second'), 'tok/s')}, dir={str(self._dir)!r})"
         )
+
+    def headline(self) -> List[tuple]:
+        """The figures a reader looks at first, as (what, value) rows: the notebook view."""
+        d = self._data
+        lat = d.get("latency_stats") or {}
+        rows = [
+            ("model", d.get("model_name")),
+            ("engine", d.get("engine")),
+            ("energy of", {"gpu": "the GPUs", "cpu": "CPU packages + DRAM"}.get(
+                d.get("energy_scope"), d.get("energy_scope") or "-")),
+            ("window", f"{_num(d.get('total_inference_time_sec'), 's')} "
+                       f"({d.get('measurement_methodology')})"),
+            ("energy", f"{_num(d.get('total_energy_j'), 'J')} ({d.get('energy_source') or 'none'})"),
+            ("energy per output token", _num(d.get("mj_per_tok_total"), "mJ/tok")),
+            ("above idle", _num(d.get("mj_per_tok_adjusted"), "mJ/tok")),
+            ("throughput", _num(d.get("avg_tokens_per_second"), "tok/s")),
+            ("TTFT p50 / p99", f"{_num(lat.get('ttft_median_ms'))} / {_num(lat.get('ttft_p99_ms'), 'ms')}"),
+            ("ITL p50 / p99", f"{_num(lat.get('itl_median_ms'))} / {_num(lat.get('itl_p99_ms'), 'ms')}"),
+        ]
+        g = d.get("goodput")
+        if g:
+            rows.append(("goodput", f"{_num(100 * g.get('goodput_fraction', 0.0), '%')} of requests "
+                                    f"within the SLO, {_num(g.get('energy_per_good_request_j'), 'J')} "
+                                    f"per request within it"))
+        rows.append(("warnings", len(d.get("measurement_warnings") or [])))
+        return rows
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+            f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+            for k, v in self.headline()
+        )
+        warns = "".join(f"<li>{html.escape(w)}</li>" for w in self._data.get("measurement_warnings") or [])
+        return (f"<div><b>ExperimentResult</b> <code>{html.escape(str(self._dir or ''))}</code>"
+                f"<table>{rows}</table>" + (f"<ul>{warns}</ul>" if warns else "") + "</div>")
 
 
 class StudyResult(Section):
@@ -185,3 +248,34 @@ class StudyResult(Section):
             f"StudyResult({self._data.get('study_name')!r}, {self._data.get('status')}, "
             f"{s.get('completed')}/{s.get('total_experiments')} completed, dir={str(self._dir)!r})"
         )
+
+    def _repr_html_(self) -> str:
+        head = html.escape(repr(self))
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+                e.get("experiment_id"), e.get("engine"), _num(e.get("mj_per_tok_total")),
+                _num(e.get("avg_tokens_per_second")), len(e.get("measurement_warnings") or []),
+            )) + "</tr>"
+            for e in self._data.get("experiments") or []
+        )
+        return (f"<div><b>{head}</b><table><tr><th>experiment</th><th>engine</th><th>mJ/tok</th>"
+                f"<th>tok/s</th><th>warnings</th></tr>{rows}</table></div>")
+
+
+def _field_property(name: str, typ: str, doc: str) -> property:
+    def get(self: Section) -> Any:
+        return type(self).__getattr__(self, name)
+
+    get.__name__ = name
+    return property(get, doc=f"{doc} ({typ})" if doc else typ)
+
+
+# Every field of the schema as a documented property: `help(ExperimentResult)` and editors list
+# them with their meaning (a field a result lacks still raises AttributeError, naming the
+# nearest). Accessors of the class's own, like StudyResult.experiments, stay.
+for _cls, _fields in ((ExperimentResult, EXPERIMENT_RESULT_FIELDS),
+                      (StudyResult, STUDY_RESULT_FIELDS)):
+    for _name, _typ, _doc in _fields:
+        if _name not in _cls.__dict__:
+            setattr(_cls, _name, _field_property(_name, _typ, _doc))
+del _cls, _fields, _name, _typ, _doc

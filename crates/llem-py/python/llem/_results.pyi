@@ -31,130 +31,130 @@ class ExperimentResult(Section):
     @property
     def cell_dir(self) -> Optional[Path]: ...
 
-    # `"4.0"`.
     schema_version: str
-    # `{model}_{YYYYMMDD_HHMMSS}` for single experiments.
+    """`"4.0"`."""
     experiment_id: str
-    # SHA-256[:16] of the resolved config, environment fields excluded.
+    """`{model}_{YYYYMMDD_HHMMSS}` for single experiments."""
     measurement_config_hash: str
-    # The llem version that produced this result (the field keeps the Python tool's name).
+    """SHA-256[:16] of the resolved config, environment fields excluded."""
     llenergymeasure_version: Optional[str]
-    # Engine name (`llamacpp`, `transformers`, `vllm`, ...).
+    """The llem version that produced this result (the field keeps the Python tool's name)."""
     engine: str
-    # Engine library version.
+    """Engine name (`llamacpp`, `transformers`, `vllm`, ...)."""
     engine_version: Optional[str]
-    # Model name or path as configured.
+    """Engine library version."""
     model_name: str
-    # `total`, `steady_state` or `windowed`.
+    """Model name or path as configured."""
     measurement_methodology: str
-    # `[start_s, end_s]` of the measured window relative to inference start.
+    """`total`, `steady_state` or `windowed`."""
     steady_state_window: Optional[Tuple[float, float]]
-    # `[start_s, end_s]` of the measurement window in seconds since the experiment start (the clock of `timeseries.parquet` and `requests.parquet`).
+    """`[start_s, end_s]` of the measured window relative to inference start."""
     measurement_window_s: Optional[Tuple[float, float]]
-    # Output tokens generated in the measurement window.
+    """`[start_s, end_s]` of the measurement window in seconds since the experiment start (the clock of `timeseries.parquet` and `requests.parquet`)."""
     total_tokens: int
-    # Prompt tokens processed in the measurement window.
+    """Output tokens generated in the measurement window."""
     total_input_tokens: int
-    # Output tokens (same as `total_tokens`, named for symmetry).
+    """Prompt tokens processed in the measurement window."""
     total_output_tokens: int
-    # Energy of the inference device over the window, J, no baseline subtraction (seeds 000/001): the GPUs the engine ran on, or the CPU packages and DRAM when it ran on the CPU (`energy_scope` says which). 0 with a warning and a null `energy_source` when no sensor of that scope could be read.
+    """Output tokens (same as `total_tokens`, named for symmetry)."""
     total_energy_j: float
-    # `total_energy_j - baseline_power_w x total_inference_time_sec`, J, with the same scope's idle power.
+    """Energy of the inference device over the window, J, no baseline subtraction (seeds 000/001): the GPUs the engine ran on, or the CPU packages and DRAM when it ran on the CPU (`energy_scope` says which). 0 with a warning and a null `energy_source` when no sensor of that scope could be read."""
     energy_adjusted_j: Optional[float]
-    # Measurement window length, s.
+    """`total_energy_j - baseline_power_w x total_inference_time_sec`, J, with the same scope's idle power."""
     total_inference_time_sec: float
-    # Output tokens per second.
+    """Measurement window length, s."""
     avg_tokens_per_second: float
-    # (Input + output) tokens per second.
+    """Output tokens per second."""
     avg_total_tokens_per_second: float
-    # J per output token.
+    """(Input + output) tokens per second."""
     avg_energy_per_token_j: float
-    # mJ per output token from total energy.
+    """J per output token."""
     mj_per_tok_total: Optional[float]
-    # mJ per output token from adjusted energy.
+    """mJ per output token from total energy."""
     mj_per_tok_adjusted: Optional[float]
-    # Output tokens per joule (0 when no energy was measured).
+    """mJ per output token from adjusted energy."""
     tokens_per_joule: float
-    # `counter`, `integrated` or `estimate`: the weakest source among the headline's domains.
+    """Output tokens per joule (0 when no energy was measured)."""
     energy_source: Optional[str]
-    # What the headline energy holds: `gpu` (the engine's GPUs) or `cpu` (packages and DRAM); null in results written before llem had scopes.
+    """`counter`, `integrated` or `estimate`: the weakest source among the headline's domains."""
     energy_scope: Optional[str]
-    # Energy of every measured domain over the window (GPUs, CPU packages, DRAM), J; never folded into the headline.
+    """What the headline energy holds: `gpu` (the engine's GPUs) or `cpu` (packages and DRAM); null in results written before llem had scopes."""
     system_energy_j: Optional[float]
-    # `system_energy_j` per output token, mJ.
+    """Energy of every measured domain over the window (GPUs, CPU packages, DRAM), J; never folded into the headline."""
     system_mj_per_tok: Optional[float]
-    # CO2 of the headline and the system energy, with the factors used; null without energy.
+    """`system_energy_j` per output token, mJ."""
     emissions: Optional[Section]
-    # Estimated FLOPs of the window; null when the model's architecture is unknown (a warning says why): seed 000 types it as a number, but 0 would read as a measurement.
+    """CO2 of the headline and the system energy, with the factors used; null without energy."""
     total_flops: Optional[float]
-    # Decode FLOPs per decode (output) token.
+    """Estimated FLOPs of the window; null when the model's architecture is unknown (a warning says why): seed 000 types it as a number, but 0 would read as a measurement."""
     flops_per_output_token: Optional[float]
-    # Prefill FLOPs per prefill (input) token.
+    """Decode FLOPs per decode (output) token."""
     flops_per_input_token: Optional[float]
-    # FLOPs per second of the window.
+    """Prefill FLOPs per prefill (input) token."""
     flops_per_second: Optional[float]
-    # How the FLOPs were estimated.
+    """FLOPs per second of the window."""
     flops: Optional[Section]
-    # Idle power, W.
+    """How the FLOPs were estimated."""
     baseline_power_w: Optional[float]
-    # Per-GPU energy, J (null without GPUs).
+    """Idle power, W."""
     energy_per_device_j: Optional[List[float]]
-    # Raw, adjusted and per-domain energy, with the baseline's provenance.
+    """Per-GPU energy, J (null without GPUs)."""
     energy_breakdown: Optional[Section]
-    # Multi-GPU aggregate (null for single-GPU runs).
+    """Raw, adjusted and per-domain energy, with the baseline's provenance."""
     multi_gpu: Optional[Section]
-    # Raw per-process measurements: one per rank (GPU) of a multi-GPU run, one otherwise.
+    """Multi-GPU aggregate (null for single-GPU runs)."""
     process_results: List[Section]
-    # How `process_results` were aggregated (null for single-GPU runs).
+    """Raw per-process measurements: one per rank (GPU) of a multi-GPU run, one otherwise."""
     aggregation: Optional[Section]
-    # What weakens this measurement.
+    """How `process_results` were aggregated (null for single-GPU runs)."""
     measurement_warnings: List[str]
-    # Warmup prompts run before the window.
+    """What weakens this measurement."""
     warmup_excluded_samples: Optional[int]
-    # The sampler, its accuracy and the methodology caveats.
+    """Warmup prompts run before the window."""
     reproducibility_notes: str
-    # Throttling seen during the window.
+    """The sampler, its accuracy and the methodology caveats."""
     thermal_throttle: Optional[Section]
-    # How the warmup ended.
+    """Throttling seen during the window."""
     warmup_result: Optional[Section]
-    # Start of the experiment (UTC, ISO-8601).
+    """How the warmup ended."""
     start_time: str
-    # End of the experiment (UTC, ISO-8601).
+    """Start of the experiment (UTC, ISO-8601)."""
     end_time: str
-    # `end_time - start_time`, s.
+    """End of the experiment (UTC, ISO-8601)."""
     duration_sec: float
-    # Relative path of the telemetry sidecar.
+    """`end_time - start_time`, s."""
     timeseries: Optional[SidecarName]
-    # Relative path of the per-request sidecar.
+    """Relative path of the telemetry sidecar."""
     requests: Optional[SidecarName]
-    # TTFT/ITL/TPOT/E2E statistics.
+    """Relative path of the per-request sidecar."""
     latency_stats: Optional[Section]
-    # Memory, utilisation, batch, KV-cache and request-latency metrics.
+    """TTFT/ITL/TPOT/E2E statistics."""
     extended_metrics: Section
-    # Machine, software and model the result came from.
+    """Memory, utilisation, batch, KV-cache and request-latency metrics."""
     environment: Section
-    # How the steady-state (or explicit) window was chosen and whether it is trustworthy (serving engines; null for methodology total).
+    """Machine, software and model the result came from."""
     steady_state: Optional[Section]
-    # Methodology `windows`: each window's figures, their statistics and whether they agree (null for other methodologies).
+    """How the steady-state (or explicit) window was chosen and whether it is trustworthy (serving engines; null for methodology total)."""
     windows: Optional[Section]
-    # When each phase ran, s since the experiment start (the clock of `timeseries.parquet`): `load`, `warmup` (gate included), `thermal_floor`, `measure` (empty in results written before).
+    """Methodology `windows`: each window's figures, their statistics and whether they agree (null for other methodologies)."""
     phases: List[Section]
-    # Energy of the whole experiment on the headline's devices, every phase together (baseline when measured for this run, load, warmup, thermal floor, measurement, teardown), J: what a cold start costs beside what the window measured. Null when a phase's energy is unknown.
+    """When each phase ran, s since the experiment start (the clock of `timeseries.parquet`): `load`, `warmup` (gate included), `thermal_floor`, `measure` (empty in results written before)."""
     lifecycle_energy_j: Optional[float]
-    # The fully resolved configuration, as `effective_config.json` beside it holds it, so a result read alone still says what it measured (null in results written before).
+    """Energy of the whole experiment on the headline's devices, every phase together (baseline when measured for this run, load, warmup, thermal floor, measurement, teardown), J: what a cold start costs beside what the window measured. Null when a phase's energy is unknown."""
     effective_config: Optional[Any]
-    # Requests meeting the configured latency objectives (when `traffic.slo` is set).
+    """The fully resolved configuration, as `effective_config.json` beside it holds it, so a result read alone still says what it measured (null in results written before)."""
     goodput: Optional[Section]
-    # The traffic that was sent (serving engines).
+    """Requests meeting the configured latency objectives (when `traffic.slo` is set)."""
     traffic: Optional[Section]
-    # Relative path of the Prometheus sidecar (serving engines that expose `/metrics`).
+    """The traffic that was sent (serving engines)."""
     server_metrics: Optional[SidecarName]
-    # The headline energy attributed to each successful request inside the window, J (`requests.parquet` `energy_j`); null when it could not be attributed.
+    """Relative path of the Prometheus sidecar (serving engines that expose `/metrics`)."""
     energy_per_request_j: Optional[Section]
-    # Each such request's energy over its output tokens, mJ per token.
+    """The headline energy attributed to each successful request inside the window, J (`requests.parquet` `energy_j`); null when it could not be attributed."""
     energy_per_response_token_mj: Optional[Section]
-    # What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline.
+    """Each such request's energy over its output tokens, mJ per token."""
     energy_uncertainty: Optional[Section]
+    """What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline."""
 
 class StudyResult(Section):
     """A study: every field of study_result.json as an attribute."""
@@ -165,14 +165,22 @@ class StudyResult(Section):
     @property
     def manifest(self) -> Section: ...
     @property
-    def experiments(self) -> List[ExperimentResult]: ...
-    @property
     def cells(self) -> List[Section]: ...
     study_name: str
+    """Study name."""
     study_design_hash: str
+    """Same as the manifest's."""
     status: str
+    """How the study ended."""
     measurement_protocol: Any
+    """Execution settings in force."""
+    experiments: List[ExperimentResult]
+    """The completed cells' results, in execution order."""
     result_files: List[str]
+    """Their `result.json` paths, relative to the study directory."""
     summary: Section
+    """Same as the manifest's summary."""
     skipped_experiments: List[Any]
+    """Grid points skipped by validation: `{raw_config, reason, errors}`."""
     statistics: List[Section]
+    """Per configuration, statistics across cycles."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from . import _native
+from . import _hub, _native
 
 __all__ = ["LLMRun", "LLMRuns", "DiffusionRun", "DiffusionRuns"]
 
@@ -47,13 +47,21 @@ class _RawFiles:
         origin = self.__dict__.get("_origin")
         if origin is None:
             raise ValueError("this run was not loaded by llem.records; its raw files are unknown")
+        self._fetch_results()
         native, i = origin
         return native.select([i])
+
+    def _fetch_results(self) -> None:
+        # A run loaded by from_hf downloads its raw results file the first time it is needed.
+        hubs = self.__dict__.get("_hubs")
+        if hubs:
+            _hub.fetch_all(hubs, [self._results_path])
 
     def read_results_json(self) -> Dict[str, Any]:
         """The parsed raw results file (cached per run)."""
         cached = self.__dict__.get("_results_json_cache")
         if cached is None:
+            self._fetch_results()
             p = Path(self._results_path)
             if not p.exists():
                 raise FileNotFoundError(f"Raw results file not found: {p}")
@@ -155,6 +163,9 @@ class LLMRun(_RawFiles):
         if cached is None:
             if not self._prometheus_path:
                 raise ValueError("No prometheus.json path for this run")
+            hubs = self.__dict__.get("_hubs")
+            if hubs:
+                _hub.fetch_all(hubs, [self._prometheus_path])
             p = Path(self._prometheus_path)
             if not p.exists():
                 raise FileNotFoundError(f"Prometheus file not found: {p}")
@@ -285,12 +296,44 @@ class _Runs:
         self._columns_view: Optional[_Columns] = None
         self._issues: List[Tuple[str, str]] = []
         self._left_out: List[Tuple[str, str]] = []
+        # The Hub repositories the runs came from (from_hf), whose raw files are fetched
+        # when first needed.
+        self._hubs: Tuple[_hub.HubSource, ...] = ()
 
     def _derive(self, native: Any) -> Any:
         out = type(self)(native, _stable_only=self._stable_only)
         out._issues = self._issues
         out._left_out = self._left_out
+        out._hubs = self._hubs
         return out
+
+    def _fetch_raw(self, which: str = "results") -> List[str]:
+        # What a repository lacks is reported by prefetch() and by the read that needs it.
+        if not self._hubs:
+            return []
+        return _hub.fetch_all(self._hubs, _hub.raw_paths(self._records(), which))
+
+    def prefetch(self, file: Optional[str] = None) -> Any:
+        """Downloads every raw file of this collection now (results and Prometheus files;
+        `file="results"` or `"prometheus"` for one kind) when it was loaded by `from_hf`, so
+        later reads need no network; nothing for local runs. The whole ML.ENERGY dataset is
+        about 100 GB: filter first. Returns the collection."""
+        which = {None: "both", "results": "results", "prometheus": "prometheus"}.get(file)
+        if which is None:
+            raise ValueError(f"file must be 'results', 'prometheus' or None, not {file!r}")
+        missing = self._fetch_raw(which)
+        if missing:
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            warnings.warn(
+                f"{len(missing)} raw file(s) the summary names are not in the repository: {shown}; "
+                "reading them will fail (a run without prometheus.json was judged without its "
+                "batch-utilisation rule).",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self
+
+    download_raw_files = prefetch
 
     # Loaded but not kept ------------------------------------------------------------------
 
@@ -388,6 +431,8 @@ class _Runs:
                     d["_prometheus_path"] = d.pop("prometheus_path") or ""
                 r = self._record(**{k: v for k, v in d.items() if k in names})
                 object.__setattr__(r, "_origin", (native, i))
+                if self._hubs:
+                    object.__setattr__(r, "_hubs", self._hubs)
                 rows.append(r)
             self._rows = rows
         return self._rows
@@ -422,10 +467,23 @@ class _Runs:
             _stable_only=self._stable_only and other._stable_only,
         )
         out._issues = self._issues + other._issues
+        out._hubs = tuple(dict.fromkeys(self._hubs + other._hubs))
         return out
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({len(self)} runs)"
+        left = len(self.unstable_left_out)
+        out = f", {left} unstable left out" if left else ""
+        return f"{type(self).__name__}({len(self)} runs{out})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        head = f"<p><b>{html.escape(repr(self))}</b></p>"
+        try:
+            frame = self.to_dataframe()
+        except ImportError:  # pandas is optional; the count is still worth showing
+            return head
+        return head + frame._repr_html_()
 
     # Tables -------------------------------------------------------------------------------
 
@@ -583,6 +641,25 @@ class LLMRuns(_Runs):
         )
         return cls._loaded(native, [], stable_only)
 
+    @classmethod
+    def from_hf(
+        cls,
+        repo_id: str = _hub.DEFAULT_REPO,
+        *,
+        revision: Optional[str] = None,
+        stable_only: bool = True,
+    ) -> "LLMRuns":
+        """Loads the LLM runs of a Hugging Face dataset repository (default: ML.ENERGY's
+        benchmark, which is gated: request access on its page and set `HF_TOKEN`). Downloads
+        the compiled summary `runs/llm.parquet` (a few MB) now; a run's raw files follow when
+        something first reads them (`output_lengths()`, `timelines()`,
+        `inter_token_latencies()`) or on `prefetch()`. Needs `huggingface_hub`; honours
+        `HF_ENDPOINT`, `HF_HOME`/`HF_HUB_CACHE` and offline mode as every Hub client does."""
+        source, parquet = _hub.HubSource.summary(repo_id, "runs/llm.parquet", revision)
+        out = cls.from_parquet(parquet, base_dir=source.root, stable_only=stable_only)
+        out._hubs = (source,)
+        return out
+
     def batch(self, *sizes: int, min: Optional[int] = None, max: Optional[int] = None) -> "LLMRuns":
         """Runs with these batch limits (`max_num_seqs`), or within `[min, max]`."""
         return self._ints("max_num_seqs", sizes, min, max)
@@ -610,18 +687,21 @@ class LLMRuns(_Runs):
     def output_lengths(self, *, include_unsuccessful: bool = False) -> Any:
         """Per-request output lengths (columns task, model_id, num_gpus, max_num_seqs,
         output_len), read from each run's raw file."""
+        self._fetch_raw()
         t = _arrow(self._native.output_lengths(include_unsuccessful))
         return _pandas(t, ["task", "model_id", "num_gpus", "max_num_seqs", "output_len"])
 
     def inter_token_latencies(self) -> Any:
         """Inter-token latency samples in seconds (columns task, model_id, num_gpus,
         max_num_seqs, itl_s); chunked-prefill zeros are spread over the tokens they cover."""
+        self._fetch_raw()
         t = _arrow(self._native.inter_token_latencies())
         return _pandas(t, ["task", "model_id", "num_gpus", "max_num_seqs", "itl_s"])
 
     def timelines(self, *, metric: str = "power.device_instant") -> Any:
         """Power or temperature timelines in the steady-state window, summed over GPUs
         (`power.device_instant`, `power.device_average`, `temperature`)."""
+        self._fetch_raw()
         t = _arrow(self._native.timelines(metric))
         return _pandas(
             t,
@@ -667,6 +747,16 @@ class DiffusionRuns(_Runs):
         return out
 
     @classmethod
+    def from_hf(cls, repo_id: str = _hub.DEFAULT_REPO, *, revision: Optional[str] = None) -> "DiffusionRuns":
+        """Loads the diffusion runs of a Hugging Face dataset repository: the compiled
+        `runs/diffusion.parquet` now, each run's raw files when first read or on
+        `prefetch()` (as `LLMRuns.from_hf`)."""
+        source, parquet = _hub.HubSource.summary(repo_id, "runs/diffusion.parquet", revision)
+        out = cls.from_parquet(parquet, base_dir=source.root)
+        out._hubs = (source,)
+        return out
+
+    @classmethod
     def from_parquet(cls, path: PathLike, *, base_dir: Optional[PathLike] = None) -> "DiffusionRuns":
         """Reads a compiled `diffusion.parquet`."""
         return cls(
@@ -684,6 +774,7 @@ class DiffusionRuns(_Runs):
     def timelines(self, *, metric: str = "power.device_instant") -> Any:
         """Power or temperature over each run's whole series (diffusion runs have no
         steady-state window), summed over GPUs; `relative_time_s` from the first sample."""
+        self._fetch_raw()
         t = _arrow(self._native.timelines(metric))
         return _pandas(
             t,
