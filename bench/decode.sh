@@ -7,6 +7,9 @@
 # Goals (issue 4): llem / raw >= 0.97 at batch 1 and 8; batch 8 >= 1.3x batch 1.
 #
 #   bench/decode.sh [PP] [TG] [REPEATS]
+#   LLEM_BIN=target/portable/release/llem bench/decode.sh   # another llem build (the portable
+#                                     wheel's, scripts/build-wheel.sh --portable) against the
+#                                     same peer: does it keep the native speed?
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pp=${1:-128}
@@ -40,7 +43,7 @@ baseline: {enabled: false}
 YAML
     rm -rf "$out/results-b$npl"
     # 100 Hz, as bench/README.md states: the sampler's cost is part of what is timed.
-    target/release/llem run "$out/llem-b$npl.yaml" -o "$out/results-b$npl" --interval 10ms --quiet 2>/dev/null
+    "${LLEM_BIN:-target/release/llem}" run "$out/llem-b$npl.yaml" -o "$out/results-b$npl" --interval 10ms --quiet 2>/dev/null
     "$py" - "$out/results-b$npl" "$npl" "$pp" "$tg" >>"$out/runs.jsonl" <<'PY'
 import glob, json, sys
 import pyarrow.parquet as pq

@@ -3,32 +3,68 @@
 # core, the embedded llama.cpp included, plus the pure-Python layer) with maturin into
 # target/wheels, adds the `llem` command-line binary to it (scripts/bundle-cli.py), and prints
 # its path on the last line.
-#   scripts/build-wheel.sh            release build (what `make python` installs)
-#   scripts/build-wheel.sh --dev      the test profile's build: it reuses what `cargo test`
-#                                     compiled (llama.cpp is optimised in both)
+#   scripts/build-wheel.sh             release build for this machine's kind of CPU (AVX2 and
+#                                      up: the workspace's x86-64-v3 floor; what `make python`
+#                                      installs)
+#   scripts/build-wheel.sh --dev       the test profile's build: it reuses what `cargo test`
+#                                      compiled (llama.cpp is optimised in both)
+#   scripts/build-wheel.sh --portable  the wheel to hand out: Rust at the x86-64-v2 floor
+#                                      (SSE4.2, 2009 on), llama.cpp's CPU kernels as modules
+#                                      for every level up to AVX-512, the best picked when the
+#                                      engine starts, no OpenMP (no libgomp); built in
+#                                      target/portable, libraries in the wheel's llem/_libs
 # maturin comes from PyPI into target/pyenv-build (ignored by git), kept between runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
-if [ "${1:-}" = "--dev" ]; then
-  profile=dev
-fi
+portable=0
+case "${1:-}" in
+  --dev) profile=dev ;;
+  --portable) portable=1 ;;
+  "") ;;
+  *) echo "usage: scripts/build-wheel.sh [--dev|--portable]" >&2; exit 2 ;;
+esac
 venv=target/pyenv-build
 maturin_version=1.16.0
 if ! "$venv/bin/maturin" --version 2>/dev/null | grep -q "$maturin_version"; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "maturin==$maturin_version"
 fi
+features=()
 out=target/wheels/$profile
+target_dir=target
+if [ "$portable" = 1 ]; then
+  features=(--no-default-features --features portable-cpu)
+  out=target/wheels/portable
+  target_dir=target/portable
+  export CARGO_TARGET_DIR=$target_dir
+  # The extension module finds llama.cpp in llem/_libs, the CLI (llem/_bin/llem) in ../_libs.
+  export RUSTFLAGS='-C target-cpu=x86-64-v2 -C link-arg=-Wl,-rpath,$ORIGIN/_libs:$ORIGIN/../_libs'
+fi
 rm -rf "$out"
 # `--compatibility linux`: the wheel links the system's C++ runtime (llama.cpp), which a
 # manylinux tag would promise away; it installs on machines like the one that built it.
 "$venv/bin/maturin" build --quiet --manifest-path crates/llem-py/Cargo.toml \
-  --profile "$profile" --out "$out" --interpreter python3 --compatibility linux >&2
+  --profile "$profile" --out "$out" --interpreter python3 --compatibility linux \
+  "${features[@]}" >&2
 # The command line, built with the same profile, goes into the wheel beside the extension
 # module (`llem/_bin/llem`): the `llem` script and a study's cells run it.
-cargo build --quiet -p llem --profile "$profile" >&2
+cargo build --quiet -p llem --profile "$profile" "${features[@]}" >&2
 bin_dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
 wheel=$(ls "$out"/llem-*.whl | tail -n 1)
-python3 scripts/bundle-cli.py "$wheel" "target/$bin_dir/llem"
+libs=()
+if [ "$portable" = 1 ]; then
+  # llama.cpp's shared libraries (under their sonames, as the binaries ask for them) and its
+  # CPU kernel modules, each finding the others beside itself.
+  build_out=$(ls -td "$target_dir"/release/build/llama-cpp-sys-2-*/out | head -n 1)
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  cp -L "$build_out"/lib/libllama.so.0 "$build_out"/lib/libggml.so.0 \
+    "$build_out"/lib/libggml-base.so.0 "$build_out"/backends/libggml-cpu-*.so "$stage"/
+  for lib in "$stage"/*.so*; do
+    patchelf --set-rpath '$ORIGIN' "$lib"
+  done
+  libs=("$stage"/*.so*)
+fi
+python3 scripts/bundle-cli.py "$wheel" "$target_dir/$bin_dir/llem" "${libs[@]}"
 echo "$wheel"

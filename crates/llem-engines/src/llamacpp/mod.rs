@@ -4,6 +4,8 @@
 //! (KV cache with one stream per batch slot) and runs workloads on it, so warmup and
 //! measurement share the context and its allocation happens before the window opens.
 
+#[cfg(feature = "portable-cpu")]
+mod cpu_backends;
 mod decode;
 pub(crate) mod info;
 pub(crate) mod plan;
@@ -40,6 +42,8 @@ fn backend() -> Result<&'static LlamaBackend, EngineError> {
         .get_or_init(|| {
             // llama.cpp logs every load step to stderr; route it into tracing (shown at -v).
             llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            #[cfg(feature = "portable-cpu")]
+            cpu_backends::load().map_err(|e| e.to_string())?;
             LlamaBackend::init().map_err(|e| e.to_string())
         })
         .as_ref()

@@ -18,7 +18,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Union
 
-from . import _native, records
+# A portable wheel carries llama.cpp's CPU kernels as modules in `_libs`; the core loads the
+# best this CPU runs from there (child processes of a study inherit the setting).
+_LIBS = Path(__file__).resolve().parent / "_libs"
+if _LIBS.is_dir():
+    os.environ.setdefault("LLEM_GGML_BACKENDS", str(_LIBS))
+
+from . import _native, records  # noqa: E402  (after the setting above)
 from ._native import ConfigError, LlemError
 from ._progress import sink as _sink
 from ._results import ExperimentResult, Section, StudyResult
