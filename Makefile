@@ -4,7 +4,7 @@
 CARGO ?= cargo
 LLEM := target/release/llem
 
-.PHONY: demo test build python bench-expand bench-decode bench-client bench-records bench-python fuzz ci
+.PHONY: demo test build python wheel bench-expand bench-decode bench-client bench-records bench-python fuzz ci
 
 build:
 	scripts/build-deps.sh
@@ -55,6 +55,14 @@ bench-client:
 
 bench-records:
 	bench/records.sh
+
+# The wheel to hand out (manylinux_2_28, CPU kernels picked at start) and its check: auditwheel,
+# then SmolLM2 measured natively and on an emulated CPU without AVX (docs/python.md).
+wheel:
+	scripts/build-deps.sh
+	scripts/fetch-assets.sh
+	scripts/build-wheel.sh --portable
+	scripts/wheel-check.sh
 
 bench-python:
 	bench/python_records.sh

