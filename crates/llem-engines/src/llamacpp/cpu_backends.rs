@@ -33,7 +33,10 @@ pub fn load() -> Result<(), EngineError> {
                 return Err(missing(Some(&dir), "its path is not UTF-8"));
             };
             if !dir.is_dir() {
-                return Err(missing(Some(&dir), &format!("it does not exist (from {from})")));
+                return Err(missing(
+                    Some(&dir),
+                    &format!("it does not exist (from {from})"),
+                ));
             }
             llama_cpp_2::llama_backend::load_backends_from_path(Path::new(text));
             Some(dir)
@@ -65,7 +68,8 @@ fn missing(dir: Option<&Path>, why: &str) -> EngineError {
         reason: format!(
             "llama.cpp's CPU kernels could not be loaded{}: {why}; set {BACKENDS_ENV} to the \
              directory holding libggml-cpu-*.so",
-            dir.map(|d| format!(" from {}", d.display())).unwrap_or_default()
+            dir.map(|d| format!(" from {}", d.display()))
+                .unwrap_or_default()
         ),
     }
 }
