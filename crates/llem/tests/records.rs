@@ -77,6 +77,23 @@ fn study(home: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// `llem report DIR` into `home/report.html`, which must succeed: the file and its text.
+fn report(home: &Path, dir: &Path) -> (PathBuf, String) {
+    let html = home.join("report.html");
+    let o = llem(
+        home,
+        &[
+            "report",
+            dir.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    (html, page)
+}
+
 fn chromium() -> PathBuf {
     let found = std::env::var_os("LLEM_CHROMIUM")
         .map(PathBuf::from)
@@ -334,18 +351,7 @@ fn study_cells_load_round_trip_query_export_and_report() {
     assert_eq!(l.runs.len(), 8 + 18);
 
     // The report, rendered by headless Chromium.
-    let html = home.join("report.html");
-    let o = llem(
-        home,
-        &[
-            "report",
-            mixed.to_str().unwrap(),
-            "-o",
-            html.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let (html, page) = report(home, &mixed);
     assert!(
         !page.contains("http://")
             || page
@@ -647,18 +653,7 @@ fn a_twelve_configuration_report_has_no_overlapping_or_cut_text_on_screen_or_pap
         configs[0].label
     );
 
-    let html = home.join("report.html");
-    let o = llem(
-        home,
-        &[
-            "report",
-            out.to_str().unwrap(),
-            "-o",
-            html.to_str().unwrap(),
-        ],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let (_, page) = report(home, &out);
     // RAPL records a counter and no power: each run's timeline is the counter's rise.
     assert!(
         !page.contains("no power timeline"),

@@ -84,13 +84,14 @@ impl Shape {
         }
     }
 
-    /// The `stroke-dasharray` of a line of this shape's series, if dashed.
-    fn dash(self) -> Option<&'static str> {
+    /// The `stroke-dasharray` attribute (with its leading space) of a line of this shape's
+    /// series; empty for a solid line.
+    fn dash(self) -> &'static str {
         match self {
-            Shape::Circle => None,
-            Shape::Square => Some("7 3"),
-            Shape::Triangle => Some("2 2"),
-            Shape::Diamond => Some("8 3 2 3"),
+            Shape::Circle => "",
+            Shape::Square => r#" stroke-dasharray="7 3""#,
+            Shape::Triangle => r#" stroke-dasharray="2 2""#,
+            Shape::Diamond => r#" stroke-dasharray="8 3 2 3""#,
         }
     }
 }
@@ -554,11 +555,7 @@ fn line(s: &mut String, ser: &Series, (x, y): (&Axis, &Axis), c: &str) {
         prev_y = Some(py);
     }
     if !d.is_empty() {
-        let dash = ser
-            .shape
-            .dash()
-            .map(|a| format!(r#" stroke-dasharray="{a}""#))
-            .unwrap_or_default();
+        let dash = ser.shape.dash();
         let _ = write!(
             s,
             r#"<path class="line" d="{d}" stroke="{c}" fill="none"{dash}/>"#
@@ -642,11 +639,7 @@ fn legend(s: &mut String, ser: &Series, lines: &[String], ly: f64, c: &str) {
             );
         }
         Style::Line | Style::Step => {
-            let dash = ser
-                .shape
-                .dash()
-                .map(|a| format!(r#" stroke-dasharray="{a}""#))
-                .unwrap_or_default();
+            let dash = ser.shape.dash();
             let _ = write!(
                 s,
                 r#"<line class="swatch" x1="{lx}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{c}" stroke-width="2"{dash}/>"#,
