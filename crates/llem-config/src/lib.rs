@@ -26,6 +26,7 @@ pub mod rng;
 mod rules;
 pub mod schedule;
 pub mod schema;
+pub mod search;
 pub mod source;
 mod sweep;
 pub mod user_config;

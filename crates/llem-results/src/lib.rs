@@ -5,6 +5,7 @@
 //! (the records API, exports, the report) is `llem-records`.
 
 mod atomic;
+pub mod figures;
 pub mod layout;
 pub mod manifest;
 pub mod parquet_io;
