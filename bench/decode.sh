@@ -21,7 +21,7 @@ mkdir -p "$out"
 scripts/build-deps.sh
 scripts/fetch-assets.sh >/dev/null
 scripts/python-env.sh >/dev/null
-cargo build -q --release -p llem
+[ -n "${LLEM_BIN:-}" ] || cargo build -q --release -p llem
 cargo build -q --release -p llem-engines --example raw_decode
 assets=${LLEM_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/llem/assets}
 model="$assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
