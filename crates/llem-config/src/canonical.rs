@@ -414,6 +414,16 @@ pub fn design_digest(configs: &[ConfigDigest]) -> ConfigDigest {
     ConfigDigest(h.finalize().into())
 }
 
+/// The design digest of a search: the grid's digest and the `search:` block (objective,
+/// constraints, budget, seed …), so that resuming with another goal or seed is drift.
+pub fn search_design_digest(grid: &ConfigDigest, search: &serde_json::Value) -> ConfigDigest {
+    let mut h = Sha256::new();
+    h.update(b"search:");
+    h.update(grid.hex_bytes());
+    h.update(CanonicalWriter::new().write(search));
+    ConfigDigest(h.finalize().into())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {

@@ -57,6 +57,20 @@ impl StudyPlan {
             }
         }
         let n = self.runs.len() as f64;
+        if let Some(search) = &self.search {
+            // A search runs at most its budget, drawn from the same configurations: their mean
+            // fixed wait per run, and the gaps between consecutive cells.
+            let budget = f64::from(search.budget.runs(self.runs.len())).min(n);
+            let share = budget / n.max(1.0);
+            let gaps = (budget - 1.0).max(0.0) * e.experiment_gap_seconds;
+            let fixed_s = fixed * share + gaps;
+            return DurationEstimate {
+                fixed_s,
+                timed_traffic,
+                prompts: (prompts as f64 * share).round() as u64,
+                upper_s: (budget * e.experiment_timeout_seconds + gaps).max(fixed_s),
+            };
+        }
         let cycles = f64::from(e.n_cycles.max(1));
         let gaps = (n - cycles).max(0.0) * e.experiment_gap_seconds
             + (cycles - 1.0).max(0.0) * e.cycle_gap_seconds;

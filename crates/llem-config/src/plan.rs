@@ -33,6 +33,7 @@ pub const STUDY_KEYS: &[&str] = &[
     "base",
     "name",
     "schedule",
+    "search",
 ];
 
 /// Keys stripped from a `base:` file (seed 003), plus `images` which is environment like
@@ -44,6 +45,7 @@ const BASE_STRIPPED: &[&str] = &[
     "base",
     "name",
     "schedule",
+    "search",
     "runners",
     "images",
 ];
@@ -190,6 +192,9 @@ pub struct StudyPlan {
     pub warnings: Vec<String>,
     /// The file's enabled `schedule:` block: the study is to run again and again.
     pub schedule: Option<crate::schedule::ScheduleSpec>,
+    /// The file's `search:` block: the study looks for the best configuration of its grid
+    /// under constraints instead of measuring every one (`runs` is then the grid, unrun).
+    pub search: Option<crate::search::SearchSpec>,
     /// The YAML dialect the file is written in.
     pub dialect: crate::dialect07::Dialect,
     /// The user config the plan was made with (`LLEM_*` variables applied): the cells run
@@ -939,6 +944,69 @@ fn plan_warnings(
     summarise_warnings(&finished.configs, warnings);
 }
 
+/// A search needs candidates to choose between, and an SLO wherever it reads goodput.
+fn check_search(
+    spec: &crate::search::SearchSpec,
+    configs: &[PlannedConfig],
+    root: &Map,
+    sources: &SourceMap,
+) -> Result<(), ConfigError> {
+    let at = |c: Option<&crate::source::Location>| {
+        c.cloned()
+            .or_else(|| root.entry("search").map(|e| sources.location(e.key_span)))
+    };
+    if configs.len() < 2 {
+        let mut d = Diagnostic::new(
+            ErrorKind::Rule,
+            format!(
+                "`search` chooses among the study's configurations, and it has {}: sweep at \
+                 least one field over two or more values",
+                configs.len()
+            ),
+        );
+        if let Some(l) = at(None) {
+            d = d.at(l);
+        }
+        return Err(d.into());
+    }
+    let without_slo = configs
+        .iter()
+        .filter(|c| {
+            c.config
+                .traffic
+                .as_ref()
+                .and_then(|t| t.slo.as_ref())
+                .is_none()
+        })
+        .count();
+    if without_slo == 0 {
+        return Ok(());
+    }
+    let objective = std::iter::once((spec.objective.as_str(), None));
+    let constraints = spec
+        .constraints
+        .iter()
+        .map(|c| (c.field.as_str(), c.location.as_ref()));
+    for (field, location) in objective.chain(constraints) {
+        if crate::search::search_field(field).is_some_and(|f| f.needs_slo) {
+            let mut d = Diagnostic::new(
+                ErrorKind::Rule,
+                format!(
+                    "`{field}` counts requests within an SLO, and {without_slo} of the {} \
+                     configurations set none",
+                    configs.len()
+                ),
+            )
+            .with_help("set traffic.slo (ttft_ms, tpot_ms or e2e_ms) for every configuration");
+            if let Some(l) = at(location) {
+                d = d.at(l);
+            }
+            return Err(d.into());
+        }
+    }
+    Ok(())
+}
+
 /// Plans a file (or a command-line-only experiment).
 pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     let mut sources = SourceMap::new();
@@ -961,6 +1029,16 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     };
     let exec_yaml = execution_block(&root_map, &sources)?;
     let schedule = crate::schedule::from_root(&root_map, &sources)?;
+    let search = crate::search::from_root(&root_map, &sources)?;
+    if let (Some(_), PlanKind::Experiment, Some(e)) = (&search, kind, root_map.entry("search")) {
+        return Err(Diagnostic::new(
+            ErrorKind::Rule,
+            "`search` looks among a study's configurations, and this file defines one: add a \
+             `sweep:` (or `experiments:`) with the candidates",
+        )
+        .at(sources.location(e.key_span))
+        .into());
+    }
     let fixed = with_base(&root, &root_map, kind, &dir, &mut sources)?;
     let cli = CliNodes::new(&req.overrides, &mut sources);
     let dedup = req.dedup && exec_yaml.deduplicate_equivalent.unwrap_or(true);
@@ -980,7 +1058,13 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
     }
 
     let digests: Vec<ConfigDigest> = finished.configs.iter().map(|c| c.digest).collect();
-    let design = design_digest(&digests);
+    let design = match &search {
+        Some(spec) => crate::canonical::search_design_digest(
+            &design_digest(&digests),
+            &serde_json::to_value(spec).unwrap_or_default(),
+        ),
+        None => design_digest(&digests),
+    };
     let uc = &user.config;
     let launches_server = finished.configs.iter().any(|c| {
         c.config.is_served() && !matches!(c.config.runner(), Some(RunnerSpec::External { .. }))
@@ -1021,6 +1105,9 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         &root_map,
         &sources,
     )?;
+    if let Some(spec) = &search {
+        check_search(spec, &finished.configs, &root_map, &sources)?;
+    }
     let (runs, shuffle_seed) = planned_runs(&execution, finished.configs.len(), &design);
     plan_warnings(&execution, n_points, &finished, &mut warnings);
 
@@ -1051,6 +1138,7 @@ pub fn plan(req: &PlanRequest<'_>) -> Result<StudyPlan, ConfigError> {
         duplicates: finished.duplicates,
         warnings,
         schedule,
+        search,
         dialect,
         user: user.config,
     })
@@ -1108,7 +1196,18 @@ struct PlanView<'a> {
     warnings: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     schedule: Option<&'a crate::schedule::ScheduleSpec>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    search: Option<SearchView<'a>>,
     dialect: &'static str,
+}
+
+/// A search in the JSON plan: the block, and its budget in runs.
+#[derive(Serialize)]
+struct SearchView<'a> {
+    #[serde(flatten)]
+    spec: &'a crate::search::SearchSpec,
+    budget_runs: u32,
+    grid_runs: usize,
 }
 
 /// Each configuration once, whole, serialised as it is written.
@@ -1200,6 +1299,11 @@ impl Serialize for PlanJson<'_> {
             duplicates: &p.duplicates,
             warnings: &p.warnings,
             schedule: p.schedule.as_ref(),
+            search: p.search.as_ref().map(|spec| SearchView {
+                spec,
+                budget_runs: spec.budget.runs(p.runs.len()),
+                grid_runs: p.runs.len(),
+            }),
             dialect: match p.dialect {
                 crate::dialect07::Dialect::Llem => "llem",
                 crate::dialect07::Dialect::Llem07 => "llem07",

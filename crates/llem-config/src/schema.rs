@@ -208,6 +208,29 @@ pub fn file_schema() -> Value {
         "study_execution".into(),
         json!({ "$ref": "#/$defs/StudyExecutionConfig" }),
     );
+    let fields: Vec<&str> = crate::search::SEARCH_FIELDS
+        .iter()
+        .map(|f| f.name)
+        .collect();
+    root_props.insert(
+        "search".into(),
+        json!({
+            "type": "object",
+            "description": "Search the sweep's configurations for the best one under constraints instead of measuring them all (docs/search.md).",
+            "properties": {
+                "objective": { "enum": fields, "description": "The result field to optimise." },
+                "direction": { "enum": ["minimize", "maximize"], "description": "Default: the field's own (energy and latency down, throughput and goodput up)." },
+                "constraints": { "type": "array", "items": { "type": "string", "pattern": "^\\s*[a-z0-9_]+\\s*(<=|>=|<|>)\\s*[-+0-9.eE]+\\s*%?\\s*$" }, "description": "Each `field <= value` or `field >= value`." },
+                "budget": { "type": ["string", "integer", "number"], "description": "Runs (40) or a share of the full study's runs (30%); default 30%." },
+                "confidence": { "type": "number", "minimum": 0.5, "maximum": 0.999, "default": 0.95 },
+                "tolerance": { "type": ["number", "string"], "description": "Configurations closer than this share are equally good; default 2%." },
+                "seed": { "type": "integer", "minimum": 0 },
+                "batch": { "type": "integer", "minimum": 1, "maximum": 1024, "default": 1 }
+            },
+            "required": ["objective"],
+            "additionalProperties": false
+        }),
+    );
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://llem.dev/schema/config.json",
@@ -541,6 +564,7 @@ mod tests {
             "experiments",
             "base",
             "study_execution",
+            "search",
             "_extends",
             "pytorch",
             "model",

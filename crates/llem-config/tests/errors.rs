@@ -887,3 +887,46 @@ fn many_unknown_keys_are_listed_first_ten_and_counted() {
         "and 99991 more unknown top-level keys (the first 10 are listed)"
     );
 }
+
+#[test]
+fn a_search_is_refused_without_candidates_or_with_goodput_and_no_slo() {
+    let head = "model: m.gguf\nengine: llamacpp\n";
+    refused_at(&[
+        (
+            &format!("{head}search:\n  objective: mj_per_tok_total\n"),
+            "this file defines one: add a `sweep:`",
+            3,
+        ),
+        (
+            &format!(
+                "{head}sweep:\n  llamacpp.batch_size: [1, 2]\nsearch:\n  objective: mj_per_tok_total\n  \
+                 constraints: [\"goodput_fraction >= 90%\"]\n"
+            ),
+            "`goodput_fraction` counts requests within an SLO, and 2 of the 2 configurations set none",
+            7,
+        ),
+        (
+            &format!(
+                "{head}sweep:\n  llamacpp.batch_size: [1, 2]\nsearch:\n  objective: mj_per_tokk\n"
+            ),
+            "`mj_per_tokk` is not a numeric result field",
+            6,
+        ),
+    ]);
+    let ok = plan_text(&format!(
+        "{head}sweep:\n  llamacpp.batch_size: [1, 2, 4]\nsearch:\n  objective: mj_per_tok_total\n  \
+         budget: 50%\nstudy_execution: {{n_cycles: 2}}\n"
+    ))
+    .unwrap();
+    let s = ok.search.as_ref().unwrap();
+    assert_eq!(s.budget.runs(ok.runs.len()), 3);
+    // The search is part of the design: another seed is another study.
+    let other = plan_text(&format!(
+        "{head}sweep:\n  llamacpp.batch_size: [1, 2, 4]\nsearch:\n  objective: mj_per_tok_total\n  \
+         budget: 50%\n  seed: 9\nstudy_execution: {{n_cycles: 2}}\n"
+    ))
+    .unwrap();
+    assert_ne!(ok.study_design_hash(), other.study_design_hash());
+    // The most the search can take is its budget of runs, not the grid's.
+    assert!(ok.duration().upper_s < 4.0 * ok.execution.experiment_timeout_seconds);
+}

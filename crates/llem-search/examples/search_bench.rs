@@ -65,9 +65,7 @@ fn main() {
         rows.push((search, random, grid, s.space.len()));
     }
     let n = rows.len() as f64;
-    let rate = |f: &dyn Fn(&Row) -> bool| {
-        100.0 * rows.iter().filter(|r| f(r)).count() as f64 / n
-    };
+    let rate = |f: &dyn Fn(&Row) -> bool| 100.0 * rows.iter().filter(|r| f(r)).count() as f64 / n;
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)

@@ -132,6 +132,20 @@ pub enum StopReason {
     Unresolved,
 }
 
+impl StopReason {
+    /// In words, for the terminal.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::Identified => "the best configuration is identified",
+            StopReason::BudgetSpent => "the budget is spent; the answer is the best found",
+            StopReason::NothingFeasible => "no configuration meets the constraints",
+            StopReason::Unresolved => {
+                "the configurations left differ from the answer by less than the runs resolve"
+            }
+        }
+    }
+}
+
 /// What to do next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Next {

@@ -215,6 +215,24 @@ pub fn merge(old: &Manifest, mut fresh: Manifest) -> Manifest {
     fresh
 }
 
+/// A search's manifest on resume: its entries are the proposals made so far, kept as they were
+/// (a failed run is one of the search's measurements, not a cell to run again); one that was
+/// running when the runner died runs again.
+pub fn merge_search(old: &Manifest, mut fresh: Manifest) -> Manifest {
+    fresh.experiments = old.experiments.clone();
+    for e in &mut fresh.experiments {
+        if e.status == CellStatus::Running {
+            e.status = CellStatus::Pending;
+            e.pid = None;
+        }
+    }
+    fresh.start_time = old.start_time.clone();
+    fresh.summary.total_wall_time_s = old.summary.total_wall_time_s;
+    fresh.summary.warnings = old.summary.warnings.clone();
+    fresh.recount();
+    fresh
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]

@@ -102,6 +102,21 @@ pub fn plan_summary(plan: &StudyPlan) -> String {
         plural(plan.runs.len(), "run", "runs"),
         e.experiment_order
     );
+    if let Some(search) = &plan.search {
+        let budget = search.budget.runs(plan.runs.len());
+        let _ = writeln!(
+            out,
+            "  search             {}; at most {} of the grid's {} (confidence {}, tolerance {} %, \
+             seed {}): the configurations below are the candidates, measured as the search \
+             proposes",
+            search.describe(),
+            plural(budget as usize, "run", "runs"),
+            plural(plan.runs.len(), "run", "runs"),
+            fmt_num(search.confidence),
+            fmt_num(search.tolerance * 100.0),
+            search.seed
+        );
+    }
     if plan.runs.len() > 1 {
         let _ = writeln!(
             out,
@@ -214,6 +229,15 @@ pub fn plan_to(plan: &StudyPlan, out: &mut dyn Write) -> std::fmt::Result {
     );
     memory_notes(out, plan);
 
+    if plan.search.is_some() {
+        // A search has no order to show: its runs are chosen as it measures.
+        let _ = writeln!(
+            out,
+            "\nExecution order: chosen by the search as it measures (search.json says why)"
+        );
+        skipped_and_warnings(plan, out);
+        return Ok(());
+    }
     let _ = writeln!(out, "\nExecution order");
     let run_row = |r: &llem_config::plan::PlannedRun| {
         let c = plan.configs.get(r.config);
@@ -243,6 +267,12 @@ pub fn plan_to(plan: &StudyPlan, out: &mut dyn Write) -> std::fmt::Result {
     }
     table(out, &["run", "cycle", "config", "hash", "varies"], &rows);
 
+    skipped_and_warnings(plan, out);
+    Ok(())
+}
+
+/// The skipped grid points and the plan's warnings.
+fn skipped_and_warnings(plan: &StudyPlan, out: &mut dyn Write) {
     if !plan.skipped.is_empty() {
         let _ = writeln!(
             out,
@@ -286,7 +316,6 @@ pub fn plan_to(plan: &StudyPlan, out: &mut dyn Write) -> std::fmt::Result {
             let _ = writeln!(out, "  - {w}");
         }
     }
-    Ok(())
 }
 
 /// Text written straight to an [`std::io::Write`]: a closed pipe ends the writing.

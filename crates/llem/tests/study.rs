@@ -819,3 +819,118 @@ fn a_schedule_block_in_the_file_runs_until_its_total_duration() {
         assert_eq!(manifest(&d).status, StudyStatus::Completed);
     }
 }
+
+/// A search study on the embedded engine: it shows its budget in the dry run, proposes no
+/// more runs than the budget, survives `kill -9` mid-search (`--resume` keeps what was
+/// measured and goes on with the same search), and writes its answer and why it stopped.
+#[test]
+fn a_search_study_keeps_its_budget_resumes_after_kill_9_and_writes_its_answer() {
+    let _serial = common::exclusive();
+    let sb = Sandbox::new();
+    let yaml = sb.yaml(
+        "s.yaml",
+        &study_yaml(
+            "search",
+            4,
+            8,
+            "sweep:\n  llamacpp.batch_size: [1, 2, 4, 8]\n  llamacpp.n_threads: [1, 2]\n\
+             search:\n  objective: mj_per_tok_total\n  constraints: [\"itl_p90_ms <= 5000\"]\n  \
+             budget: 9\n  seed: 3\n\
+             study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
+        ),
+    );
+    let dry = sb
+        .cmd(&["run", yaml.to_str().unwrap(), "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&dry.stdout);
+    assert!(
+        text.contains("minimise mj_per_tok_total subject to itl_p90_ms <= 5000; at most 9 runs of the grid's 16 runs"),
+        "{text}"
+    );
+
+    let mut child = Reaper(sb.spawn(&yaml, &[]));
+    let dir = wait_for("the study directory", Duration::from_secs(60), || {
+        sb.study_dirs().into_iter().next()
+    });
+    let before = wait_for(
+        "three runs measured, a fourth running",
+        Duration::from_secs(180),
+        || {
+            let m = try_manifest(&dir)?;
+            let done = m
+                .experiments
+                .iter()
+                .filter(|e| e.status == CellStatus::Completed)
+                .count();
+            let running = m
+                .experiments
+                .iter()
+                .any(|e| e.status == CellStatus::Running);
+            (done >= 3 && running).then_some(m)
+        },
+    );
+    signal(&child.0, nix::sys::signal::Signal::SIGKILL);
+    child.0.wait().unwrap();
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("search.json")).unwrap()).unwrap();
+    assert_eq!(state["phase"], "explore");
+    assert!(state["stop_reason"].is_null());
+    assert!(state["evaluations"].as_array().unwrap().len() >= 3);
+
+    let o = sb.run(&yaml, &["--resume"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("search: "), "{}", stderr(&o));
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Completed);
+    assert!(
+        m.experiments.len() <= 9,
+        "{} runs for a budget of 9",
+        m.experiments.len()
+    );
+    // What was measured before the kill is kept as it was; the rest of the search follows it.
+    for (a, b) in before
+        .experiments
+        .iter()
+        .zip(&m.experiments)
+        .filter(|(a, _)| a.status == CellStatus::Completed)
+    {
+        assert_eq!(a, b);
+    }
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("search.json")).unwrap()).unwrap();
+    assert_eq!(s["phase"], "done");
+    let reason = s["stop_reason"].as_str().unwrap();
+    assert!(
+        ["identified", "budget_spent", "unresolved"].contains(&reason),
+        "{reason}"
+    );
+    assert_eq!(s["grid_runs"], 16);
+    assert_eq!(s["budget_runs"], 9);
+    let used = s["runs_used"].as_u64().unwrap();
+    assert!(used <= 9 && used as usize == m.experiments.len(), "{used}");
+    assert_eq!(s["evaluations"].as_array().unwrap().len() as u64, used);
+    let candidates = s["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 8);
+    // Every candidate has the model's prediction of both figures, measured or not.
+    for c in candidates {
+        for f in ["mj_per_tok_total", "itl_p90_ms"] {
+            let p = &c["predicted"][f];
+            assert!(
+                p["low"].as_f64().unwrap() <= p["high"].as_f64().unwrap(),
+                "{c}"
+            );
+        }
+    }
+    let answer = &s["answer"];
+    assert!(answer["objective_mean"].as_f64().unwrap() > 0.0, "{answer}");
+    assert!(answer["runs"].as_u64().unwrap() >= 1);
+    let axes: Vec<&str> = s["axes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(axes, ["llamacpp.batch_size", "llamacpp.n_threads"]);
+    assert!(!study_result(&dir).statistics.is_empty());
+}

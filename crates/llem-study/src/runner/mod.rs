@@ -3,6 +3,7 @@
 
 pub(crate) mod cell;
 mod prepare;
+mod search;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,7 @@ use cell::{CellOutcome, run_one};
 pub(crate) use cell::stage_cell;
 pub(crate) use prepare::{fill_completed, prepare, read_result};
 pub use prepare::{fresh_manifest, label_of};
+pub use search::{SEARCH_FILE, SEARCH_SCHEMA_VERSION};
 
 /// Which study directory to use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -368,11 +370,13 @@ impl<'a> StudyRun<'a> {
         }
     }
 
-    /// Runs every cell not completed yet, in the manifest's order, until the end or a halt.
+    /// Runs every cell not completed yet, in the manifest's order, until the end or a halt;
+    /// a search adds its proposals at the end until it stops.
     fn run_cells(
         &self,
         cp: &mut Checkpoint,
         obs: &mut dyn Observer,
+        mut planner: Option<&mut search::SearchPlanner<'_>>,
     ) -> Result<Option<Halt>, StudyError> {
         let by_hash: HashMap<String, &PlannedConfig> = self
             .plan
@@ -382,21 +386,40 @@ impl<'a> StudyRun<'a> {
             .collect();
         let mut breaker = CircuitBreaker::new(self.plan.execution.max_consecutive_failures);
         let mut previous_cycle: Option<u32> = None;
-        for i in 0..cp.manifest.experiments.len() {
-            let Some(entry) = cp.entry(i) else { break };
-            if entry.status == CellStatus::Completed {
+        let mut i = 0;
+        loop {
+            if i >= cp.manifest.experiments.len() {
+                let extended = planner
+                    .as_deref_mut()
+                    .is_some_and(|p| p.extend(&mut cp.manifest, &self.dir));
+                if !extended {
+                    break;
+                }
+                cp.checkpoint();
                 continue;
             }
+            let Some(entry) = cp.entry(i) else { break };
+            i += 1;
+            // A search's failed run is one of its measurements, not a cell to run again.
+            if entry.status == CellStatus::Completed
+                || (planner.is_some() && entry.status == CellStatus::Failed)
+            {
+                continue;
+            }
+            let i = i - 1;
             let (hash, cycle) = (entry.config_hash.clone(), entry.cycle);
             if let Some(h) = halt_now(self.opts, self.deadline) {
                 return Ok(Some(h));
             }
+            // A search's "cycle" is a configuration's n-th run: its cells are paced as the
+            // cells of one cycle.
+            let gap_cycle = if planner.is_some() { 0 } else { cycle };
             if let Some(prev) = previous_cycle
-                && let WaitEnd::Halt(h) = self.gap_before(obs, prev, cycle)
+                && let WaitEnd::Halt(h) = self.gap_before(obs, prev, gap_cycle)
             {
                 return Ok(Some(h));
             }
-            previous_cycle = Some(cycle);
+            previous_cycle = Some(gap_cycle);
             let Some(pc) = by_hash.get(&hash) else {
                 continue;
             };
@@ -518,13 +541,28 @@ pub fn run_study(
     });
 
     let run = StudyRun::new(plan, opts, dir.clone());
-    let halt = run.run_cells(&mut cp, obs)?;
+    let gpus = opts
+        .lock_resources
+        .iter()
+        .filter(|r| r.starts_with("gpu"))
+        .count();
+    let mut planner = search::SearchPlanner::of(plan, gpus);
+    let halt = run.run_cells(&mut cp, obs, planner.as_mut())?;
+    let search_done = planner.as_ref().and_then(|p| p.stopped);
+    if let Some(reason) = search_done {
+        let msg = format!("search: {}; {}", reason.describe(), search::SEARCH_FILE);
+        obs.event(StudyEvent::Note(&msg));
+    }
     skip_remaining(
         halt,
         &mut cp.manifest,
         plan.execution.wall_clock_timeout_hours,
     );
-    cp.manifest.status = final_status(halt, &cp.manifest);
+    cp.manifest.status = match (halt, search_done) {
+        // A search that stopped by its own rule is complete, failed candidates included.
+        (None, Some(_)) => StudyStatus::Completed,
+        _ => final_status(halt, &cp.manifest),
+    };
     cp.manifest.end_time = Some(iso8601_utc(unix_now_s()));
     cp.manifest.runner_pid = None;
     let result = assemble(&StudyDesign::of(plan), &dir, &mut cp.manifest);

@@ -36,54 +36,60 @@ pub fn label_of(pc: &PlannedConfig) -> String {
     }
 }
 
-/// The manifest of a new study: every run pending, in execution order.
+/// A pending entry: configuration `pc` at position `index`, its `cycle`-th run.
+pub(crate) fn pending_entry(pc: &PlannedConfig, index: usize, cycle: u32) -> ManifestEntry {
+    let hash = pc.digest.short();
+    ManifestEntry {
+        index,
+        cell_dir: layout::cell_dir_name(
+            index,
+            cycle,
+            &pc.config.model,
+            pc.config.engine.as_str(),
+            &hash,
+        ),
+        config_hash: hash,
+        config_summary: label_of(pc),
+        cycle,
+        status: CellStatus::Pending,
+        result_file: None,
+        log_file: None,
+        error_type: None,
+        error_message: None,
+        started_at: None,
+        completed_at: None,
+        pid: None,
+        attempts: 0,
+        node: None,
+        slurm_job: None,
+        elapsed_seconds: None,
+        inference_seconds: None,
+        energy_joules: None,
+        adj_energy_joules: None,
+        energy_scope: None,
+        system_energy_joules: None,
+        lifecycle_energy_joules: None,
+        co2_g: None,
+        system_co2_g: None,
+        throughput_tok_s: None,
+        mj_per_tok: None,
+        mj_per_tok_adjusted: None,
+        ttft_p50_ms: None,
+        config: llem_results::manifest::RawConfig::of(&pc.config),
+    }
+}
+
+/// The manifest of a new study: every run pending, in execution order; none for a search,
+/// whose runs are added as it proposes them.
 pub fn fresh_manifest(plan: &StudyPlan, llem_version: &str, host: &str) -> Manifest {
-    let experiments = plan
-        .runs
-        .iter()
-        .filter_map(|r| {
-            let pc = plan.configs.get(r.config)?;
-            let hash = pc.digest.short();
-            Some(ManifestEntry {
-                index: r.index,
-                cell_dir: layout::cell_dir_name(
-                    r.index,
-                    r.cycle,
-                    &pc.config.model,
-                    pc.config.engine.as_str(),
-                    &hash,
-                ),
-                config_hash: hash,
-                config_summary: label_of(pc),
-                cycle: r.cycle,
-                status: CellStatus::Pending,
-                result_file: None,
-                log_file: None,
-                error_type: None,
-                error_message: None,
-                started_at: None,
-                completed_at: None,
-                pid: None,
-                attempts: 0,
-                node: None,
-                slurm_job: None,
-                elapsed_seconds: None,
-                inference_seconds: None,
-                energy_joules: None,
-                adj_energy_joules: None,
-                energy_scope: None,
-                system_energy_joules: None,
-                lifecycle_energy_joules: None,
-                co2_g: None,
-                system_co2_g: None,
-                throughput_tok_s: None,
-                mj_per_tok: None,
-                mj_per_tok_adjusted: None,
-                ttft_p50_ms: None,
-                config: llem_results::manifest::RawConfig::of(&pc.config),
-            })
-        })
-        .collect();
+    let experiments = if plan.search.is_some() {
+        Vec::new()
+    } else {
+        plan.runs
+            .iter()
+            .filter_map(|r| Some(pending_entry(plan.configs.get(r.config)?, r.index, r.cycle)))
+            .collect()
+    };
     let mut m = Manifest {
         schema_version: llem_results::manifest::MANIFEST_SCHEMA_VERSION.to_string(),
         study_name: plan.study_name.clone(),
@@ -203,7 +209,11 @@ pub(crate) fn prepare(
             });
         }
         let device_locks = take_device_locks(opts, plan, &dir, obs)?;
-        let mut manifest = resume::merge(&old, fresh);
+        let mut manifest = if plan.search.is_some() {
+            resume::merge_search(&old, fresh)
+        } else {
+            resume::merge(&old, fresh)
+        };
         recover_finished_cells(&dir, &old, &mut manifest);
         artefacts::write_resumed(
             &dir.join(layout::STUDY_ARTEFACTS),
