@@ -3,7 +3,8 @@
 # prints `auditwheel show`, the glibc and C++ runtime versions its ELF files need and the
 # libraries they link, installs it into a clean venv, and measures SmolLM2 with it through
 # the `llem` command and from Python, first on this CPU and then on an emulated CPU without
-# AVX (qemu-x86_64 -cpu Nehalem: SSE4.2, 2008), where llama.cpp must pick its SSE4.2 kernels.
+# AVX (qemu-x86_64 -cpu Nehalem: SSE4.2, 2008), where llama.cpp must pick its SSE4.2 kernels,
+# and with Debian 11's glibc 2.31 (downloaded once from deb.debian.org) in place of the host's.
 # The machine-specific wheel (`make python`) is run on the same emulated CPU too: it must
 # die of an illegal instruction, which shows the emulation would catch the fault.
 #   scripts/wheel-check.sh [WHEEL]      (default: the one in target/wheels/portable)
@@ -62,6 +63,23 @@ measure() { # $1: label, rest: the command prefix (empty, or qemu)
 }
 measure "this CPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
 measure "emulated CPU without AVX: qemu-x86_64 -cpu Nehalem" qemu-x86_64 -cpu Nehalem
+# An older glibc than this machine's: Debian 11's 2.31 (below the 2.34 a build against the
+# host's glibc needs), its loader running the wheel's binary against its own libc. The
+# manylinux_2_28 tag rests on the symbol versions above; this runs the binary on a glibc older
+# than the host's, with the host's glibc out of the way.
+glibc_deb=libc6_2.31-13+deb11u11_amd64.deb
+glibc_dir=${XDG_CACHE_HOME:-$HOME/.cache}/llem/glibc-2.31
+if [ ! -x "$glibc_dir/lib/x86_64-linux-gnu/ld-2.31.so" ]; then
+  mkdir -p "$glibc_dir"
+  curl -fsS -o "$work/$glibc_deb" "https://deb.debian.org/debian/pool/main/g/glibc/$glibc_deb"
+  dpkg-deb -x "$work/$glibc_deb" "$glibc_dir"
+fi
+old_ld() { "$glibc_dir/lib/x86_64-linux-gnu/ld-2.31.so" --library-path "$glibc_dir/lib/x86_64-linux-gnu:$pkg/_libs" "$@"; }
+echo "== Debian 11's glibc 2.31 (its ld.so and libc, not this machine's)"
+# Started by the loader, the binary's own path is the loader's: the kernels' directory is
+# named as the `llem` script names it.
+LLEM_GGML_BACKENDS="$pkg/_libs" old_ld "$pkg/_bin/llem" run "$work/tiny.yaml" -o "$work/out-glibc" -q -v 2>&1 |
+  grep -E 'loaded CPU backend|tok/s|rror|GLIBC' | sed -e 's/^.*loaded/loaded/' -e 's/^/cli: /'
 native=$(ls target/wheels/release/llem-*.whl 2>/dev/null | tail -n 1 || true)
 if [ -n "$native" ]; then
   echo "== the machine-specific wheel (x86-64-v3) on the same emulated CPU: must fail"
@@ -72,5 +90,12 @@ if [ -n "$native" ]; then
     exit 1
   else
     echo "died as expected (exit $?)"
+  fi
+  echo "== the machine-specific wheel's binary on glibc 2.31: must fail"
+  if old_ld "$work/native/llem/_bin/llem" --version 2>"$work/native.err"; then
+    echo "it ran: the old glibc is not what the binary used, so the check above proves nothing" >&2
+    exit 1
+  else
+    echo "refused as expected: $(head -n 1 "$work/native.err" | sed 's/^.*: version/version/')"
   fi
 fi

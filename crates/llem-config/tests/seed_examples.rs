@@ -295,8 +295,12 @@ fn presets_expand_into_concrete_values() {
 
 #[test]
 fn repository_examples_plan_cleanly() {
-    for name in ["quickstart.yaml", "sweep.yaml"] {
+    for name in ["quickstart.yaml", "sweep.yaml", "search.yaml"] {
         let p = plan_path(&examples().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(p.skipped.is_empty(), "{name}");
     }
+    let search = plan_path(&examples().join("search.yaml")).unwrap();
+    let spec = search.search.as_ref().unwrap();
+    assert_eq!(search.configs.len(), 16);
+    assert_eq!(spec.budget.runs(search.runs.len()), 15);
 }

@@ -202,6 +202,31 @@ def test_run_study_runs_cells_in_child_processes_and_returns_the_study(sandbox):
         assert (cell / "cell.log").is_file() and (cell / "result.json").is_file(), c
 
 
+def test_a_search_study_gives_its_answer_as_study_search(sandbox):
+    yaml = sandbox / "search.yaml"
+    yaml.write_text(
+        "name: pysearch\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\noutput_dir: results\n"
+        "dataset: {source: synthetic, n_prompts: 2, synthetic: {input_tokens: 8, output_tokens: 4}}\n"
+        "warmup: {enabled: false}\nbaseline: {enabled: false}\n"
+        "sweep: {llamacpp.batch_size: [1, 2, 4], llamacpp.n_threads: [1, 2]}\n"
+        "search: {objective: mj_per_tok_total, constraints: ['itl_p90_ms <= 5000'], budget: 6, seed: 2}\n"
+        "study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n"
+    )
+    s = llem.run_study(yaml, progress=False)
+    assert s.status == "completed", s
+    search = s.search
+    assert search is not None and search.phase == "done"
+    assert search.stop_reason in ("identified", "budget_spent", "unresolved")
+    assert search.runs_used <= 6 == search.budget_runs and search.grid_runs == 12
+    assert search.answer.objective_mean > 0 and search.answer.config_hash
+    assert len(search.candidates) == 6 and len(search.evaluations) == search.runs_used
+    # A study that measured its grid has none.
+    plain = sandbox / "plain.yaml"
+    plain.write_text(yaml.read_text().replace("name: pysearch", "name: pyplain")
+                     .split("search:")[0] + "study_execution: {n_cycles: 1}\n")
+    assert llem.run_study(plain, progress=False).search is None
+
+
 NO_TQDM = textwrap.dedent(
     """
     import sys

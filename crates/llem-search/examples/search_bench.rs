@@ -24,10 +24,16 @@ fn main() {
         .nth(1)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0.3);
+    let replay: Option<String> = args.iter().skip_while(|a| *a != "--replay").nth(1).cloned();
     let n_cycles = 3;
+    let recorded = replay.as_deref().map(read_sweep);
     let mut rows: Vec<Row> = Vec::new();
     for seed in 0..trials {
-        let s = Surface::synthetic(seed);
+        let s = match &recorded {
+            // The recorded sweep under ITL limits from its 25th to its 75th percentile.
+            Some(sweep) => sweep.surface(seed, trials),
+            None => Surface::synthetic(seed),
+        };
         let grid_runs = s.space.len() as u32 * n_cycles;
         let budget = (fraction * f64::from(grid_runs)).ceil() as u32;
         let settings = Settings {
@@ -81,10 +87,16 @@ fn main() {
             .collect(),
     );
     let identified = rate(&|r| r.0.reason == Some(llem_search::StopReason::Identified));
-    println!(
-        "surfaces: {trials}, budget {:.0} % of the grid's runs ({n_cycles} cycles each)",
-        fraction * 100.0
-    );
+    match &replay {
+        Some(path) => println!(
+            "the recorded sweep {path} under {trials} ITL limits, budget {:.0} % of the grid's runs ({n_cycles} cycles each)",
+            fraction * 100.0
+        ),
+        None => println!(
+            "surfaces: {trials}, budget {:.0} % of the grid's runs ({n_cycles} cycles each)",
+            fraction * 100.0
+        ),
+    }
     println!(
         "| method | exact best | within 2 % of best (feasible) | best within answer's interval | right (any of these) | runs (median, % of grid) | configurations measured (median, % of grid) |"
     );
@@ -110,4 +122,106 @@ fn main() {
         rate(&|r| r.2.within_tolerance),
     );
     println!("search stopped identified: {identified:.0} % (else the budget ran out)");
+}
+
+/// A recorded sweep: each configuration's axis values and its runs' figures
+/// (`mj_per_tok_total`, `itl_p90_ms`).
+struct Sweep {
+    candidates: Vec<Vec<(String, serde_json::Value)>>,
+    runs: Vec<Vec<Vec<f64>>>,
+}
+
+/// Reads `bench/data/embedded-sweep.csv` (bench/search-fixture.sh writes it): a header, then
+/// one run per line: batch_size, n_threads, flash_attn, cycle, mj_per_tok_total, itl_p90_ms, ….
+fn read_sweep(path: &str) -> Sweep {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("{path}: {e}");
+        std::process::exit(2)
+    });
+    let mut sweep = Sweep {
+        candidates: Vec::new(),
+        runs: Vec::new(),
+    };
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split(',').collect();
+        let (Some(b), Some(t), Some(fa), Some(e), Some(itl)) = (
+            cols.first(),
+            cols.get(1),
+            cols.get(2),
+            cols.get(4),
+            cols.get(5),
+        ) else {
+            continue;
+        };
+        let (Ok(e), Ok(itl)) = (e.parse::<f64>(), itl.parse::<f64>()) else {
+            continue;
+        };
+        let cand = vec![
+            (
+                "batch_size".to_string(),
+                serde_json::json!(b.parse::<u32>().unwrap_or(0)),
+            ),
+            (
+                "n_threads".to_string(),
+                serde_json::json!(t.parse::<u32>().unwrap_or(0)),
+            ),
+            ("flash_attn".to_string(), serde_json::json!(fa)),
+        ];
+        match sweep.candidates.iter().position(|c| *c == cand) {
+            Some(i) => {
+                if let Some(r) = sweep.runs.get_mut(i) {
+                    r.push(vec![e, itl]);
+                }
+            }
+            None => {
+                sweep.candidates.push(cand);
+                sweep.runs.push(vec![vec![e, itl]]);
+            }
+        }
+    }
+    sweep
+}
+
+impl Sweep {
+    /// Trial `i` of `n`: an ITL limit between the 25th and 75th percentile of the
+    /// configurations' mean ITL.
+    fn surface(&self, i: u64, n: u64) -> Surface {
+        let goal = |threshold: f64| llem_search::Goal {
+            figures: vec!["mj_per_tok_total".into(), "itl_p90_ms".into()],
+            direction: llem_config::search::Direction::Minimize,
+            limits: vec![llem_search::Limit {
+                bound: llem_config::search::Bound::AtMost,
+                threshold,
+            }],
+            log_scale: vec![true, true],
+            confidence: 0.95,
+            tolerance: 0.02,
+        };
+        let probe = Surface::replay(
+            String::new(),
+            &self.candidates,
+            self.runs.clone(),
+            goal(0.0),
+        );
+        let mut itl: Vec<f64> = probe
+            .truth
+            .iter()
+            .filter_map(|t| t.get(1).copied())
+            .collect();
+        itl.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            itl.get(((itl.len().max(1) - 1) as f64 * q).round() as usize)
+                .copied()
+                .unwrap_or(1.0)
+        };
+        let q = 0.25 + 0.5 * (i as f64 + 0.5) / n.max(1) as f64;
+        let (lo, hi) = (at(0.25).ln(), at(0.75).ln());
+        let threshold = (lo + (hi - lo) * (q - 0.25) / 0.5).exp();
+        Surface::replay(
+            format!("recorded sweep, ITL <= {threshold:.1} ms"),
+            &self.candidates,
+            self.runs.clone(),
+            goal(threshold),
+        )
+    }
 }

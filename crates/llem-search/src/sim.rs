@@ -32,7 +32,8 @@ pub struct Surface {
 pub enum Runs {
     /// Lognormal around the truth with this coefficient of variation per figure.
     Lognormal(Vec<f64>),
-    /// Recorded runs replayed in turn: `recorded[c]` holds each run's figures.
+    /// Recorded runs: each run of candidate `c` is one of `recorded[c]` (its figures), drawn
+    /// at random.
     Replay(Vec<Vec<Vec<f64>>>),
 }
 
@@ -178,6 +179,36 @@ impl Surface {
         }
     }
 
+    /// A recorded sweep replayed: `candidates` as [`Space::new`] takes them, `recorded[c]`
+    /// the figures of each recorded run of candidate `c` (in `goal`'s order); the truth is
+    /// their mean.
+    pub fn replay(
+        name: String,
+        candidates: &[Vec<(String, Value)>],
+        recorded: Vec<Vec<Vec<f64>>>,
+        goal: Goal,
+    ) -> Surface {
+        let n = goal.figures.len();
+        let truth = recorded
+            .iter()
+            .map(|runs| {
+                (0..n)
+                    .map(|f| {
+                        let v: Vec<f64> = runs.iter().filter_map(|r| r.get(f).copied()).collect();
+                        v.iter().sum::<f64>() / v.len().max(1) as f64
+                    })
+                    .collect()
+            })
+            .collect();
+        Surface {
+            name,
+            space: Space::new(candidates),
+            goal,
+            truth,
+            runs: Runs::Replay(recorded),
+        }
+    }
+
     /// The candidate of lowest true cost whose true figures meet every limit.
     pub fn best_feasible(&self) -> Option<usize> {
         (0..self.truth.len())
@@ -228,11 +259,14 @@ impl Surface {
                         .collect()
                 })
                 .unwrap_or_default(),
-            Runs::Replay(recorded) => recorded
-                .get(c)
-                .and_then(|runs| runs.get(k % runs.len().max(1)))
-                .map(|r| r.iter().map(|v| Some(*v)).collect())
-                .unwrap_or_default(),
+            Runs::Replay(recorded) => {
+                let _ = k;
+                recorded
+                    .get(c)
+                    .and_then(|runs| runs.get(rng.below(runs.len().max(1) as u64) as usize))
+                    .map(|r| r.iter().map(|v| Some(*v)).collect())
+                    .unwrap_or_default()
+            }
         };
         Observation {
             candidate: c,

@@ -933,4 +933,15 @@ fn a_search_study_keeps_its_budget_resumes_after_kill_9_and_writes_its_answer() 
         .collect();
     assert_eq!(axes, ["llamacpp.batch_size", "llamacpp.n_threads"]);
     assert!(!study_result(&dir).statistics.is_empty());
+    let shown = sb
+        .cmd(&["results", "show", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("search: minimize mj_per_tok_total subject to itl_p90_ms <= 5000: ")
+            && shown.contains("  answer     llamacpp.batch_size=")
+            && shown.contains(" of a budget of 9 (the whole study: 16)"),
+        "{shown}"
+    );
 }

@@ -242,6 +242,16 @@ class StudyResult(Section):
         """The manifest's cells (completed, failed, interrupted, skipped)."""
         return [Section(c) for c in self._manifest.get("experiments", [])]
 
+    @property
+    def search(self) -> Optional[Section]:
+        """`search.json` of a study with a `search:` block (its answer with the interval of
+        its runs, why it stopped, every configuration's prediction, every evaluation, the
+        feasible set and the Pareto frontier); None for a study that measured its whole grid."""
+        path = self._dir / "search.json"
+        if not path.is_file():
+            return None
+        return Section(json.loads(path.read_text()))
+
     def __repr__(self) -> str:
         s = self._data.get("summary", {})
         return (

@@ -261,6 +261,7 @@ fn show_json(target: &Path, runs: &Runs) {
     for (key, file) in [
         ("manifest", layout::MANIFEST),
         ("config", layout::EFFECTIVE_CONFIG),
+        ("search", llem_study::runner::SEARCH_FILE),
     ] {
         if let Some(x) = llem_config::files::read_record(target.join(file))
             .ok()
@@ -391,6 +392,7 @@ fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
         }
         print_runs(&runs);
         print_configurations(&runs);
+        print_search(target);
         return Ok(());
     }
     let Some(r) = runs.get(0) else {
@@ -416,6 +418,115 @@ fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
         }
     }
     Ok(())
+}
+
+/// A JSON member, null when absent (a display reads what is there).
+fn at<'a>(v: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    v.get(key).unwrap_or(&serde_json::Value::Null)
+}
+
+/// A search study's answer, from its `search.json`.
+fn print_search(dir: &Path) {
+    let Some(s) = llem_config::files::read_record(dir.join(llem_study::runner::SEARCH_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+    else {
+        return;
+    };
+    let spec = at(&s, "spec");
+    let constraints: Vec<String> = at(spec, "constraints")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{} {} {}",
+                at(c, "field").as_str().unwrap_or("?"),
+                at(c, "bound").as_str().unwrap_or("?"),
+                at(c, "threshold")
+                    .as_f64()
+                    .map_or_else(String::new, short_number)
+            )
+        })
+        .collect();
+    let goal = format!(
+        "{} {}{}",
+        at(spec, "direction").as_str().unwrap_or("minimize"),
+        at(spec, "objective").as_str().unwrap_or("?"),
+        if constraints.is_empty() {
+            String::new()
+        } else {
+            format!(" subject to {}", constraints.join(", "))
+        }
+    );
+    let why = match at(&s, "stop_reason").as_str() {
+        Some("identified") => "the best configuration is identified".to_string(),
+        Some("budget_spent") => "the budget is spent; the answer is the best found".to_string(),
+        Some("unresolved") => {
+            "the configurations left differ from the answer by less than the runs resolve"
+                .to_string()
+        }
+        Some("nothing_feasible") => "no configuration meets the constraints".to_string(),
+        _ => format!(
+            "still running ({})",
+            at(&s, "phase").as_str().unwrap_or("?")
+        ),
+    };
+    outln!("\nsearch: {goal}: {why}");
+    let unit = llem_config::search::search_field(at(spec, "objective").as_str().unwrap_or(""))
+        .map_or("", |f| f.unit);
+    let answer = |a: &serde_json::Value| -> Option<String> {
+        let mean = at(a, "objective_mean").as_f64()?;
+        let interval = match (
+            at(a, "objective_low").as_f64(),
+            at(a, "objective_high").as_f64(),
+        ) {
+            (Some(lo), Some(hi)) => format!(" [{}, {}]", short_number(lo), short_number(hi)),
+            _ => String::new(),
+        };
+        Some(format!(
+            "{} ({}): {} {unit}{interval} over {} runs; meets the constraints with chance {:.2}",
+            at(a, "label").as_str().unwrap_or("?"),
+            at(a, "config_hash").as_str().unwrap_or("?"),
+            short_number(mean),
+            at(a, "runs"),
+            at(a, "p_feasible").as_f64().unwrap_or(f64::NAN)
+        ))
+    };
+    if let Some(a) = answer(at(&s, "answer")) {
+        outln!("  answer     {a}");
+    }
+    if let Some(a) = answer(at(&s, "runner_up")) {
+        outln!("  runner-up  {a}");
+    }
+    let hours = at(&s, "gpu_hours_saved_estimate")
+        .as_f64()
+        .map(|h| format!(", about {h:.2} GPU-hours"))
+        .or_else(|| {
+            at(&s, "hours_saved_estimate")
+                .as_f64()
+                .map(|h| format!(", about {h:.2} hours"))
+        })
+        .unwrap_or_default();
+    outln!(
+        "  runs       {} of a budget of {} (the whole study: {}); {} runs saved{hours}",
+        at(&s, "runs_used"),
+        at(&s, "budget_runs"),
+        at(&s, "grid_runs"),
+        at(&s, "runs_saved")
+    );
+    let count = |k: &str| at(&s, k).as_array().map_or(0, Vec::len);
+    outln!(
+        "  measured   {} of {} configurations; {} feasible at the search's confidence, {} on the Pareto frontier ({})",
+        at(&s, "candidates").as_array().map_or(0, |c| c
+            .iter()
+            .filter(|c| at(c, "runs").as_u64().unwrap_or(0) > 0)
+            .count()),
+        at(&s, "grid_configurations"),
+        count("feasible"),
+        count("pareto"),
+        llem_study::runner::SEARCH_FILE
+    );
 }
 
 fn stat_cell(s: &Option<MetricStatistics>) -> String {
