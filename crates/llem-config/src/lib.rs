@@ -6,6 +6,7 @@
 //! the result is a [`StudyPlan`] ([`plan::plan`]).
 
 mod aliases;
+mod block;
 mod canonical;
 pub mod credentials;
 mod de;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::error::{ConfigError, Diagnostic, ErrorKind, ValueError, ValueKind, did_you_mean};
+use crate::block::{Block, error_at};
+use crate::error::{ConfigError, ErrorKind, ValueError, ValueKind, did_you_mean};
 use crate::source::SourceMap;
-use crate::yaml::Node;
 
 /// The longest duration a flag or schedule field takes, s: 30 days (a `total_duration` may
 /// be longer, see [`MAX_TOTAL_S`]).
@@ -269,7 +269,12 @@ pub fn from_root(
             format!("`schedule` must be a mapping, found {}", node.describe()),
         ));
     };
-    let block = Block { map, sources };
+    let block = Block {
+        name: "schedule",
+        keys: &KEYS,
+        map,
+        sources,
+    };
     block.check_keys()?;
     let enabled = block.enabled()?;
     let interval = block.duration("interval", MAX_DURATION_S)?;
@@ -301,58 +306,7 @@ pub fn from_root(
     }))
 }
 
-/// An error of `kind` at node `n` of the file.
-fn error_at(sources: &SourceMap, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
-    Diagnostic::new(kind, message)
-        .at(sources.location(n.span))
-        .into()
-}
-
-/// The `schedule:` mapping, read key by key; each error points at its node.
-struct Block<'a> {
-    map: &'a crate::yaml::Map,
-    sources: &'a SourceMap,
-}
-
-impl<'a> Block<'a> {
-    fn err(&self, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
-        error_at(self.sources, n, kind, message)
-    }
-
-    /// Refuses a key the block does not have, with the nearest one.
-    fn check_keys(&self) -> Result<(), ConfigError> {
-        for e in &self.map.entries {
-            if !KEYS.contains(&&*e.key) {
-                let mut d = Diagnostic::new(
-                    ErrorKind::UnknownKey,
-                    format!("unknown key `schedule.{}`", e.key),
-                )
-                .at(self.sources.location(e.key_span));
-                if let Some(c) = did_you_mean(&e.key, KEYS) {
-                    d = d.with_help(format!("did you mean `{c}`?"));
-                }
-                return Err(d.into());
-            }
-        }
-        Ok(())
-    }
-
-    /// A scalar as text; `None` when absent or null.
-    fn text(&self, key: &str) -> Result<Option<(&'a Node, &'a str)>, ConfigError> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(n) if n.is_null() => Ok(None),
-            Some(n) => match n.as_str() {
-                Some(s) => Ok(Some((n, s))),
-                None => Err(self.err(
-                    n,
-                    ErrorKind::Type,
-                    format!("`schedule.{key}` must be a string, found {}", n.describe()),
-                )),
-            },
-        }
-    }
-
+impl Block<'_> {
     /// `enabled`: false unless it says true.
     fn enabled(&self) -> Result<bool, ConfigError> {
         match self.text("enabled")? {
@@ -366,41 +320,6 @@ impl<'a> Block<'a> {
                     format!("`schedule.enabled` must be true or false, found `{s}`"),
                 )),
             },
-        }
-    }
-
-    /// A string or a list of strings; empty when absent or null.
-    fn list(&self, key: &str) -> Result<Vec<(&'a Node, &'a str)>, ConfigError> {
-        let n = match self.map.get(key) {
-            None => return Ok(Vec::new()),
-            Some(n) if n.is_null() => return Ok(Vec::new()),
-            Some(n) => n,
-        };
-        match (n.as_seq(), n.as_str()) {
-            (Some(items), _) => items
-                .iter()
-                .map(|i| {
-                    i.as_str().map(|s| (i, s)).ok_or_else(|| {
-                        self.err(
-                            i,
-                            ErrorKind::Type,
-                            format!(
-                                "`schedule.{key}` items must be strings, found {}",
-                                i.describe()
-                            ),
-                        )
-                    })
-                })
-                .collect(),
-            (None, Some(s)) => Ok(vec![(n, s)]),
-            (None, None) => Err(self.err(
-                n,
-                ErrorKind::Type,
-                format!(
-                    "`schedule.{key}` must be a string or a list, found {}",
-                    n.describe()
-                ),
-            )),
         }
     }
 

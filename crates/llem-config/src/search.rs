@@ -13,6 +13,7 @@
 
 use serde::Serialize;
 
+use crate::block::{Block, error_at};
 use crate::error::{ConfigError, Diagnostic, ErrorKind, did_you_mean};
 use crate::source::{Location, SourceMap};
 use crate::yaml::Node;
@@ -259,7 +260,12 @@ pub fn from_root(
             format!("`search` must be a mapping, found {}", node.describe()),
         ));
     };
-    let block = Block { map, sources };
+    let block = Block {
+        name: "search",
+        keys: &KEYS,
+        map,
+        sources,
+    };
     block.check_keys()?;
     let Some((objective_node, objective)) = block.text("objective")? else {
         return Err(error_at(
@@ -388,90 +394,7 @@ fn parse_constraint(text: &str) -> Result<(&str, Bound, f64), String> {
     Ok((field, bound, v * scale))
 }
 
-fn error_at(sources: &SourceMap, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
-    Diagnostic::new(kind, message)
-        .at(sources.location(n.span))
-        .into()
-}
-
-/// The `search:` mapping, read key by key; each error points at its node.
-struct Block<'a> {
-    map: &'a crate::yaml::Map,
-    sources: &'a SourceMap,
-}
-
-impl<'a> Block<'a> {
-    fn err(&self, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
-        error_at(self.sources, n, kind, message)
-    }
-
-    fn check_keys(&self) -> Result<(), ConfigError> {
-        for e in &self.map.entries {
-            if !KEYS.contains(&&*e.key) {
-                let mut d = Diagnostic::new(
-                    ErrorKind::UnknownKey,
-                    format!("unknown key `search.{}`", e.key),
-                )
-                .at(self.sources.location(e.key_span));
-                if let Some(c) = did_you_mean(&e.key, KEYS) {
-                    d = d.with_help(format!("did you mean `{c}`?"));
-                }
-                return Err(d.into());
-            }
-        }
-        Ok(())
-    }
-
-    fn text(&self, key: &str) -> Result<Option<(&'a Node, &'a str)>, ConfigError> {
-        match self.map.get(key) {
-            None => Ok(None),
-            Some(n) if n.is_null() => Ok(None),
-            Some(n) => match n.as_str() {
-                Some(s) => Ok(Some((n, s))),
-                None => Err(self.err(
-                    n,
-                    ErrorKind::Type,
-                    format!(
-                        "`search.{key}` must be a single value, found {}",
-                        n.describe()
-                    ),
-                )),
-            },
-        }
-    }
-
-    /// A string or a list of strings.
-    fn list(&self, key: &str) -> Result<Vec<(&'a Node, &'a str)>, ConfigError> {
-        let n = match self.map.get(key) {
-            None => return Ok(Vec::new()),
-            Some(n) if n.is_null() => return Ok(Vec::new()),
-            Some(n) => n,
-        };
-        match (n.as_seq(), n.as_str()) {
-            (Some(items), _) => items
-                .iter()
-                .map(|i| {
-                    i.as_str().map(|s| (i, s)).ok_or_else(|| {
-                        self.err(
-                            i,
-                            ErrorKind::Type,
-                            format!(
-                                "`search.{key}` items must be strings like \"itl_p90_ms <= 50\", found {}",
-                                i.describe()
-                            ),
-                        )
-                    })
-                })
-                .collect(),
-            (None, Some(s)) => Ok(vec![(n, s)]),
-            (None, None) => Err(self.err(
-                n,
-                ErrorKind::Type,
-                format!("`search.{key}` must be a list, found {}", n.describe()),
-            )),
-        }
-    }
-
+impl Block<'_> {
     /// A field name of [`SEARCH_FIELDS`], or an error with the nearest one.
     fn field(&self, n: &Node, name: &str, what: &str) -> Result<&'static SearchField, ConfigError> {
         if let Some(f) = search_field(name) {

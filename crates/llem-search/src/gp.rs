@@ -182,12 +182,7 @@ impl Gp {
         let mut best = centre.clone();
         let mut best_f = f(&best);
         let mut rng = SplitMix64::new(seed);
-        let mut normal = || {
-            // Box-Muller from two uniforms in (0, 1].
-            let u1 = ((rng.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-            let u2 = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-        };
+        let mut normal = || crate::draw::gauss(&mut rng);
         for _ in 0..RANDOM_STARTS {
             let h = Hyper {
                 ln_signal_var: centre.ln_signal_var + PRIOR_SD * normal(),
@@ -285,44 +280,21 @@ mod tests {
                 own_var: 0.0,
             })
             .collect();
-        let gp = Gp::fit(
-            &space,
-            &points,
-            Prior {
-                noise_sd: 0.01,
-                spread_sd: 0.5,
-            },
-            1,
-        )
-        .unwrap();
+        let prior = Prior {
+            noise_sd: 0.01,
+            spread_sd: 0.5,
+        };
+        let gp = Gp::fit(&space, &points, prior, 1).unwrap();
         for i in 0..9 {
             let (m, s) = gp.predict(&space, i);
             assert!((m - truth(i)).abs() < 0.05, "{i}: {m} vs {}", truth(i));
             assert!(s < 0.1, "{i}: sd {s}");
         }
         // Deterministic for a seed.
-        let again = Gp::fit(
-            &space,
-            &points,
-            Prior {
-                noise_sd: 0.01,
-                spread_sd: 0.5,
-            },
-            1,
-        )
-        .unwrap();
+        let again = Gp::fit(&space, &points, prior, 1).unwrap();
         assert_eq!(gp.hyper(), again.hyper());
         // One point: the rest are barely known.
-        let one = Gp::fit(
-            &space,
-            &points[..1],
-            Prior {
-                noise_sd: 0.01,
-                spread_sd: 0.5,
-            },
-            1,
-        )
-        .unwrap();
+        let one = Gp::fit(&space, &points[..1], prior, 1).unwrap();
         assert!(one.predict(&space, 8).1 > one.predict(&space, 0).1 * 5.0);
     }
 }

@@ -5,6 +5,7 @@
 //! optima to prove that it finds them. It runs nothing itself: the study runner measures what
 //! it proposes. Why this algorithm: `docs/search.md`.
 
+mod draw;
 mod goal;
 mod gp;
 mod linalg;

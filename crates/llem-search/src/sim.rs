@@ -7,6 +7,7 @@ use llem_config::rng::SplitMix64;
 use llem_config::search::{Bound, Direction};
 use serde_json::{Value, json};
 
+use crate::draw::{gauss, unit};
 use crate::goal::{Goal, Limit};
 use crate::search::{Next, Observation, Search, Settings, Status, StopReason};
 use crate::space::Space;
@@ -35,18 +36,6 @@ pub enum Runs {
     /// Recorded runs: each run of candidate `c` is one of `recorded[c]` (its figures), drawn
     /// at random.
     Replay(Vec<Vec<Vec<f64>>>),
-}
-
-/// A uniform in [0, 1).
-fn unit(rng: &mut SplitMix64) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// A standard normal (Box-Muller).
-fn gauss(rng: &mut SplitMix64) -> f64 {
-    let u1 = 1.0 - unit(rng);
-    let u2 = unit(rng);
-    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
 fn pick<'a, T>(rng: &mut SplitMix64, items: &'a [T]) -> Option<&'a T> {
@@ -436,7 +425,12 @@ pub fn run_random(s: &Surface, budget: u32, rng: &mut SplitMix64) -> Trial {
         .take(budget as usize)
         .map(|&c| s.run(c, 0, rng))
         .collect();
-    let chosen = best_measured(s, &obs);
+    best_of_means(s, &obs)
+}
+
+/// The trial of a method that chooses the best measured mean meeting every limit.
+fn best_of_means(s: &Surface, obs: &[Observation]) -> Trial {
+    let chosen = best_measured(s, obs);
     let (exact, within) = score(s, chosen);
     Trial {
         chosen,
@@ -444,7 +438,7 @@ pub fn run_random(s: &Surface, budget: u32, rng: &mut SplitMix64) -> Trial {
         within_tolerance: within,
         best_in_interval: None,
         runs: obs.len() as u32,
-        distinct: distinct(&obs),
+        distinct: distinct(obs),
         reason: None,
         best_judged: None,
     }
@@ -458,18 +452,7 @@ pub fn run_grid(s: &Surface, n_cycles: u32, rng: &mut SplitMix64) -> Trial {
             obs.push(s.run(c, k, rng));
         }
     }
-    let chosen = best_measured(s, &obs);
-    let (exact, within) = score(s, chosen);
-    Trial {
-        chosen,
-        exact,
-        within_tolerance: within,
-        best_in_interval: None,
-        runs: obs.len() as u32,
-        distinct: distinct(&obs),
-        reason: None,
-        best_judged: None,
-    }
+    best_of_means(s, &obs)
 }
 
 #[cfg(test)]
