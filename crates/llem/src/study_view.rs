@@ -23,6 +23,8 @@ pub struct StudyView {
     phase: String,
     /// Units of the cell's current phase (seconds for the idle phases).
     phase_total: Option<u64>,
+    /// A search's budget of runs: its cells are added as it proposes them.
+    search_budget: Option<u32>,
 }
 
 impl StudyView {
@@ -38,7 +40,14 @@ impl StudyView {
             gap_s,
             phase: String::new(),
             phase_total: None,
+            search_budget: None,
         }
+    }
+
+    /// The study is a search with this budget of runs.
+    pub fn searching(mut self, budget_runs: Option<u32>) -> StudyView {
+        self.search_budget = budget_runs;
+        self
     }
 
     fn say(&self, line: &str) {
@@ -51,6 +60,15 @@ impl StudyView {
 
     fn status_line(&self, m: &Manifest) -> String {
         let s = &m.summary;
+        if let Some(budget) = self.search_budget {
+            // What a search has left is at most its budget: no ETA can be said for it.
+            return format!(
+                "{} done, {} failed, at most {} of the budget's {budget} runs left",
+                s.completed,
+                s.failed + s.interrupted,
+                (budget as usize).saturating_sub(s.completed + s.failed)
+            );
+        }
         let left = s.pending + s.running;
         format!(
             "{} done, {} failed, {} left{}",
@@ -113,7 +131,19 @@ impl StudyView {
     fn started(&mut self, dir: &Path, manifest: &Manifest, resumed: bool) {
         let verb = if resumed { "resuming" } else { "study" };
         let s = &manifest.summary;
-        if !self.quiet {
+        if !self.quiet
+            && let Some(budget) = self.search_budget
+        {
+            eprintln!(
+                "llem: {} search '{}' ({}): among {} configurations, at most {budget} runs; {} measured so far\n      {}",
+                if resumed { "resuming" } else { "starting" },
+                manifest.study_name,
+                manifest.study_design_hash,
+                s.unique_configurations.unwrap_or_default(),
+                s.completed + s.failed,
+                dir.display()
+            );
+        } else if !self.quiet {
             let cycles = manifest
                 .experiments
                 .iter()
@@ -131,7 +161,10 @@ impl StudyView {
             );
         }
         if self.tty && !self.quiet {
-            let bar = self.multi.add(ProgressBar::new(s.total_experiments as u64));
+            let total = self
+                .search_budget
+                .map_or(s.total_experiments as u64, u64::from);
+            let bar = self.multi.add(ProgressBar::new(total));
             bar.set_style(
                 ProgressStyle::with_template(
                     "{prefix:>8.bold} [{bar:30.green/blue}] {pos}/{len} {msg}",

@@ -881,6 +881,12 @@ fn a_search_study_keeps_its_budget_resumes_after_kill_9_and_writes_its_answer() 
     let o = sb.run(&yaml, &["--resume"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("search: "), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("llem: resuming search 'search' (")
+            && stderr(&o).contains("among 8 configurations, at most 9 runs;"),
+        "{}",
+        stderr(&o)
+    );
     let m = manifest(&dir);
     assert_eq!(m.status, StudyStatus::Completed);
     assert!(

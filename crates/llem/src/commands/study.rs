@@ -79,7 +79,8 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
     } else {
         plan.execution.experiment_gap_seconds
     };
-    let mut view = StudyView::new(args.quiet, gap);
+    let mut view = StudyView::new(args.quiet, gap)
+        .searching(plan.search.as_ref().map(|s| s.budget.runs(plan.runs.len())));
     let outcome = llem_app::run_study(plan, &opts, &mut view, interrupt_counter());
     drop(view);
     match outcome {
