@@ -241,12 +241,33 @@ fn llem_runs_llama_server_end_to_end_and_stops_it() {
     if short {
         assert!(!ss.is_stable, "{ss:?}");
     }
+    // Goodput over the requests that ended in the window, from their own times: on a loaded
+    // machine a request can wait longer than the 60 s bound, and then it is counted out.
     let g = r.goodput.as_ref().unwrap();
-    assert!(g.requests > 0 && g.requests_meeting_slo == g.requests);
+    let inside: Vec<_> = reqs
+        .iter()
+        .filter(|q| q.end_s >= ss.start_s && q.end_s <= ss.end_s)
+        .collect();
+    let good = inside
+        .iter()
+        .filter(|q| {
+            let origin = q.scheduled_s.unwrap_or(q.submit_s);
+            q.success
+                && q.first_token_s
+                    .is_some_and(|f| (f - origin) * 1000.0 <= 60_000.0)
+        })
+        .count() as u32;
+    assert!(!inside.is_empty());
+    assert_eq!(
+        (g.requests, g.requests_meeting_slo),
+        (inside.len() as u32, good)
+    );
     // The headline says it too, with the bound it was held to.
     let said = format!(
-        "goodput     {} of {} requests within the SLO (TTFT ≤ 60000 ms): 100 %",
-        g.requests_meeting_slo, g.requests
+        "goodput     {} of {} requests within the SLO (TTFT ≤ 60000 ms): {:.0} %",
+        g.requests_meeting_slo,
+        g.requests,
+        100.0 * f64::from(good) / inside.len() as f64
     );
     assert!(stderr.contains(&said), "{stderr}");
     assert!(
