@@ -104,15 +104,6 @@ pub fn run_study(
         }
         (s, _) => s,
     };
-    if slurm.is_some() && plan.search.is_some() {
-        // Refused rather than run as a whole grid: the Slurm executor submits every cell of
-        // a cycle as one array, and proposals one batch at a time are not built yet.
-        return Err(AppError::Conflict(
-            "a `search:` study runs on the local executor only for now (Slurm batches of \
-             proposals are not built yet); run it without --executor slurm"
-                .into(),
-        ));
-    }
     let executor: Box<dyn Executor> = match slurm {
         Some(options) => Box::new(crate::slurm::executor(options, &opts.launcher.program)),
         None => Box::new(llem_study::Local),

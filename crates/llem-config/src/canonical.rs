@@ -365,8 +365,8 @@ fn write_key(bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// The digest of a resolved configuration.
-#[cfg(test)]
+/// The digest of a resolved configuration (a configuration read back from a file is checked
+/// against the hash it was saved with).
 pub fn digest_of(config: &ExperimentConfig) -> ConfigDigest {
     config_digest(&mut CanonicalWriter::new(), config)
 }

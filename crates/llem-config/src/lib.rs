@@ -34,7 +34,7 @@ pub mod user_config;
 mod walk;
 pub mod yaml;
 
-pub use canonical::ConfigDigest;
+pub use canonical::{ConfigDigest, digest_of};
 pub use error::{
     ConfigError, Diagnostic, ErrorKind, RunnerError, UnknownName, ValueError, ValueKind,
 };

@@ -11,7 +11,7 @@
 //!   seed: 7
 //! ```
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::block::{Block, error_at};
 use crate::error::{ConfigError, Diagnostic, ErrorKind, did_you_mean};
@@ -92,7 +92,7 @@ pub fn search_field(name: &str) -> Option<&'static SearchField> {
 }
 
 /// Minimise or maximise.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// Smaller is better.
@@ -102,7 +102,7 @@ pub enum Direction {
 }
 
 /// `<=` or `>=` (`<` and `>` read the same: measured figures are continuous).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Bound {
     /// The figure must be at most the threshold.
     #[serde(rename = "<=")]
@@ -131,7 +131,7 @@ impl Bound {
 }
 
 /// One constraint: `field op threshold`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Constraint {
     /// The figure.
     pub field: String,
@@ -157,7 +157,7 @@ impl Constraint {
 }
 
 /// How many runs the search may use, confirmation runs included.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Budget {
     /// A number of runs.
@@ -192,7 +192,7 @@ pub const DEFAULT_TOLERANCE: f64 = 0.02;
 pub const DEFAULT_BUDGET: Budget = Budget::Fraction(0.3);
 
 /// A study's `search:` block, checked.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchSpec {
     /// The figure to optimise.
     pub objective: String,

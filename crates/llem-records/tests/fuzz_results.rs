@@ -89,8 +89,8 @@ fn consume(dir: &Path) -> Result<usize, String> {
         let _ = f.exporter().serialize(&runs);
     }
     let none = llem_records::DiffusionRuns::default();
-    let _ = llem_records::report::render(&runs, &none, "fuzz");
-    let _ = llem_records::report::render(&runs.stable(), &none, "fuzz");
+    let _ = llem_records::report::render(&runs, &none, None, "fuzz");
+    let _ = llem_records::report::render(&runs.stable(), &none, None, "fuzz");
     Ok(runs.len())
 }
 

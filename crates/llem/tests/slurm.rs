@@ -793,3 +793,134 @@ fn an_sbatch_refusal_is_reported_and_leaves_nothing_queued() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("node_control"));
 }
+
+#[test]
+fn a_search_runs_its_batches_as_arrays_each_picked_by_the_job_after_the_last() {
+    let _machine = common::shared();
+    let Some(c) = Cluster::start() else { return };
+    let yaml = c.yaml(
+        "search.yaml",
+        &study_yaml(
+            "search",
+            2,
+            4,
+            "sweep:\n  llamacpp.batch_size: [1, 2]\n  max_output_tokens: [3, 4]\n\
+             search:\n  objective: mj_per_tok_total\n  constraints: [\"itl_p90_ms <= 5000\"]\n  \
+             budget: 6\n  batch: 2\n  seed: 5\n\
+             study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0, \
+             executor: {slurm: {time: \"00:10:00\"}}}\n",
+        ),
+    );
+    let o = c.llem(&["run", yaml.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("the search submits its proposals 2 at a time")
+            && text.contains("(at most 6 cells)")
+            && text.contains("--array=0-1"),
+        "{text}"
+    );
+    let o = c.llem(&["run", yaml.to_str().unwrap(), "--dry-run", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["slurm"]["search_batch"], 2);
+    assert_eq!(v["slurm"]["cells"], 6);
+
+    let err = c.submit(&yaml, &["--quiet"]);
+    assert!(err.contains("its first batch of 2 cells as job"), "{err}");
+    let dir = c.only_study();
+    // The job that would pick the second batch is cancelled: the first batch is measured, and
+    // the search stands still, interrupted, until --resume.
+    let jobs: JobsRecord = read(&dir.join("_slurm/jobs.json"));
+    let first = jobs.latest().unwrap().clone();
+    assert!(first.search);
+    assert_eq!(first.arrays.len(), 1);
+    c.slurm("scancel", &[first.compile_job.as_deref().unwrap()]);
+    c.wait_idle(Duration::from_secs(240));
+    let o = c.llem(&["study", "status", dir.to_str().unwrap(), "--json"]);
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["status"], "interrupted", "{st}");
+    assert_eq!(st["completed"], 2, "{st}");
+    let s: serde_json::Value = read(&dir.join("search.json"));
+    assert!(s["stop_reason"].is_null());
+
+    // Resumed, it goes on from what the first batch measured: each compile job submits the
+    // next batch until the search stops; then nothing is queued.
+    let err = c.submit(&yaml, &["--resume", "--quiet"]);
+    assert!(err.contains("resubmitted search"), "{err}");
+    c.wait_idle(Duration::from_secs(400));
+
+    let jobs: JobsRecord = read(&dir.join("_slurm/jobs.json"));
+    assert_eq!(jobs.submissions.len(), 2);
+    let arrays: Vec<&llem_study::slurm::record::ArrayRecord> =
+        jobs.submissions.iter().flat_map(|s| &s.arrays).collect();
+    assert!(arrays.len() >= 3, "{arrays:?}");
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Completed, "{:#?}", m.experiments);
+    assert!(
+        m.experiments.len() <= 6,
+        "{} runs for a budget of 6",
+        m.experiments.len()
+    );
+    // Batch k of a submission is its array k: its cells are the manifest's next ones, at most
+    // two, each run by its own task, and every batch began after the one before had ended.
+    let mut next = 0;
+    let mut previous_end: Option<String> = None;
+    for sub in &jobs.submissions {
+        for (k, a) in sub.arrays.iter().enumerate() {
+            assert_eq!(a.cycle as usize, k + 1);
+            assert!(!a.cells.is_empty() && a.cells.len() <= 2, "{a:?}");
+            let starts: Vec<String> = a
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(t, &i)| {
+                    assert_eq!(i, next);
+                    next += 1;
+                    let e = &m.experiments[i];
+                    assert_eq!(e.status, CellStatus::Completed, "{e:?}");
+                    assert_eq!(e.attempts, 1, "{e:?}");
+                    assert_eq!(
+                        e.slurm_job.as_deref(),
+                        Some(format!("{}_{t}", a.job_id).as_str())
+                    );
+                    e.started_at.clone().unwrap()
+                })
+                .collect();
+            if let Some(end) = &previous_end {
+                assert!(starts.iter().all(|s| s >= end), "{starts:?} before {end}");
+            }
+            previous_end = a
+                .cells
+                .iter()
+                .filter_map(|&i| m.experiments[i].completed_at.clone())
+                .max();
+        }
+    }
+    assert_eq!(next, m.experiments.len());
+
+    let s: serde_json::Value = read(&dir.join("search.json"));
+    assert_eq!(s["phase"], "done");
+    assert!(
+        ["identified", "budget_spent", "unresolved"].contains(&s["stop_reason"].as_str().unwrap()),
+        "{}",
+        s["stop_reason"]
+    );
+    assert_eq!(
+        s["runs_used"].as_u64().unwrap() as usize,
+        m.experiments.len()
+    );
+    assert!(s["answer"]["objective_mean"].as_f64().unwrap() > 0.0);
+    let r: StudyResult = read(&dir.join("study_result.json"));
+    assert_eq!(r.status, StudyStatus::Completed);
+    assert_eq!(r.experiments.len(), m.experiments.len());
+
+    let o = c.llem(&["study", "status", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(st["status"], "completed");
+    // A finished search is not resumed.
+    let o = c.run_into(&yaml, &c.results(), &["--resume", "--quiet"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("a completed study is not resumed"), "{err}");
+}

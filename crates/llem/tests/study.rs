@@ -950,4 +950,26 @@ fn a_search_study_keeps_its_budget_resumes_after_kill_9_and_writes_its_answer() 
             && shown.contains(" of a budget of 9 (the whole study: 16)"),
         "{shown}"
     );
+    // The report leads with the search: its answer, the candidate map, every candidate.
+    let report = sb.path().join("report.html");
+    let o = sb
+        .cmd(&[
+            "report",
+            dir.to_str().unwrap(),
+            "-o",
+            report.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.contains("<section id=\"search\">")
+            && html.contains("<p id=\"search-answer\">Answer: <b>llamacpp.batch_size=")
+            && html.contains("id=\"search-map\"")
+            && html.contains("itl_p90_ms &lt;= 5000"),
+        "{html}"
+    );
+    let rows = html.matches("<tr class=").count();
+    assert!(rows >= 8, "every candidate has a row: {rows}");
 }

@@ -2,13 +2,14 @@
 //! fetched) with the study summary, Pareto frontiers of energy per token against
 //! throughput and against tail latency, a power timeline per run with its measurement
 //! window shaded, latency CDFs, a table of every run with its warnings, and ML.ENERGY's
-//! diffusion runs when the directory holds any.
+//! diffusion runs when the directory holds any; a search study's answer and candidates first.
 
 mod attribution;
 mod diffusion;
 mod figure;
 mod nodes;
 mod place;
+mod search;
 pub(crate) mod svg;
 
 use std::fmt::Write as _;
@@ -625,8 +626,14 @@ fn runs_section(h: &mut String, runs: &Runs) {
     h.push_str("</section>");
 }
 
-/// The report for `runs` (and the diffusion runs found beside them) as one HTML document.
-pub fn render(runs: &Runs, diffusion: &crate::DiffusionRuns, title: &str) -> String {
+/// The report for `runs` (and the diffusion runs found beside them, and a search study's
+/// `search.json` document) as one HTML document.
+pub fn render(
+    runs: &Runs,
+    diffusion: &crate::DiffusionRuns,
+    search: Option<&serde_json::Value>,
+    title: &str,
+) -> String {
     let configs = compare::configurations(runs);
     let mut h = String::new();
     let _ = write!(
@@ -635,6 +642,7 @@ pub fn render(runs: &Runs, diffusion: &crate::DiffusionRuns, title: &str) -> Str
         esc(title)
     );
     let _ = write!(h, "<h1>{}</h1>", esc(title));
+    search::section(&mut h, search);
     summary_section(&mut h, runs, &configs);
     pareto_section(&mut h, runs);
     timelines_section(&mut h, runs);

@@ -3,7 +3,7 @@
 
 pub(crate) mod cell;
 mod prepare;
-mod search;
+pub(crate) mod search;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -376,7 +376,7 @@ impl<'a> StudyRun<'a> {
         &self,
         cp: &mut Checkpoint,
         obs: &mut dyn Observer,
-        mut planner: Option<&mut search::SearchPlanner<'_>>,
+        mut planner: Option<&mut search::SearchPlanner>,
     ) -> Result<Option<Halt>, StudyError> {
         let by_hash: HashMap<String, &PlannedConfig> = self
             .plan

@@ -7,14 +7,16 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use llem_config::StudyPlan;
+use llem_config::plan::PlannedConfig;
 use llem_config::search::SearchSpec;
+use llem_config::{ExperimentConfig, StudyPlan};
 use llem_results::{CellStatus, ExperimentResult, Manifest, figures};
 use llem_search::{Goal, Next, Observation, Search, Settings, Space, Status, Step, StopReason};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::prepare::{pending_entry, read_result};
+use crate::StudyError;
 
 /// `search.json` in the study directory.
 pub const SEARCH_FILE: &str = "search.json";
@@ -45,13 +47,101 @@ fn leaves(prefix: &str, v: &Value, out: &mut Vec<(String, Value)>) {
     }
 }
 
+/// What a search needs of its plan. Saved beside a Slurm study, so that the job that picks
+/// the next batch needs neither the study file nor the command line it was planned with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SearchDesign {
+    /// The `search:` block.
+    pub spec: SearchSpec,
+    /// `n_cycles`: how often the winner and the runner-up are measured in the end.
+    pub n_cycles: u32,
+    /// Runs of the full grid, for the runs saved.
+    pub grid_runs: usize,
+    /// The candidates, in plan order.
+    pub configs: Vec<SearchConfig>,
+}
+
+/// One candidate of a saved search.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SearchConfig {
+    /// The resolved configuration.
+    pub config: ExperimentConfig,
+    /// Its `measurement_config_hash`, checked against the configuration when read back.
+    pub config_hash: String,
+    /// Its label.
+    pub label: String,
+    /// Its plan warnings.
+    pub warnings: Vec<String>,
+}
+
+impl SearchDesign {
+    /// The search of `plan`, or `None` when it has no `search:` block.
+    pub fn of(plan: &StudyPlan) -> Option<SearchDesign> {
+        Some(SearchDesign {
+            spec: plan.search.clone()?,
+            n_cycles: plan.execution.n_cycles,
+            grid_runs: plan.runs.len(),
+            configs: plan
+                .configs
+                .iter()
+                .map(|pc| SearchConfig {
+                    config: pc.config.clone(),
+                    config_hash: pc.digest.short(),
+                    label: pc.label.clone(),
+                    warnings: pc.warnings.clone(),
+                })
+                .collect(),
+        })
+    }
+
+    /// The planned configurations again; an error when a configuration no longer hashes to
+    /// the hash it was saved with (the file was edited, or llem's hashing changed under it).
+    fn planned(&self) -> Result<Vec<PlannedConfig>, StudyError> {
+        self.configs
+            .iter()
+            .map(|c| {
+                let digest = llem_config::digest_of(&c.config);
+                if digest.short() != c.config_hash {
+                    return Err(StudyError::Refused(format!(
+                        "the saved search's configuration {} now hashes to {}; it cannot be \
+                         continued with this llem",
+                        c.config_hash,
+                        digest.short()
+                    )));
+                }
+                Ok(PlannedConfig {
+                    config: c.config.clone(),
+                    digest,
+                    label: c.label.clone(),
+                    warnings: c.warnings.clone(),
+                    engine_inferred: None,
+                    memory: None,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The measurements in a manifest, in its order.
+struct Measured {
+    /// One per finished cell.
+    observations: Vec<Observation>,
+    /// The manifest position of each.
+    entries: Vec<usize>,
+    /// Candidates of the cells not finished yet.
+    pending: Vec<usize>,
+}
+
 /// The search of a plan with a `search:` block.
-pub(crate) struct SearchPlanner<'a> {
-    plan: &'a StudyPlan,
-    spec: &'a SearchSpec,
+pub(crate) struct SearchPlanner {
+    spec: SearchSpec,
+    configs: Vec<PlannedConfig>,
+    grid_runs: usize,
     search: Search,
     /// Candidate index → configuration hash (the plan's configurations, in order).
     hashes: Vec<String>,
+    /// Each candidate's value on each axis, as its configuration writes it.
+    axis_values: Vec<Map<String, Value>>,
     /// Observations read so far, by manifest index.
     seen: HashMap<usize, Observation>,
     /// GPUs a cell holds, for the GPU-hours saved.
@@ -60,12 +150,41 @@ pub(crate) struct SearchPlanner<'a> {
     pub(crate) stopped: Option<StopReason>,
 }
 
-impl<'a> SearchPlanner<'a> {
+impl SearchPlanner {
     /// The planner of `plan`, or `None` when it has no `search:` block.
-    pub(crate) fn of(plan: &'a StudyPlan, gpus: usize) -> Option<SearchPlanner<'a>> {
-        let spec = plan.search.as_ref()?;
-        let candidates: Vec<Vec<(String, Value)>> = plan
-            .configs
+    pub(crate) fn of(plan: &StudyPlan, gpus: usize) -> Option<SearchPlanner> {
+        let spec = plan.search.clone()?;
+        Some(SearchPlanner::new(
+            spec,
+            plan.configs.clone(),
+            plan.runs.len(),
+            plan.execution.n_cycles,
+            gpus,
+        ))
+    }
+
+    /// The planner of a saved search.
+    pub(crate) fn of_design(
+        design: &SearchDesign,
+        gpus: usize,
+    ) -> Result<SearchPlanner, StudyError> {
+        Ok(SearchPlanner::new(
+            design.spec.clone(),
+            design.planned()?,
+            design.grid_runs,
+            design.n_cycles,
+            gpus,
+        ))
+    }
+
+    fn new(
+        spec: SearchSpec,
+        configs: Vec<PlannedConfig>,
+        grid_runs: usize,
+        n_cycles: u32,
+        gpus: usize,
+    ) -> SearchPlanner {
+        let candidates: Vec<Vec<(String, Value)>> = configs
             .iter()
             .map(|pc| {
                 let mut out = Vec::new();
@@ -78,53 +197,85 @@ impl<'a> SearchPlanner<'a> {
             })
             .collect();
         let settings = Settings {
-            budget_runs: spec.budget.runs(plan.runs.len()),
-            n_cycles: plan.execution.n_cycles.max(1),
+            budget_runs: spec.budget.runs(grid_runs),
+            n_cycles: n_cycles.max(1),
             batch: spec.batch,
             seed: spec.seed,
         };
-        Some(SearchPlanner {
-            plan,
+        let space = Space::new(&candidates);
+        let axis_values = candidates
+            .iter()
+            .map(|leaves| {
+                space
+                    .axes
+                    .iter()
+                    .map(|a| {
+                        let v = leaves
+                            .iter()
+                            .find(|(k, _)| *k == a.name)
+                            .map_or(Value::Null, |(_, v)| v.clone());
+                        (a.name.clone(), v)
+                    })
+                    .collect()
+            })
+            .collect();
+        let goal = Goal::from_spec(&spec);
+        SearchPlanner {
+            hashes: configs.iter().map(|c| c.digest.short()).collect(),
+            search: Search::new(space, goal, settings),
             spec,
-            search: Search::new(Space::new(&candidates), Goal::from_spec(spec), settings),
-            hashes: plan.configs.iter().map(|c| c.digest.short()).collect(),
+            configs,
+            grid_runs,
+            axis_values,
             seen: HashMap::new(),
             gpus,
             stopped: None,
-        })
+        }
+    }
+
+    /// The candidates' configurations.
+    pub(crate) fn configs(&self) -> &[PlannedConfig] {
+        &self.configs
     }
 
     /// The measurements in the manifest, in its order: a completed cell's figures, a failed
     /// cell as a failure; cells not finished are not measurements.
-    fn observations(&mut self, manifest: &Manifest, dir: &Path) -> (Vec<Observation>, Vec<usize>) {
-        let mut obs = Vec::new();
-        let mut pending = Vec::new();
-        for e in &manifest.experiments {
+    fn observations(&mut self, manifest: &Manifest, dir: &Path) -> Measured {
+        let mut m = Measured {
+            observations: Vec::new(),
+            entries: Vec::new(),
+            pending: Vec::new(),
+        };
+        for (pos, e) in manifest.experiments.iter().enumerate() {
             let Some(candidate) = self.hashes.iter().position(|h| *h == e.config_hash) else {
                 continue;
             };
-            match e.status {
-                CellStatus::Completed => {
-                    if let Some(o) = self.seen.get(&e.index) {
-                        obs.push(o.clone());
-                        continue;
+            let o = match e.status {
+                CellStatus::Completed => match self.seen.get(&e.index) {
+                    Some(o) => o.clone(),
+                    None => {
+                        let o = match e
+                            .result_file
+                            .as_ref()
+                            .and_then(|f| read_result(&dir.join(f)))
+                        {
+                            Some(r) => self.observe(candidate, &r),
+                            None => Observation::failed(candidate),
+                        };
+                        self.seen.insert(e.index, o.clone());
+                        o
                     }
-                    let o = match e
-                        .result_file
-                        .as_ref()
-                        .and_then(|f| read_result(&dir.join(f)))
-                    {
-                        Some(r) => self.observe(candidate, &r),
-                        None => Observation::failed(candidate),
-                    };
-                    self.seen.insert(e.index, o.clone());
-                    obs.push(o);
+                },
+                CellStatus::Failed => Observation::failed(candidate),
+                _ => {
+                    m.pending.push(candidate);
+                    continue;
                 }
-                CellStatus::Failed => obs.push(Observation::failed(candidate)),
-                _ => pending.push(candidate),
-            }
+            };
+            m.observations.push(o);
+            m.entries.push(pos);
         }
-        (obs, pending)
+        m
     }
 
     fn observe(&self, candidate: usize, r: &ExperimentResult) -> Observation {
@@ -150,14 +301,13 @@ impl<'a> SearchPlanner<'a> {
     /// Appends the search's next proposals to `manifest`; false when the search is over (or
     /// waits for cells still pending). Writes `search.json` either way.
     pub(crate) fn extend(&mut self, manifest: &mut Manifest, dir: &Path) -> bool {
-        let (obs, pending) = self.observations(manifest, dir);
-        let step = self.search.step(&obs, &pending);
+        let measured = self.observations(manifest, dir);
+        let step = self.search.step(&measured.observations, &measured.pending);
         let mut added = false;
         match &step.next {
             Next::Measure(cands) => {
                 for &c in cands {
-                    let (Some(pc), Some(hash)) = (self.plan.configs.get(c), self.hashes.get(c))
-                    else {
+                    let (Some(pc), Some(hash)) = (self.configs.get(c), self.hashes.get(c)) else {
                         continue;
                     };
                     let cycle = manifest
@@ -174,70 +324,41 @@ impl<'a> SearchPlanner<'a> {
             Next::Done(reason) => self.stopped = Some(*reason),
         }
         manifest.recount();
-        self.write(dir, manifest, &obs, &step);
+        self.write(dir, manifest, &measured, &step);
         added
     }
 
     /// Writes `search.json`; a failed write is warned about, as a manifest checkpoint is.
-    fn write(&self, dir: &Path, manifest: &Manifest, obs: &[Observation], step: &Step) {
-        let doc = self.document(manifest, obs, step);
+    fn write(&self, dir: &Path, manifest: &Manifest, measured: &Measured, step: &Step) {
+        let doc = self.document(manifest, measured, step);
         if let Err(e) = llem_results::write_json_atomic(&dir.join(SEARCH_FILE), &doc) {
             tracing::warn!("cannot write {SEARCH_FILE}: {e}");
         }
     }
 
     fn label(&self, c: usize) -> String {
-        self.plan
-            .configs
-            .get(c)
-            .map(super::label_of)
-            .unwrap_or_default()
+        self.configs.get(c).map(super::label_of).unwrap_or_default()
     }
 
     /// What `search.json` holds.
     fn document(
         &self,
         manifest: &Manifest,
-        obs: &[Observation],
+        measured: &Measured,
         step: &Step,
     ) -> SearchDocument<'_> {
         let goal = &self.search.goal;
-        let grid_runs = self.plan.runs.len();
+        let obs = &measured.observations;
+        let grid_runs = self.grid_runs;
         let candidates = step
             .judgements
             .iter()
             .map(|j| {
-                let values: Map<String, Value> = self
-                    .search
-                    .space
-                    .axes
-                    .iter()
-                    .zip(
-                        self.search
-                            .space
-                            .points
-                            .get(j.candidate)
-                            .into_iter()
-                            .flatten(),
-                    )
-                    .map(|(a, x)| {
-                        let v = match a.kind {
-                            llem_search::AxisKind::Categorical => {
-                                a.levels.get(*x as usize).cloned().unwrap_or(Value::Null)
-                            }
-                            llem_search::AxisKind::Numeric { .. } => self
-                                .plan
-                                .configs
-                                .get(j.candidate)
-                                .and_then(|pc| serde_json::to_value(&pc.config).ok())
-                                .and_then(|v| {
-                                    a.name.split('.').try_fold(v, |v, k| v.get(k).cloned())
-                                })
-                                .unwrap_or(Value::Null),
-                        };
-                        (a.name.clone(), v)
-                    })
-                    .collect();
+                let values = self
+                    .axis_values
+                    .get(j.candidate)
+                    .cloned()
+                    .unwrap_or_default();
                 CandidateView {
                     index: j.candidate,
                     config_hash: self.hashes.get(j.candidate).cloned().unwrap_or_default(),
@@ -255,10 +376,10 @@ impl<'a> SearchPlanner<'a> {
                 }
             })
             .collect::<Vec<_>>();
-        let evaluations = manifest
-            .experiments
+        let evaluations = measured
+            .entries
             .iter()
-            .filter(|e| matches!(e.status, CellStatus::Completed | CellStatus::Failed))
+            .filter_map(|&pos| manifest.experiments.get(pos))
             .zip(obs)
             .map(|(e, o)| EvaluationView {
                 entry: e.index,
@@ -292,9 +413,9 @@ impl<'a> SearchPlanner<'a> {
         let saved = grid_runs.saturating_sub(runs_used);
         SearchDocument {
             schema_version: SEARCH_SCHEMA_VERSION,
-            spec: self.spec,
+            spec: &self.spec,
             budget_runs: self.search.settings.budget_runs,
-            grid_configurations: self.plan.configs.len(),
+            grid_configurations: self.configs.len(),
             grid_runs,
             axes: &self.search.space.axes,
             phase: step.phase,

@@ -341,6 +341,7 @@ mod tests {
             arrays: Vec::new(),
             compile_job: None,
             control: None,
+            search: false,
         }
     }
 

@@ -203,6 +203,24 @@ fn apply_status(e: &mut ManifestEntry, dir: &Path, s: &TaskStatus) -> bool {
 
 /// Compiles the study in `dir` (nothing is written).
 pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
+    compile_with(dir, false)
+}
+
+/// Where a search stands: `Some(true)` once it stopped by its own rule (`search.json` says
+/// why), `Some(false)` while it has not, `None` for a study that is no search.
+fn search_stopped(dir: &Path, sub: &SubmissionRecord) -> Result<Option<bool>, StudyError> {
+    if !sub.search {
+        return Ok(None);
+    }
+    let doc: Option<serde_json::Value> = record::read(&dir.join(crate::runner::SEARCH_FILE))?;
+    Ok(Some(doc.is_some_and(|d| {
+        d.get("stop_reason").is_some_and(|r| !r.is_null())
+    })))
+}
+
+/// Compiles the study; `final_step`: the search's last compile job, which settles the study
+/// whatever the search's state (its own job is still in the queue).
+pub(crate) fn compile_with(dir: &Path, final_step: bool) -> Result<Compiled, StudyError> {
     let jobs = jobs_of(dir)?;
     let mut manifest = load_manifest(dir)?;
     let design: StudyDesign =
@@ -284,17 +302,27 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
         );
     }
     manifest.recount();
-    let open = manifest
-        .experiments
-        .iter()
-        .any(|e| matches!(e.status, CellStatus::Pending | CellStatus::Running));
+    let search = search_stopped(dir, &sub)?;
+    // Between a search's batches no cell is open, yet its compile job is about to submit the
+    // next batch: the study is still running while that job is queued.
+    let next_batch_due = search == Some(false)
+        && !final_step
+        && sub
+            .compile_job
+            .as_ref()
+            .is_some_and(|j| queue.contains_key(j));
+    let open = next_batch_due
+        || manifest
+            .experiments
+            .iter()
+            .any(|e| matches!(e.status, CellStatus::Pending | CellStatus::Running));
     manifest.runner_pid = None;
     let result = if open {
         manifest.status = StudyStatus::Running;
         manifest.end_time = None;
         None
     } else {
-        settle(&mut manifest, breaker.as_ref());
+        settle(&mut manifest, breaker.as_ref(), search);
         Some(assemble(&design, dir, &mut manifest))
     };
     let controls = node_controls(dir, &jobs, !open);
@@ -310,9 +338,10 @@ pub fn compile(dir: &Path) -> Result<Compiled, StudyError> {
     })
 }
 
-/// A study with no task left to run: its end status (the breaker, the wall clock, every cell
-/// completed, or failed), the breaker's warning, and its end time (the last cell's).
-fn settle(manifest: &mut Manifest, breaker: Option<&BreakerTrip>) {
+/// A study with no task left to run: its end status (the breaker, the wall clock, a search
+/// that stopped by its rule or did not, every cell completed, or failed), the breaker's
+/// warning, and its end time (the last cell's).
+fn settle(manifest: &mut Manifest, breaker: Option<&BreakerTrip>, search: Option<bool>) {
     manifest.status = if breaker.is_some() {
         StudyStatus::CircuitBreaker
     } else if manifest
@@ -321,6 +350,15 @@ fn settle(manifest: &mut Manifest, breaker: Option<&BreakerTrip>) {
         .any(|e| e.error_type.as_deref() == Some("WallClockTimeout"))
     {
         StudyStatus::TimedOut
+    } else if let Some(stopped) = search {
+        // A search's failed runs are measurements; it is complete once it stopped by its
+        // rule, and interrupted (--resume continues it) when nothing is left to pick its
+        // next batch.
+        if stopped {
+            StudyStatus::Completed
+        } else {
+            StudyStatus::Interrupted
+        }
     } else if manifest
         .experiments
         .iter()
@@ -367,6 +405,12 @@ fn breaker_state(
 /// manifest that says "ended" always has its result beside it).
 pub fn compile_and_write(dir: &Path) -> Result<Compiled, StudyError> {
     let c = compile(dir)?;
+    write_compiled(dir, &c)?;
+    Ok(c)
+}
+
+/// Writes what `c` compiled: the node controls, the result once settled, then the manifest.
+pub(crate) fn write_compiled(dir: &Path, c: &Compiled) -> Result<(), StudyError> {
     if !c.controls.is_empty() {
         llem_results::write_json_atomic(&record::slurm_dir(dir).join(NODE_CONTROLS), &c.controls)?;
     }
@@ -374,5 +418,5 @@ pub fn compile_and_write(dir: &Path) -> Result<Compiled, StudyError> {
         llem_results::write_json_atomic(&dir.join(layout::STUDY_RESULT), r)?;
     }
     llem_results::write_json_atomic(&dir.join(layout::MANIFEST), &c.manifest)?;
-    Ok(c)
+    Ok(())
 }

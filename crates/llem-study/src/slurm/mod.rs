@@ -7,10 +7,12 @@ mod breaker;
 pub mod commands;
 pub mod compile;
 pub mod record;
+pub mod search;
 pub mod submit;
 pub mod task;
 
 pub use compile::{Compiled, compile, compile_and_write};
 pub use record::{GpuIdentity, NodeIdentity, SlurmOptions};
+pub use search::{SearchStep, step as search_step};
 pub use submit::{SlurmExecution, Submission, submit};
 pub use task::{TaskArgs, run_task};

@@ -14,6 +14,8 @@ pub use llem_results::layout::SLURM_DIR;
 pub const JOBS: &str = "jobs.json";
 /// The parts of the plan the result is assembled from ([`crate::design::StudyDesign`]).
 pub const DESIGN: &str = "design.json";
+/// A search's candidates and settings, for the job that picks its next batch.
+pub const SEARCH_DESIGN: &str = "search_design.json";
 /// Written once, by the task that tripped the circuit breaker.
 pub const BREAKER: &str = "breaker.json";
 /// Written by the task whose cell is the breaker's half-open probe; removed when it ends.
@@ -47,10 +49,11 @@ pub struct TaskLocks {
     pub resources: Vec<String>,
 }
 
-/// One job array: the cells of one cycle, task `k` running `cells[k]`.
+/// One job array: the cells of one cycle (of a search: one batch), task `k` running `cells[k]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArrayRecord {
-    /// The cycle.
+    /// The cycle; a search's batch number (1, 2, ...), its cells being runs of different
+    /// configurations.
     pub cycle: u32,
     /// Slurm's array job id.
     pub job_id: String,
@@ -93,6 +96,10 @@ pub struct SubmissionRecord {
     /// The control cell each node measures first (`study_execution.node_control`).
     #[serde(default)]
     pub control: Option<ControlRecord>,
+    /// A search: its arrays are batches of proposals (keyed by batch number in `cycle`), and
+    /// its compile job submits the next batch until the search stops.
+    #[serde(default)]
+    pub search: bool,
 }
 
 /// `node_control`: which configuration each node measures before its first cell.

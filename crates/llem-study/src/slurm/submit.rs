@@ -1,7 +1,8 @@
 //! Submitting a study to Slurm: the study directory prepared as for a local run (or the one
 //! to resume, compiled first), every cell's spec written, then one job array per cycle, each
 //! after the one before (`--dependency=afterany`), and one small job after them all that
-//! compiles the manifest and `study_result.json`.
+//! compiles the manifest and `study_result.json`. A search submits its first batch of
+//! proposals as one array; the job after it picks the next batch ([`super::search`]).
 
 use std::path::{Path, PathBuf};
 
@@ -14,11 +15,12 @@ use llem_results::{CellStatus, Manifest, StudyStatus};
 use super::commands;
 use super::compile::{compile_and_write, jobs_of};
 use super::record::{
-    self, ArrayRecord, ControlRecord, DESIGN, JOBS, JobsRecord, SlurmOptions, SubmissionRecord,
-    TaskLocks,
+    self, ArrayRecord, ControlRecord, DESIGN, JOBS, JobsRecord, SEARCH_DESIGN, SlurmOptions,
+    SubmissionRecord, TaskLocks,
 };
 use crate::design::StudyDesign;
 use crate::protocol::CellSpec;
+use crate::runner::search::{SearchDesign, SearchPlanner};
 use crate::runner::{ResumeFrom, StudyOptions, fresh_manifest, prepare, stage_cell, study_stamp};
 use crate::{StudyError, resume};
 
@@ -51,6 +53,25 @@ pub struct Submission {
     pub record: SubmissionRecord,
     /// A resumption rather than a new study.
     pub resumed: bool,
+}
+
+/// A search's cells to run: every cell not finished (a failed run is one of its
+/// measurements), as one array keyed `batch`.
+pub fn plan_search_array(manifest: &Manifest, batch: u32) -> Vec<PlannedArray> {
+    let cells: Vec<usize> = manifest
+        .experiments
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !matches!(e.status, CellStatus::Completed | CellStatus::Failed))
+        .map(|(i, _)| i)
+        .collect();
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    vec![PlannedArray {
+        cycle: batch,
+        cells,
+    }]
 }
 
 /// The cells not completed, one array per cycle in the manifest's order, cells within a
@@ -150,7 +171,11 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// A batch script that execs llem with `args`.
-fn write_script(path: &Path, command: &[String], args: &[String]) -> Result<(), StudyError> {
+pub(crate) fn write_script(
+    path: &Path,
+    command: &[String],
+    args: &[String],
+) -> Result<(), StudyError> {
     let line: Vec<String> = command.iter().chain(args).map(|s| shell_quote(s)).collect();
     let text = format!(
         "#!/bin/sh\n# Written by llem run --executor slurm; Slurm runs it on a compute node.\nexec {}\n",
@@ -161,7 +186,7 @@ fn write_script(path: &Path, command: &[String], args: &[String]) -> Result<(), 
 }
 
 /// A name Slurm shows in `squeue` (letters, digits, `-`, `_`).
-fn job_name(study: &str) -> String {
+pub(crate) fn job_name(study: &str) -> String {
     let s: String = study
         .chars()
         .map(|c| {
@@ -177,23 +202,24 @@ fn job_name(study: &str) -> String {
 }
 
 /// Stages each cell not completed (as the local runner does before it starts one) and marks
-/// it pending for this submission.
-fn stage_cells(
-    plan: &StudyPlan,
-    opts: &StudyOptions,
+/// it pending for this submission; a search's failed cells are measurements, kept as they are.
+pub(crate) fn stage_cells(
+    configs: &[PlannedConfig],
+    sampling_interval: std::time::Duration,
+    search: bool,
     dir: &Path,
     manifest: &mut Manifest,
 ) -> Result<(), StudyError> {
     let by_hash: std::collections::HashMap<String, &PlannedConfig> =
-        plan.configs.iter().map(|c| (c.digest.short(), c)).collect();
+        configs.iter().map(|c| (c.digest.short(), c)).collect();
     for e in &mut manifest.experiments {
-        if e.status == CellStatus::Completed {
+        if e.status == CellStatus::Completed || (search && e.status == CellStatus::Failed) {
             continue;
         }
         let Some(pc) = by_hash.get(&e.config_hash) else {
             continue;
         };
-        stage_cell(dir, e, pc, opts.sampling_interval)?;
+        stage_cell(dir, e, pc, sampling_interval)?;
         e.status = CellStatus::Pending;
         e.attempts += 1;
         e.error_type = None;
@@ -241,7 +267,7 @@ fn settle_for_resume(opts: &StudyOptions, plan: &StudyPlan) -> Result<Option<Pat
 
 /// `sbatch` refused: nothing of this submission is queued, and the manifest says so; `--resume`
 /// submits it again.
-fn refused(dir: &Path, manifest: &mut Manifest, e: &StudyError) {
+pub(crate) fn refused(dir: &Path, manifest: &mut Manifest, e: &StudyError) {
     manifest.status = StudyStatus::Failed;
     manifest.end_time = Some(iso8601_utc(unix_now_s()));
     manifest.summary.warnings.push(format!(
@@ -279,8 +305,37 @@ pub fn submit(
     })?;
     let mut jobs: JobsRecord = record::read(&slurm_dir.join(JOBS))?.unwrap_or_default();
     jobs.command = slurm.command.clone();
-    stage_cells(plan, opts, &dir, &mut manifest)?;
-    let arrays = plan_arrays(&manifest);
+    let search = SearchDesign::of(plan);
+    if let Some(design) = &search {
+        let gpus = gpus_per_cell(slurm.options.gres.as_deref()) as usize;
+        let mut planner = SearchPlanner::of_design(design, gpus)?;
+        let open = manifest
+            .experiments
+            .iter()
+            .any(|e| !matches!(e.status, CellStatus::Completed | CellStatus::Failed));
+        if !open && !planner.extend(&mut manifest, &dir) {
+            return Err(StudyError::Refused(format!(
+                "the search of {} has stopped ({}); nothing to submit",
+                dir.display(),
+                planner
+                    .stopped
+                    .map_or("it waits for no cell", |r| r.describe())
+            )));
+        }
+        llem_results::write_json_atomic(&slurm_dir.join(SEARCH_DESIGN), design)?;
+    }
+    stage_cells(
+        &plan.configs,
+        opts.sampling_interval,
+        search.is_some(),
+        &dir,
+        &mut manifest,
+    )?;
+    let arrays = if search.is_some() {
+        plan_search_array(&manifest, 1)
+    } else {
+        plan_arrays(&manifest)
+    };
     if arrays.is_empty() {
         return Err(StudyError::Refused(format!(
             "every cell of {} is completed; nothing to submit",
@@ -308,6 +363,7 @@ pub fn submit(
     })?;
     let dir_arg = dir.display().to_string();
     let mut record = submission_record(plan, opts, slurm, number);
+    record.search = search.is_some();
     record.control = control_cell(plan, opts, &dir, &sub_dir, number)?;
     jobs.submissions.push(record.clone());
     let name = job_name(&plan.study_name);
@@ -353,7 +409,17 @@ pub fn submit(
         llem_results::write_json_atomic(&slurm_dir.join(JOBS), &jobs)?;
         after = Some(job);
     }
-    let compile = queue_compile(slurm, &name, &sub_dir, dir_arg, &record.arrays);
+    // A search's compile job submits its next batch: it hands the tasks their credentials.
+    let compile_env: &[(String, String)] = if record.search { &credentials } else { &[] };
+    let compile = queue_compile(
+        &slurm.command,
+        &slurm.options,
+        &name,
+        &sub_dir,
+        dir_arg,
+        &record.arrays,
+        compile_env,
+    );
     record.compile_job = Some(compile.inspect_err(|e| refused(&dir, &mut manifest, e))?);
     if let Some(last) = jobs.submissions.last_mut() {
         *last = record.clone();
@@ -405,6 +471,7 @@ fn submission_record(
         arrays: Vec::new(),
         compile_job: None,
         control: None,
+        search: false,
     }
 }
 
@@ -443,17 +510,19 @@ fn control_cell(
 
 /// Queues the job that compiles the study's results once every array has ended; if sbatch
 /// refuses it, cancels the arrays (a study without its compile job would never finish).
-fn queue_compile(
-    slurm: &SlurmExecution,
+pub(crate) fn queue_compile(
+    command: &[String],
+    options: &SlurmOptions,
     name: &str,
     sub_dir: &Path,
     dir_arg: String,
     arrays: &[ArrayRecord],
+    env: &[(String, String)],
 ) -> Result<String, StudyError> {
     let compile_script = sub_dir.join("compile.sh");
     write_script(
         &compile_script,
-        &slurm.command,
+        command,
         &["__slurm-compile".into(), dir_arg],
     )?;
     let ids: Vec<String> = arrays.iter().map(|x| x.job_id.clone()).collect();
@@ -463,9 +532,9 @@ fn queue_compile(
         format!("--dependency=afterany:{}", ids.join(":")),
         "--time=10".to_string(),
     ];
-    common_args(&slurm.options, &mut args, false);
+    common_args(options, &mut args, false);
     args.push(compile_script.display().to_string());
-    commands::sbatch(&args, &[]).inspect_err(|_| {
+    commands::sbatch(&args, env).inspect_err(|_| {
         let _ = commands::cancel(&ids);
     })
 }

@@ -392,9 +392,11 @@ fn before_start(a: &TaskArgs, sub: &SubmissionRecord) -> Option<EarlyEnd> {
     }
     let first_of_study =
         a.task_index == 0 && sub.arrays.first().is_some_and(|f| f.cycle == a.cycle);
+    // A search's batches are not cycles: its cells are paced as the cells of one cycle, as
+    // the local runner paces them.
     let gap = match (first_of_study, a.task_index) {
         (true, _) => 0.0,
-        (false, 0) => sub.gaps_s.1,
+        (false, 0) if !sub.search => sub.gaps_s.1,
         _ => sub.gaps_s.0,
     };
     (!rest(gap, &a.interrupts)).then(|| {

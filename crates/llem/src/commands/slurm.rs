@@ -16,6 +16,36 @@ use crate::exit;
 /// What was submitted, and how to follow it; returns the exit code.
 pub fn print_submission(s: &Submission, args: &RunArgs) -> i32 {
     let cells: usize = s.record.arrays.iter().map(|a| a.cells.len()).sum();
+    if s.record.search {
+        eprintln!(
+            "llem: {} search {}: its first batch of {} cells as job {}; job {} reads what it \
+             measured and submits the next batch, until the search stops",
+            if s.resumed {
+                "resubmitted"
+            } else {
+                "submitted"
+            },
+            s.dir.display(),
+            cells,
+            s.record.arrays.first().map_or("-", |a| a.job_id.as_str()),
+            s.record.compile_job.as_deref().unwrap_or("-"),
+        );
+    } else {
+        print_arrays(s, cells);
+    }
+    eprintln!("  follow with: llem study status {}", s.dir.display());
+    if args.json {
+        let v = serde_json::json!({
+            "study_dir": s.dir,
+            "submission": s.record,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    }
+    exit::OK
+}
+
+/// The arrays of a grid's submission, one per cycle.
+fn print_arrays(s: &Submission, cells: usize) {
     eprintln!(
         "llem: {} study {}: {} cells in {} job arrays (one per cycle, each after the one \
          before), then job {} compiles the result",
@@ -37,15 +67,6 @@ pub fn print_submission(s: &Submission, args: &RunArgs) -> i32 {
             a.cells.len()
         );
     }
-    eprintln!("  follow with: llem study status {}", s.dir.display());
-    if args.json {
-        let v = serde_json::json!({
-            "study_dir": s.dir,
-            "submission": s.record,
-        });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    }
-    exit::OK
 }
 
 /// One task of a planned array.
@@ -70,6 +91,10 @@ struct ArrayView<'a> {
 struct DryRun<'a> {
     options: &'a SlurmOptions,
     arrays: Vec<ArrayView<'a>>,
+    /// A search's proposals per array; its arrays are not known before it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    search_batch: Option<u32>,
+    /// Cells (a search's: its budget, the most it can run).
     cells: usize,
     gpus_per_cell: u32,
     gpu_hours_reserved: Option<f64>,
@@ -106,6 +131,7 @@ fn dry_run_view<'a>(
     DryRun {
         options,
         arrays,
+        search_batch: None,
         cells,
         gpus_per_cell: gpus_per_cell(options.gres.as_deref()),
         gpu_hours_reserved: gpu_hours_reserved(options, cells),
@@ -115,23 +141,56 @@ fn dry_run_view<'a>(
 /// The Slurm part of `--dry-run --json`: the arrays, which task runs which cell, GPU-hours.
 pub fn dry_run_json(plan: &StudyPlan, options: &SlurmOptions) -> serde_json::Value {
     let (m, arrays) = dry_run(plan);
-    serde_json::to_value(dry_run_view(&m, &arrays, options)).unwrap_or_default()
+    serde_json::to_value(view_of(plan, &m, &arrays, options)).unwrap_or_default()
+}
+
+/// The dry run of `plan`: a search's budget stands for its cells, in batches.
+fn view_of<'a>(
+    plan: &StudyPlan,
+    m: &'a llem_results::Manifest,
+    arrays: &[PlannedArray],
+    options: &'a SlurmOptions,
+) -> DryRun<'a> {
+    let mut v = dry_run_view(m, arrays, options);
+    if let Some(spec) = &plan.search {
+        let budget = spec.budget.runs(plan.runs.len()) as usize;
+        v.search_batch = Some(spec.batch.max(1));
+        v.cells = budget;
+        v.gpu_hours_reserved = gpu_hours_reserved(options, budget);
+    }
+    v
 }
 
 /// `--dry-run` text for a Slurm study, after the plan.
 pub fn print_dry_run(plan: &StudyPlan, options: &SlurmOptions, out: &mut dyn Write) {
     let (m, arrays) = dry_run(plan);
-    let v = dry_run_view(&m, &arrays, options);
-    let _ = writeln!(
-        out,
-        "\nSlurm: {} job arrays, one per cycle, each after the one before \
-         (--dependency=afterany); cells start in their planned order within a cycle",
-        v.arrays.len()
-    );
+    let v = view_of(plan, &m, &arrays, options);
+    match v.search_batch {
+        Some(batch) => {
+            let _ = writeln!(
+                out,
+                "\nSlurm: the search submits its proposals {batch} at a time, each batch one job \
+                 array; a small job after each reads what it measured and submits the next, \
+                 until the search stops (at most {} cells)",
+                v.cells
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "\nSlurm: {} job arrays, one per cycle, each after the one before \
+                 (--dependency=afterany); cells start in their planned order within a cycle",
+                v.arrays.len()
+            );
+        }
+    }
     let args = llem_study::slurm::submit::array_args(
         options,
         "llem-…",
-        v.arrays.first().map_or(0, |a| a.tasks.len()),
+        v.search_batch
+            .map(|b| b as usize)
+            .or(v.arrays.first().map(|a| a.tasks.len()))
+            .unwrap_or(0),
         None,
         Path::new("<study>/_slurm/sub-001/cycle-0_%a.out"),
     );
@@ -233,10 +292,23 @@ pub fn task(a: &SlurmTaskArgs) -> i32 {
     }
 }
 
-/// `llem __slurm-compile DIR`: the manifest and, once settled, `study_result.json`.
+/// `llem __slurm-compile DIR`: the manifest and, once settled, `study_result.json`; for a
+/// search, the next batch of proposals until the search stops.
 pub fn compile(a: &SlurmCompileArgs) -> i32 {
-    match llem_study::slurm::compile_and_write(&a.dir) {
-        Ok(c) => {
+    match llem_study::slurm::search_step(&a.dir) {
+        Ok(llem_study::slurm::SearchStep::Next {
+            batch,
+            array,
+            cells,
+            compile_job,
+        }) => {
+            println!(
+                "llem: search batch {batch}: {cells} cells as job {array}; job {compile_job} \
+                 reads them and picks the next"
+            );
+            exit::OK
+        }
+        Ok(llem_study::slurm::SearchStep::Settled(c)) => {
             let s = &c.manifest.summary;
             println!(
                 "llem: study {}: {} completed, {} failed, {} skipped, {} left",
