@@ -30,6 +30,36 @@ pub(crate) struct Block<'a> {
 }
 
 impl<'a> Block<'a> {
+    /// The block `name` of the file's top-level mapping, its keys checked: `None` when the
+    /// file has none, an error when it is not a mapping or has a key not in `keys`. Also
+    /// returns the block's own node, for errors about the block as a whole.
+    pub(crate) fn of(
+        root: &'a Map,
+        name: &'static str,
+        keys: &'static [&'static str],
+        sources: &'a SourceMap,
+    ) -> Result<Option<(Block<'a>, &'a Node)>, ConfigError> {
+        let Some(node) = root.get(name) else {
+            return Ok(None);
+        };
+        let Some(map) = node.as_map() else {
+            return Err(error_at(
+                sources,
+                node,
+                ErrorKind::Type,
+                format!("`{name}` must be a mapping, found {}", node.describe()),
+            ));
+        };
+        let block = Block {
+            name,
+            keys,
+            map,
+            sources,
+        };
+        block.check_keys()?;
+        Ok(Some((block, node)))
+    }
+
     /// An error at `n`.
     pub(crate) fn err(&self, n: &Node, kind: ErrorKind, message: String) -> ConfigError {
         error_at(self.sources, n, kind, message)

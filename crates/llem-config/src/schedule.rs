@@ -258,24 +258,9 @@ pub fn from_root(
     root: &crate::yaml::Map,
     sources: &SourceMap,
 ) -> Result<Option<ScheduleSpec>, ConfigError> {
-    let Some(node) = root.get("schedule") else {
+    let Some((block, node)) = Block::of(root, "schedule", &KEYS, sources)? else {
         return Ok(None);
     };
-    let Some(map) = node.as_map() else {
-        return Err(error_at(
-            sources,
-            node,
-            ErrorKind::Type,
-            format!("`schedule` must be a mapping, found {}", node.describe()),
-        ));
-    };
-    let block = Block {
-        name: "schedule",
-        keys: &KEYS,
-        map,
-        sources,
-    };
-    block.check_keys()?;
     let enabled = block.enabled()?;
     let interval = block.duration("interval", MAX_DURATION_S)?;
     let total = block.duration("total_duration", MAX_TOTAL_S)?;

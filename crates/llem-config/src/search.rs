@@ -249,24 +249,9 @@ pub fn from_root(
     root: &crate::yaml::Map,
     sources: &SourceMap,
 ) -> Result<Option<SearchSpec>, ConfigError> {
-    let Some(node) = root.get("search") else {
+    let Some((block, node)) = Block::of(root, "search", &KEYS, sources)? else {
         return Ok(None);
     };
-    let Some(map) = node.as_map() else {
-        return Err(error_at(
-            sources,
-            node,
-            ErrorKind::Type,
-            format!("`search` must be a mapping, found {}", node.describe()),
-        ));
-    };
-    let block = Block {
-        name: "search",
-        keys: &KEYS,
-        map,
-        sources,
-    };
-    block.check_keys()?;
     let Some((objective_node, objective)) = block.text("objective")? else {
         return Err(error_at(
             sources,
