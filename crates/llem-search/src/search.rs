@@ -191,7 +191,7 @@ const PRIOR_SPREAD_LOG: f64 = 0.5;
 const PRIOR_SPREAD_SHARE: f64 = 0.2;
 /// A candidate is measured at most this many times per cycle of the study while searching:
 /// beyond that, what separates it from the incumbent is below what runs can resolve.
-const MAX_REPEATS_PER_CYCLE: u32 = 3;
+const MAX_REPEATS_PER_CYCLE: u32 = 5;
 /// How much wider an unmeasured candidate's interval is taken when ruling it out.
 const UNMEASURED_WIDENING: f64 = 1.5;
 /// The incumbent must be more likely feasible than not.
