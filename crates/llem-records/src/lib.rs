@@ -24,6 +24,7 @@ pub(crate) mod raw_names;
 pub mod raw_tree;
 pub mod run;
 pub mod runs;
+pub mod search_doc;
 pub(crate) mod stability;
 pub mod table;
 

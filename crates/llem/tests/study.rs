@@ -945,7 +945,7 @@ fn a_search_study_keeps_its_budget_resumes_after_kill_9_and_writes_its_answer() 
         .unwrap();
     let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
     assert!(
-        shown.contains("search: minimize mj_per_tok_total subject to itl_p90_ms <= 5000: ")
+        shown.contains("search: minimise mj_per_tok_total subject to itl_p90_ms <= 5000: ")
             && shown.contains("  answer     llamacpp.batch_size=")
             && shown.contains(" of a budget of 9 (the whole study: 16)"),
         "{shown}"
@@ -965,7 +965,7 @@ fn a_search_study_keeps_its_budget_resumes_after_kill_9_and_writes_its_answer() 
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(
         html.contains("<section id=\"search\">")
-            && html.contains("<p id=\"search-answer\">Answer: <b>llamacpp.batch_size=")
+            && html.contains("<p id=\"search-answer\">Answer: llamacpp.batch_size=")
             && html.contains("id=\"search-map\"")
             && html.contains("itl_p90_ms &lt;= 5000"),
         "{html}"

@@ -12,18 +12,11 @@ use serde_json::Value;
 
 use super::figure::figure;
 use super::svg::{self, Chart, Point, Series, Shape, Style, esc};
+use crate::search_doc::{answer_words, at, goal_words, list, objective_unit, stop_words};
 use crate::table::short_number;
 
 /// Unmeasured candidates listed in the table, best predicted first; the rest are counted.
 pub const MAX_UNMEASURED_ROWS: usize = 20;
-
-fn at<'a>(v: &'a Value, key: &str) -> &'a Value {
-    v.get(key).unwrap_or(&Value::Null)
-}
-
-fn list(v: &Value) -> &[Value] {
-    v.as_array().map_or(&[], Vec::as_slice)
-}
 
 /// The figures the search judges: the objective, then each constraint's `(field, bound,
 /// threshold)`.
@@ -50,43 +43,6 @@ impl<'a> Goal<'a> {
                 })
                 .collect(),
         }
-    }
-
-    fn describe(&self) -> String {
-        let mut s = format!(
-            "{} {}",
-            if self.maximize {
-                "maximise"
-            } else {
-                "minimise"
-            },
-            self.objective
-        );
-        if !self.constraints.is_empty() {
-            let c: Vec<String> = self
-                .constraints
-                .iter()
-                .map(|(f, b, t)| format!("{f} {b} {}", short_number(*t)))
-                .collect();
-            s.push_str(&format!(" subject to {}", c.join(", ")));
-        }
-        s
-    }
-}
-
-/// Why the search stopped, in words.
-fn stop_words(s: &Value) -> String {
-    match at(s, "stop_reason").as_str() {
-        Some("identified") => "it identified the best configuration at its confidence".into(),
-        Some("budget_spent") => "its budget is spent; the answer is the best it found".into(),
-        Some("unresolved") => {
-            "the configurations left differ from the answer by less than the runs resolve".into()
-        }
-        Some("nothing_feasible") => "no configuration meets the constraints".into(),
-        _ => format!(
-            "it has not stopped (phase: {})",
-            at(s, "phase").as_str().unwrap_or("?")
-        ),
     }
 }
 
@@ -115,30 +71,6 @@ fn estimate(c: &Value, figure: &str) -> Option<(f64, f64, f64)> {
         at(e, "mean").as_f64()?,
         at(e, "low").as_f64()?,
         at(e, "high").as_f64()?,
-    ))
-}
-
-/// An answer's line: label, measured mean with its interval, runs.
-fn answer_line(a: &Value, unit: &str) -> Option<String> {
-    let mean = at(a, "objective_mean").as_f64()?;
-    let interval = match (
-        at(a, "objective_low").as_f64(),
-        at(a, "objective_high").as_f64(),
-    ) {
-        (Some(lo), Some(hi)) => format!(" [{}, {}]", short_number(lo), short_number(hi)),
-        _ => String::new(),
-    };
-    Some(format!(
-        "<b>{}</b> ({}): {} {}{} over {} runs; meets the constraints with chance {}",
-        esc(at(a, "label").as_str().unwrap_or("?")),
-        esc(at(a, "config_hash").as_str().unwrap_or("?")),
-        short_number(mean),
-        esc(unit),
-        interval,
-        at(a, "runs"),
-        at(a, "p_feasible")
-            .as_f64()
-            .map_or_else(|| "unknown".into(), |p| format!("{p:.2}"))
     ))
 }
 
@@ -328,25 +260,25 @@ fn table(h: &mut String, s: &Value, goal: &Goal<'_>) {
 pub(super) fn section(h: &mut String, search: Option<&Value>) {
     let Some(s) = search else { return };
     let goal = Goal::of(s);
-    let unit = llem_config::search::search_field(goal.objective).map_or("", |f| f.unit);
+    let unit = objective_unit(s);
     let _ = write!(
         h,
         "<section id=\"search\"><h2>Search</h2><p>The study searched its {} configurations \
-         ({} runs as a grid) for the best one: {}. It stopped because {}. It used {} of its \
-         budget of {} runs ({} runs saved against the whole grid).</p>",
+         ({} runs as a grid) for the best one: {}. It stopped: {}. It used {} of its budget of \
+         {} runs ({} runs saved against the whole grid).</p>",
         at(s, "grid_configurations"),
         at(s, "grid_runs"),
-        esc(&goal.describe()),
+        esc(&goal_words(s)),
         esc(&stop_words(s)),
         at(s, "runs_used"),
         at(s, "budget_runs"),
         at(s, "runs_saved"),
     );
-    match answer_line(at(s, "answer"), unit) {
+    match answer_words(at(s, "answer"), unit) {
         Some(a) => {
-            let _ = write!(h, "<p id=\"search-answer\">Answer: {a}.");
-            if let Some(r) = answer_line(at(s, "runner_up"), unit) {
-                let _ = write!(h, " Runner-up: {r}.");
+            let _ = write!(h, "<p id=\"search-answer\">Answer: {}.", esc(&a));
+            if let Some(r) = answer_words(at(s, "runner_up"), unit) {
+                let _ = write!(h, " Runner-up: {}.", esc(&r));
             }
             h.push_str(" Intervals are those of the answer's own runs.</p>");
         }
@@ -414,7 +346,7 @@ mod tests {
             "{h}"
         );
         assert!(
-            h.contains("Answer: <b>b=1</b> (aaaa): 2.000 mJ/tok [1.500, 2.500] over 2 runs"),
+            h.contains("Answer: b=1 (aaaa): 2.000 mJ/tok [1.500, 2.500] over 2 runs"),
             "{h}"
         );
         // The map: two measured (one the answer), one predicted, the threshold marked.

@@ -19,24 +19,10 @@ pub fn run(args: &ReportArgs) -> i32 {
         .clone()
         .unwrap_or_else(|| format!("llem report: {}", display_name(&args.dir)));
     // A search study's answer leads its report; a directory of many studies has none.
-    let search_file = args.dir.join(llem_study::runner::SEARCH_FILE);
-    let search: Option<serde_json::Value> = if search_file.exists() {
-        match llem_config::files::read_record(&search_file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!(
-                    "warning: {} cannot be read ({e}); the report has no search section",
-                    search_file.display()
-                );
-                None
-            }
-        }
-    } else {
+    let search = llem_records::search_doc::read(&args.dir).unwrap_or_else(|e| {
+        eprintln!("warning: {e}; the report has no search section");
         None
-    };
+    });
     let html = llem_records::report::render(&runs, &diffusion, search.as_ref(), &title);
     match llem_results::write_atomic(&args.output, html.as_bytes()) {
         Ok(()) => {
@@ -57,5 +43,16 @@ pub fn run(args: &ReportArgs) -> i32 {
             eprintln!("error: {e}");
             exit::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_report_reads_the_search_file_the_runner_writes() {
+        assert_eq!(
+            llem_records::search_doc::SEARCH_FILE,
+            llem_study::runner::SEARCH_FILE
+        );
     }
 }

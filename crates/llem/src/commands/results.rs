@@ -427,72 +427,18 @@ fn at<'a>(v: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
 
 /// A search study's answer, from its `search.json`.
 fn print_search(dir: &Path) {
-    let Some(s) = llem_config::files::read_record(dir.join(llem_study::runner::SEARCH_FILE))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-    else {
-        return;
-    };
-    let spec = at(&s, "spec");
-    let constraints: Vec<String> = at(spec, "constraints")
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            format!(
-                "{} {} {}",
-                at(c, "field").as_str().unwrap_or("?"),
-                at(c, "bound").as_str().unwrap_or("?"),
-                at(c, "threshold")
-                    .as_f64()
-                    .map_or_else(String::new, short_number)
-            )
-        })
-        .collect();
-    let goal = format!(
-        "{} {}{}",
-        at(spec, "direction").as_str().unwrap_or("minimize"),
-        at(spec, "objective").as_str().unwrap_or("?"),
-        if constraints.is_empty() {
-            String::new()
-        } else {
-            format!(" subject to {}", constraints.join(", "))
+    let s = match llem_records::search_doc::read(dir) {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("warning: {e}; the search's answer cannot be shown");
+            return;
         }
-    );
-    let why = match at(&s, "stop_reason").as_str() {
-        Some("identified") => "the best configuration is identified".to_string(),
-        Some("budget_spent") => "the budget is spent; the answer is the best found".to_string(),
-        Some("unresolved") => {
-            "the configurations left differ from the answer by less than the runs resolve"
-                .to_string()
-        }
-        Some("nothing_feasible") => "no configuration meets the constraints".to_string(),
-        _ => format!(
-            "still running ({})",
-            at(&s, "phase").as_str().unwrap_or("?")
-        ),
     };
-    outln!("\nsearch: {goal}: {why}");
-    let unit = llem_config::search::search_field(at(spec, "objective").as_str().unwrap_or(""))
-        .map_or("", |f| f.unit);
-    let answer = |a: &serde_json::Value| -> Option<String> {
-        let mean = at(a, "objective_mean").as_f64()?;
-        let interval = match (
-            at(a, "objective_low").as_f64(),
-            at(a, "objective_high").as_f64(),
-        ) {
-            (Some(lo), Some(hi)) => format!(" [{}, {}]", short_number(lo), short_number(hi)),
-            _ => String::new(),
-        };
-        Some(format!(
-            "{} ({}): {} {unit}{interval} over {} runs; meets the constraints with chance {:.2}",
-            at(a, "label").as_str().unwrap_or("?"),
-            at(a, "config_hash").as_str().unwrap_or("?"),
-            short_number(mean),
-            at(a, "runs"),
-            at(a, "p_feasible").as_f64().unwrap_or(f64::NAN)
-        ))
-    };
+    use llem_records::search_doc::{answer_words, goal_words, objective_unit, stop_words};
+    outln!("\nsearch: {}: {}", goal_words(&s), stop_words(&s));
+    let unit = objective_unit(&s);
+    let answer = |a: &serde_json::Value| answer_words(a, unit);
     if let Some(a) = answer(at(&s, "answer")) {
         outln!("  answer     {a}");
     }

@@ -20,11 +20,7 @@ pub fn print_submission(s: &Submission, args: &RunArgs) -> i32 {
         eprintln!(
             "llem: {} search {}: its first batch of {} cells as job {}; job {} reads what it \
              measured and submits the next batch, until the search stops",
-            if s.resumed {
-                "resubmitted"
-            } else {
-                "submitted"
-            },
+            submitted(s),
             s.dir.display(),
             cells,
             s.record.arrays.first().map_or("-", |a| a.job_id.as_str()),
@@ -44,16 +40,21 @@ pub fn print_submission(s: &Submission, args: &RunArgs) -> i32 {
     exit::OK
 }
 
+/// "submitted", or "resubmitted" for a resumed study.
+fn submitted(s: &Submission) -> &'static str {
+    if s.resumed {
+        "resubmitted"
+    } else {
+        "submitted"
+    }
+}
+
 /// The arrays of a grid's submission, one per cycle.
 fn print_arrays(s: &Submission, cells: usize) {
     eprintln!(
         "llem: {} study {}: {} cells in {} job arrays (one per cycle, each after the one \
          before), then job {} compiles the result",
-        if s.resumed {
-            "resubmitted"
-        } else {
-            "submitted"
-        },
+        submitted(s),
         s.dir.display(),
         cells,
         s.record.arrays.len(),
