@@ -37,6 +37,7 @@ pub mod yaml;
 pub use canonical::{ConfigDigest, digest_of};
 pub use error::{
     ConfigError, Diagnostic, ErrorKind, RunnerError, UnknownName, ValueError, ValueKind,
+    did_you_mean,
 };
 pub use model::*;
 pub use plan::{Overrides, PlanKind, PlanRequest, StudyPlan, plan};

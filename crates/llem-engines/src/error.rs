@@ -156,3 +156,71 @@ pub enum ShareGptError {
         source: serde_json::Error,
     },
 }
+
+/// A trace file that cannot be replayed as written.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// It cannot be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A column (CSV) or key (JSONL) the format needs is not there.
+    #[error("{path}: no column `{column}` in the header (it has {found}){hint}")]
+    MissingColumn {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The column.
+        column: String,
+        /// The columns it has.
+        found: String,
+        /// ", did you mean `x`?" or nothing.
+        hint: String,
+    },
+    /// A value that is not what its column holds.
+    #[error("{path}:{line}: `{column}` is {value:?}, expected {expected}")]
+    Value {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The column or key.
+        column: String,
+        /// What was there (shortened).
+        value: String,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// A line that is not a record of the format (a broken quote, a line that is not JSON).
+    #[error("{path}:{line}: {message}")]
+    Record {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A record earlier than the one before it: a slice of an unsorted trace would be wrong.
+    #[error(
+        "{path}:{line}: this request arrives {back_s:.3} s before the one above it; a trace is \
+         replayed in time order (sort it by its timestamp first)"
+    )]
+    NotInOrder {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// How far back it goes, s.
+        back_s: f64,
+    },
+    /// A setting of the replay that cannot hold.
+    #[error("trace {what}")]
+    Setting {
+        /// What is wrong, naming the setting.
+        what: String,
+    },
+}

@@ -29,6 +29,6 @@ pub use engine::{
     ContextPlan, Engine, EngineError, EngineInfo, EngineMemory, ModelInfo, RequestSink, RunSummary,
     Session, Step, StepKind,
 };
-pub use error::{ChunkError, LaunchError, ShareGptError, StreamError, TrafficError};
+pub use error::{ChunkError, LaunchError, ShareGptError, StreamError, TraceError, TrafficError};
 pub use launch::which;
 pub use workload::{Prompt, Workload};

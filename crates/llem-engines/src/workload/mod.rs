@@ -3,6 +3,7 @@
 pub(crate) mod batching;
 pub mod dataset;
 pub(crate) mod sharegpt;
+pub mod trace;
 pub(crate) mod traffic;
 
 use std::num::NonZeroU32;
