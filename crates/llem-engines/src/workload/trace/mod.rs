@@ -9,6 +9,7 @@
 
 mod csv;
 pub mod formats;
+pub mod prompts;
 
 use std::collections::HashMap;
 use std::io::BufRead;
