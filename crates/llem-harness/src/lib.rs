@@ -19,6 +19,7 @@ mod latency;
 pub mod lifecycle;
 mod progress;
 mod request;
+pub mod timeline;
 mod verdict;
 mod warmup;
 mod window;
