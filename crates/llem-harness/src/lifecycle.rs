@@ -563,14 +563,14 @@ fn save_phase(
         total: None,
         detail: req.cell_dir.display().to_string(),
     });
-    let (result, records) = assemble::assembled(measured);
+    let assembled = assemble::assembled(measured);
     assemble::write(
         req,
-        &result,
-        &records,
+        &assembled,
         measured.telemetry,
         &measured.summary.server_metrics,
     )?;
+    let result = assembled.result;
     progress.event(Event::Finish {
         phase: Phase::Save,
         summary: req.cell_dir.display().to_string(),

@@ -7,34 +7,12 @@
 //! (the last bin is shorter when the window is not a whole number of bins).
 
 use llem_results::RequestRecord;
+pub use llem_results::TimeBin;
 
 /// The default bin width, s.
 pub const DEFAULT_BIN_S: f64 = 10.0;
 /// The most bins one window is cut into: a finer width is widened to keep to it.
 pub const MAX_BINS: usize = 100_000;
-
-/// One bin of a window.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TimeBin {
-    /// Its start, s from the window's start.
-    pub start_s: f64,
-    /// Its end, s from the window's start.
-    pub end_s: f64,
-    /// Energy in it, J.
-    pub energy_j: f64,
-    /// The part of it spent with no request in flight, J.
-    pub idle_energy_j: f64,
-    /// Mean power, W.
-    pub power_w: f64,
-    /// Output tokens that arrived in it.
-    pub output_tokens: u64,
-    /// Requests sent in it.
-    pub requests_started: u32,
-    /// Requests that ended in it.
-    pub requests_finished: u32,
-    /// Requests in flight, averaged over the bin.
-    pub mean_in_flight: f64,
-}
 
 /// The stretches of `(t0, t1)` with no request in flight, in time order.
 fn idle_stretches((t0, t1): (f64, f64), records: &[RequestRecord]) -> Vec<(f64, f64)> {

@@ -79,6 +79,8 @@ pub const EFFECTIVE_CONFIG: &str = "effective_config.json";
 pub const TIMESERIES: &str = "timeseries.parquet";
 /// Per-request sidecar.
 pub const REQUESTS: &str = "requests.parquet";
+/// The measurement window in time bins, one row per bin.
+pub const TIMELINE: &str = "timeline.parquet";
 /// The serving engine's Prometheus series, one row per sample.
 pub const SERVER_METRICS: &str = "server_metrics.parquet";
 /// The serving engine's own log (stdout and stderr of the server or container).

@@ -16,6 +16,7 @@ mod snapshot;
 pub mod stats;
 mod study_result;
 pub mod time;
+mod timeline;
 mod timeseries;
 
 pub use atomic::{remove_stale_temps, write_atomic, write_json_atomic};
@@ -25,6 +26,7 @@ pub use result::ExperimentResult;
 pub use server_metrics::{MetricSample, read_server_metrics, write_server_metrics};
 pub use snapshot::EnvironmentSnapshot;
 pub use study_result::{ConfigurationStatistics, MetricStatistics, NamedStatistics, StudyResult};
+pub use timeline::{TimeBin, read_timeline, write_timeline};
 pub use timeseries::{TimeseriesColumns, read_timeseries, write_timeseries};
 
 /// A failure writing or reading a result file.

@@ -176,6 +176,27 @@ pub struct ExperimentResult {
     /// sensors' documented accuracy); null without a headline.
     #[serde(default)]
     pub energy_uncertainty: Option<EnergyUncertainty>,
+    /// The window's energy over time (`timeline.parquet`, one row per bin); null when the
+    /// energy could not be cut into bins.
+    #[serde(default)]
+    pub timeline: Option<TimelineSummary>,
+}
+
+/// The window in time bins: where the sidecar is, how wide a bin is, and how much of the
+/// window's energy was spent with no request in flight.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineSummary {
+    /// Relative path of the sidecar.
+    pub file: String,
+    /// Bin width, s (the last bin is shorter when the window is not a whole number of bins).
+    pub bin_seconds: f64,
+    /// Bins.
+    pub bins: usize,
+    /// Energy with no request in flight over the window's energy (0-1): the cost of idle
+    /// gaps between bursts.
+    pub idle_energy_share: Option<f64>,
+    /// Energy with no request in flight, J.
+    pub idle_energy_j: f64,
 }
 
 /// The bound of the headline energy: a worst case, summed over its domains.

@@ -205,6 +205,30 @@ fn quickstart_result_agrees_with_its_sidecars() {
             .all(|q| q.input_tokens <= 256 && q.output_tokens <= 64)
     );
     assert_eq!(r.extended_metrics.batch.num_batches, Some(5));
+    // The window in time bins: they add up to the window's energy, the tokens to the
+    // window's, and the idle share is what the bins say.
+    let tl = r.timeline.as_ref().expect("a timeline");
+    assert_eq!(tl.file, "timeline.parquet");
+    assert_eq!(tl.bin_seconds, 10.0);
+    let bins = llem_results::read_timeline(&cell.join("timeline.parquet")).unwrap();
+    assert_eq!(bins.len(), tl.bins);
+    let [t0, t1] = r.measurement_window_s.unwrap();
+    assert!((bins.last().unwrap().end_s - (t1 - t0)).abs() < 1e-9);
+    let binned_j: f64 = bins.iter().map(|b| b.energy_j).sum();
+    assert!(
+        (binned_j - r.total_energy_j).abs() <= 0.005 * r.total_energy_j,
+        "bins {binned_j} J, window {} J",
+        r.total_energy_j
+    );
+    let in_window: u64 = reqs
+        .iter()
+        .flat_map(|q| &q.token_times_s)
+        .filter(|t| **t >= t0 && **t < t1)
+        .count() as u64;
+    assert_eq!(bins.iter().map(|b| b.output_tokens).sum::<u64>(), in_window);
+    let idle_j: f64 = bins.iter().map(|b| b.idle_energy_j).sum();
+    assert!((tl.idle_energy_j - idle_j).abs() < 1e-9);
+    assert!((tl.idle_energy_share.unwrap() - idle_j / binned_j).abs() < 1e-9);
 
     // Energy: the result's window energy recomputes from timeseries.parquet.
     let [t0, t1] = r.measurement_window_s.unwrap();

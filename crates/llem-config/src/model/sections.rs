@@ -283,6 +283,10 @@ pub struct MeasurementConfig {
     /// passes or the requests in flight), difference (the prompts run again with one output
     /// token after the window; methodology total), both.
     pub phase_split: Option<PhaseSplit>,
+    /// Width of the time bins the window's energy is cut into (`timeline.parquet`), s
+    /// (null = 10).
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub timeline_bin_seconds: Option<f64>,
 }
 
 impl Default for MeasurementConfig {
@@ -294,6 +298,7 @@ impl Default for MeasurementConfig {
             max_failed_request_fraction: None,
             windows: None,
             phase_split: None,
+            timeline_bin_seconds: None,
         }
     }
 }

@@ -4,32 +4,47 @@
 
 use llem_config::model::PhaseSplit;
 use llem_energy::EnergyCurve;
-use llem_results::result::{DifferenceSplit, Distribution, EnergyBreakdown, PhaseSpan};
-use llem_results::{RequestEnergy, RequestRecord};
+use llem_results::result::{
+    DifferenceSplit, Distribution, EnergyBreakdown, PhaseSpan, TimelineSummary,
+};
+use llem_results::{RequestEnergy, RequestRecord, TimeBin};
 
 use super::Measured;
 use super::energy::Energies;
 use crate::attribution::{self, Attribution};
 
+/// The headline devices' cumulative energy over the run, which the attribution and the
+/// timeline cut; `None` (with a warning) when their readings cannot give one.
+pub(super) fn curve(
+    m: &Measured<'_>,
+    energies: &Energies,
+    warnings: &mut Vec<String>,
+) -> Option<EnergyCurve> {
+    energies.head.energy_j?;
+    let curve = EnergyCurve::of(m.telemetry, &energies.head.domains);
+    if curve.is_none() {
+        warnings.push(format!(
+            "energy not attributed to prefill, decode and requests, nor cut into time bins: no \
+             usable readings of {} over the run",
+            energies.head.domains.join(", ")
+        ));
+    }
+    curve
+}
+
 /// The headline energy of the window split by phase and request, and what weakens it.
 pub(super) fn attribute(
     m: &Measured<'_>,
     energies: &Energies,
+    curve: Option<&EnergyCurve>,
     warnings: &mut Vec<String>,
 ) -> Option<Attribution> {
     let window_j = energies.head.energy_j?;
-    let Some(curve) = EnergyCurve::of(m.telemetry, &energies.head.domains) else {
-        warnings.push(format!(
-            "energy not attributed to prefill, decode and requests: no usable readings of {} \
-             over the run",
-            energies.head.domains.join(", ")
-        ));
-        return None;
-    };
+    let curve = curve?;
     let a = if m.steps.is_empty() {
-        attribution::by_concurrency(&curve, m.window, m.records)
+        attribution::by_concurrency(curve, m.window, m.records)
     } else {
-        attribution::by_steps(&curve, m.window, m.steps)
+        attribution::by_steps(curve, m.window, m.steps)
     };
     warnings.extend(a.sum_warning(window_j));
     Some(a)
@@ -121,4 +136,34 @@ pub(super) fn distributions(
             .collect(),
     );
     (per_request, per_token)
+}
+
+/// The window in time bins of `measurement.timeline_bin_seconds` (10 s when unset), and its
+/// summary for the result; `None` without an energy curve.
+pub(super) fn timeline(
+    m: &Measured<'_>,
+    curve: Option<&EnergyCurve>,
+) -> Option<(TimelineSummary, Vec<TimeBin>)> {
+    let curve = curve?;
+    let width = m
+        .request
+        .config
+        .measurement
+        .timeline_bin_seconds
+        .unwrap_or(crate::timeline::DEFAULT_BIN_S);
+    let bins = crate::timeline::bins(&|a, b| curve.between(a, b), m.window, m.records, width);
+    if bins.is_empty() {
+        return None;
+    }
+    let summary = TimelineSummary {
+        file: llem_results::layout::TIMELINE.to_string(),
+        bin_seconds: bins
+            .first()
+            .map_or(width, |b| b.end_s - b.start_s)
+            .max(width),
+        bins: bins.len(),
+        idle_energy_share: crate::timeline::idle_share(&bins),
+        idle_energy_j: bins.iter().map(|b| b.idle_energy_j).sum(),
+    };
+    Some((summary, bins))
 }

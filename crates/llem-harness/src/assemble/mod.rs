@@ -158,12 +158,23 @@ fn interval_ms(m: &Measured<'_>) -> f64 {
 /// Builds the result (the tests' view of [`assembled`]).
 #[cfg(test)]
 pub fn result(m: &Measured<'_>) -> ExperimentResult {
-    assembled(m).0
+    assembled(m).result
 }
 
-/// Builds the result, and the requests with the energy attributed to each (as
-/// `requests.parquet` holds them).
-pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
+/// A cell's result and the sidecars it points to.
+#[derive(Clone, Debug)]
+pub struct Assembled {
+    /// `result.json`.
+    pub result: ExperimentResult,
+    /// The requests with the energy attributed to each (`requests.parquet`).
+    pub records: Vec<RequestRecord>,
+    /// The window in time bins (`timeline.parquet`); empty when it could not be cut.
+    pub timeline: Vec<llem_results::TimeBin>,
+}
+
+/// Builds the result, the requests with the energy attributed to each (as
+/// `requests.parquet` holds them) and the window's time bins.
+pub fn assembled(m: &Measured<'_>) -> Assembled {
     let req = m.request;
     let cfg = req.config;
     let (t0, t1) = m.window;
@@ -185,7 +196,9 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
     let emissions = energy::emissions(m, &energies, &mut warnings);
     let processes = energy::processes(m, window, &energies, (input, output), duration);
     let (phases, lifecycle_energy_j) = energy::phase_energies(m, &energies);
-    let attribution = attributed::attribute(m, &energies, &mut warnings);
+    let curve = attributed::curve(m, &energies, &mut warnings);
+    let attribution = attributed::attribute(m, &energies, curve.as_ref(), &mut warnings);
+    let (timeline, bins) = attributed::timeline(m, curve.as_ref()).unzip();
     let difference = attributed::difference(m, &energies, &phases, &mut warnings);
     let records = attributed::annotated(m.records, attribution.as_ref());
     let (energy_per_request_j, energy_per_response_token_mj) =
@@ -286,8 +299,13 @@ pub fn assembled(m: &Measured<'_>) -> (ExperimentResult, Vec<RequestRecord>) {
         energy_per_request_j,
         energy_per_response_token_mj,
         energy_uncertainty: energy::uncertainty(m, window, &energies, output),
+        timeline,
     };
-    (result, records)
+    Assembled {
+        result,
+        records,
+        timeline: bins.unwrap_or_default(),
+    }
 }
 
 /// Says once that FLOPs could not be estimated (the engine may have said why already).
@@ -353,17 +371,17 @@ fn goodput(m: &Measured<'_>, energy_j: Option<f64>) -> Option<llem_results::resu
 /// wrote are removed again: a cell holds its whole set or none of it.
 pub fn write(
     req: &ExperimentRequest<'_>,
-    result: &ExperimentResult,
-    records: &[RequestRecord],
+    a: &Assembled,
     telemetry: &Telemetry,
     server_metrics: &[llem_results::MetricSample],
 ) -> Result<(), ResultsError> {
-    let written = write_set(req, result, records, telemetry, server_metrics);
+    let written = write_set(req, a, telemetry, server_metrics);
     if written.is_err() {
         for name in [
             layout::EFFECTIVE_CONFIG,
             layout::TIMESERIES,
             layout::REQUESTS,
+            layout::TIMELINE,
             layout::SERVER_METRICS,
             layout::RESULT,
         ] {
@@ -375,11 +393,11 @@ pub fn write(
 
 fn write_set(
     req: &ExperimentRequest<'_>,
-    result: &ExperimentResult,
-    records: &[RequestRecord],
+    a: &Assembled,
     telemetry: &Telemetry,
     server_metrics: &[llem_results::MetricSample],
 ) -> Result<(), ResultsError> {
+    let (result, records) = (&a.result, &a.records);
     let dir = &req.cell_dir;
     llem_results::write_json_atomic(&dir.join(layout::EFFECTIVE_CONFIG), req.config)?;
     let meta = vec![
@@ -401,6 +419,11 @@ fn write_set(
         llem_results::write_timeseries(&dir.join(layout::TIMESERIES), &telemetry.to_columns(), &m)?;
     }
     llem_results::write_requests(&dir.join(layout::REQUESTS), records, &meta)?;
+    if let Some(t) = &result.timeline {
+        let mut m = meta.clone();
+        m.push(("llem.bin_seconds", t.bin_seconds.to_string()));
+        llem_results::write_timeline(&dir.join(layout::TIMELINE), &a.timeline, &m)?;
+    }
     if !server_metrics.is_empty() {
         llem_results::write_server_metrics(
             &dir.join(layout::SERVER_METRICS),

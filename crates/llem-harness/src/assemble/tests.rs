@@ -789,12 +789,12 @@ fn a_failed_write_leaves_no_half_set_of_artefacts() {
     let inputs = Inputs::new();
     let recs = records(2, 4, 1.0);
     let tel = package_at_10_w();
-    let (result, annotated) = super::assembled(&inputs.measured(&req, &recs, &tel, None));
+    let assembled = super::assembled(&inputs.measured(&req, &recs, &tel, None));
     let blocker = req
         .cell_dir
         .join(format!(".result.json.tmp-{}", std::process::id()));
     std::fs::create_dir_all(blocker.join("occupied")).unwrap();
-    let e = super::write(&req, &result, &annotated, &tel, &[]).unwrap_err();
+    let e = super::write(&req, &assembled, &tel, &[]).unwrap_err();
     assert!(e.to_string().contains("result.json"), "{e}");
     let left: Vec<String> = std::fs::read_dir(&req.cell_dir)
         .unwrap()
@@ -806,12 +806,13 @@ fn a_failed_write_leaves_no_half_set_of_artefacts() {
         "{left:?}"
     );
     std::fs::remove_dir_all(&blocker).unwrap();
-    super::write(&req, &result, &annotated, &tel, &[]).unwrap();
+    super::write(&req, &assembled, &tel, &[]).unwrap();
     for f in [
         "result.json",
         "effective_config.json",
         "requests.parquet",
         "timeseries.parquet",
+        "timeline.parquet",
     ] {
         assert!(req.cell_dir.join(f).is_file(), "{f}");
     }

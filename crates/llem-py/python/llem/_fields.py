@@ -65,6 +65,7 @@ EXPERIMENT_RESULT_FIELDS = (
     ('energy_per_request_j', 'Optional[Section]', 'The headline energy attributed to each successful request inside the window, J (`requests.parquet` `energy_j`); null when it could not be attributed.'),
     ('energy_per_response_token_mj', 'Optional[Section]', "Each such request's energy over its output tokens, mJ per token."),
     ('energy_uncertainty', 'Optional[Section]', "What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline."),
+    ('timeline', 'Optional[Section]', "The window's energy over time (`timeline.parquet`, one row per bin); null when the energy could not be cut into bins."),
 )
 
 STUDY_RESULT_FIELDS = (

@@ -155,6 +155,8 @@ class ExperimentResult(Section):
     """Each such request's energy over its output tokens, mJ per token."""
     energy_uncertainty: Optional[Section]
     """What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline."""
+    timeline: Optional[Section]
+    """The window's energy over time (`timeline.parquet`, one row per bin); null when the energy could not be cut into bins."""
 
 class StudyResult(Section):
     """A study: every field of study_result.json as an attribute."""
