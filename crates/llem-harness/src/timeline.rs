@@ -41,6 +41,11 @@ fn overlap((a, b): (f64, f64), (c, d): (f64, f64)) -> f64 {
     (b.min(d) - a.max(c)).max(0.0)
 }
 
+/// The width bins of `width_s` over `window` are cut at: widened past [`MAX_BINS`] bins.
+pub fn bin_width((t0, t1): (f64, f64), width_s: f64) -> f64 {
+    width_s.max((t1 - t0) / MAX_BINS as f64)
+}
+
 /// Cuts `window` (harness clock, s) into bins of `width_s`; `energy_between(a, b)` is the
 /// energy between two instants (the window's energy curve).
 pub fn bins(
@@ -54,7 +59,7 @@ pub fn bins(
     if !(span > 0.0 && width_s.is_finite() && width_s > 0.0) {
         return Vec::new();
     }
-    let width = width_s.max(span / MAX_BINS as f64);
+    let width = bin_width(window, width_s);
     let n = (span / width).ceil().max(1.0) as usize;
     let idle = idle_stretches(window, records);
     let bounds = |k: usize| {

@@ -157,10 +157,7 @@ pub(super) fn timeline(
     }
     let summary = TimelineSummary {
         file: llem_results::layout::TIMELINE.to_string(),
-        bin_seconds: bins
-            .first()
-            .map_or(width, |b| b.end_s - b.start_s)
-            .max(width),
+        bin_seconds: crate::timeline::bin_width(m.window, width),
         bins: bins.len(),
         idle_energy_share: crate::timeline::idle_share(&bins),
         idle_energy_j: bins.iter().map(|b| b.idle_energy_j).sum(),

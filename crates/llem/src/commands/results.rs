@@ -420,11 +420,6 @@ fn show(target: &Path, json: bool) -> Result<(), RecordsError> {
     Ok(())
 }
 
-/// A JSON member, null when absent (a display reads what is there).
-fn at<'a>(v: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
-    v.get(key).unwrap_or(&serde_json::Value::Null)
-}
-
 /// A search study's answer, from its `search.json`.
 fn print_search(dir: &Path) {
     let s = match llem_records::search_doc::read(dir) {
@@ -435,7 +430,7 @@ fn print_search(dir: &Path) {
             return;
         }
     };
-    use llem_records::search_doc::{answer_words, goal_words, objective_unit, stop_words};
+    use llem_records::search_doc::{answer_words, at, goal_words, objective_unit, stop_words};
     outln!("\nsearch: {}: {}", goal_words(&s), stop_words(&s));
     let unit = objective_unit(&s);
     let answer = |a: &serde_json::Value| answer_words(a, unit);
