@@ -19,6 +19,8 @@ const EXPERIMENT_SECTIONS: &[(&str, &str)] = &[
     ("measurement.windows", "WindowsConfig"),
     ("traffic", "TrafficConfig"),
     ("traffic.slo", "SloConfig"),
+    ("traffic.trace", "TraceConfig"),
+    ("traffic.trace.columns", "TraceColumns"),
     ("lora", "LoraConfig"),
     ("llamacpp", "LlamaCppConfig"),
     ("transformers (also `pytorch`)", "TransformersConfig"),

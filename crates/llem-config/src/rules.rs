@@ -331,6 +331,9 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
         };
         out.push(violation(&["traffic"], msg));
     }
+    if let Some(trace) = &t.trace {
+        check_trace(cfg, t, trace, out);
+    }
     match t.arrival {
         Arrival::Constant | Arrival::Poisson | Arrival::Gamma if t.rate_qps.is_none() => {
             out.push(violation(
@@ -366,6 +369,124 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
         ));
     }
     check_schedule_length(cfg, &cfg.effective_traffic(), out);
+}
+
+/// A trace is the whole schedule: its arrivals replace the arrival process, its lengths the
+/// dataset's, so the fields that would shape either are refused instead of silently losing.
+fn check_trace(
+    cfg: &ExperimentConfig,
+    t: &TrafficConfig,
+    trace: &crate::TraceConfig,
+    out: &mut Vec<Violation>,
+) {
+    use crate::TraceFormatName as F;
+    let clash = |field: &str, why: &str| {
+        violation(
+            &["traffic", field],
+            format!("`traffic.{field}` does not apply to a trace replay: {why}"),
+        )
+    };
+    let arrivals = "the trace's own times are the arrivals";
+    if t.arrival != Arrival::AllAtOnce {
+        out.push(clash("arrival", arrivals));
+    }
+    if t.rate_qps.is_some() {
+        out.push(clash(
+            "rate_qps",
+            "scale the trace's gaps with `trace.time_scale`",
+        ));
+    }
+    if t.burstiness.is_some() {
+        out.push(clash("burstiness", arrivals));
+    }
+    if t.duration_seconds.is_some() {
+        out.push(clash("duration_seconds", "use `trace.duration_seconds`"));
+    }
+    if t.n_requests.is_some() {
+        out.push(clash("n_requests", "use `trace.max_requests`"));
+    }
+    if t.max_concurrency.is_some() {
+        out.push(clash(
+            "max_concurrency",
+            "a cap would hold requests back from the times the trace sent them",
+        ));
+    }
+    if cfg.measurement.methodology == Methodology::Windows {
+        out.push(violation(
+            &["measurement", "methodology"],
+            "`methodology: windows` sends traffic for the windows' length; a trace replay lasts              as long as its slice (use total, or steady_state)"
+                .into(),
+        ));
+    }
+    if cfg.dataset.source == "synthetic" {
+        out.push(violation(
+            &["dataset", "source"],
+            "a trace replay cuts its prompts from the dataset's text: use sharegpt,              aienergyscore or a JSONL file, not synthetic"
+                .into(),
+        ));
+    }
+    let at = |field: &'static str| ["traffic", "trace", field];
+    match (trace.format, &trace.columns) {
+        (F::Csv | F::Jsonl, None) => out.push(violation(
+            &at("columns"),
+            format!(
+                "`format: {}` needs `columns:` naming `timestamp`, `input_tokens` and                  `output_tokens` (and optionally `time_unit`, `hash_ids`, `model`)",
+                trace.format
+            ),
+        )),
+        (F::Azure | F::BurstGpt | F::Mooncake, Some(_)) => out.push(violation(
+            &at("columns"),
+            format!(
+                "`format: {}` has fixed columns; `columns:` is for csv and jsonl traces",
+                trace.format
+            ),
+        )),
+        _ => {}
+    }
+    if !(trace.start_seconds.is_finite() && trace.start_seconds >= 0.0) {
+        out.push(violation(
+            &at("start_seconds"),
+            format!("must be 0 or more, not {}", trace.start_seconds),
+        ));
+    }
+    if let Some(d) = trace.duration_seconds
+        && !(d.is_finite() && d > 0.0 && d <= TrafficConfig::MAX_SCHEDULE_S)
+    {
+        out.push(violation(
+            &at("duration_seconds"),
+            format!(
+                "must be more than 0 and at most {} s (30 days), not {d}",
+                TrafficConfig::MAX_SCHEDULE_S
+            ),
+        ));
+    }
+    if !(trace.time_scale.is_finite() && trace.time_scale > 0.0) {
+        out.push(violation(
+            &at("time_scale"),
+            format!("must be more than 0, not {}", trace.time_scale),
+        ));
+    }
+    let has_model_column = match trace.format {
+        F::BurstGpt => true,
+        F::Azure | F::Mooncake => false,
+        F::Csv | F::Jsonl => trace.columns.as_ref().is_some_and(|c| c.model.is_some()),
+    };
+    if let Some(m) = &trace.model
+        && !has_model_column
+    {
+        out.push(violation(
+            &at("model"),
+            format!(
+                "`model: {m}` keeps one model's requests, but a {} trace has no model column{}",
+                trace.format,
+                if matches!(trace.format, F::Csv | F::Jsonl) {
+                    " (name it in `columns.model`)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
 }
 
 /// A schedule must fit [`TrafficConfig::MAX_SCHEDULE_S`]: a send duration past it, a gamma

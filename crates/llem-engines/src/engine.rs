@@ -160,6 +160,14 @@ pub trait Engine {
     /// Opens a session (context, KV cache) for `plan`; warmup and measurement share it, so
     /// its allocation happens before the window.
     fn open(&self, plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError>;
+    /// The model's token ids for `text` (no special tokens), as the engine itself counts
+    /// them: prompts cut from these have exact lengths.
+    fn tokenize(&self, _text: &str) -> Result<Vec<u32>, EngineError> {
+        Err(EngineError::Config(format!(
+            "the {} engine cannot tokenize text for llem",
+            self.info().name
+        )))
+    }
 }
 
 /// A ready context that serves workloads.

@@ -223,6 +223,25 @@ pub fn availability(engine: EngineName, python: Option<&str>) -> String {
     }
 }
 
+/// A trace replay can be made: its server can tokenize, and its slice reads and holds
+/// requests (the whole file is checked here, so a bad line fails the plan, not a cell).
+fn check_trace(cfg: &ExperimentConfig) -> Result<(), String> {
+    let Some(trace) = cfg.traffic.as_deref().and_then(|t| t.trace.as_ref()) else {
+        return Ok(());
+    };
+    if server(cfg.engine).and_then(|s| s.tokenize).is_none() {
+        return Err(format!(
+            "traffic.trace: a replay cuts prompts to exact lengths with the server's own \
+             tokenizer (`/tokenize`), which llama-server (engine llamacpp) and vllm have; the \
+             {} server has none llem knows",
+            cfg.engine
+        ));
+    }
+    crate::workload::trace::replay::read(trace)
+        .map(|_| ())
+        .map_err(|e| format!("traffic.trace: {e}"))
+}
+
 /// Checks, loading nothing, that `cfg` can run here: engine and runner, model file, server
 /// CLI or docker, the worker's Python (when `probe_python`; it imports torch, seconds).
 /// Returns the model file when the engine reads one (llama.cpp, a GGUF for transformers).
@@ -253,6 +272,7 @@ pub fn check_runnable(
             let opts = ServeOptions::new(assets_dir.to_path_buf());
             crate::serving::check_launchable(cfg, server(cfg.engine), &opts)
                 .map_err(|e| e.to_string())?;
+            check_trace(cfg)?;
             // Only a server that reads model files (llama-server) is handed one; the others
             // load what `model` names.
             let reads_files =

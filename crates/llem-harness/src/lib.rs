@@ -18,6 +18,7 @@ mod goodput;
 mod latency;
 pub mod lifecycle;
 mod progress;
+mod replay;
 mod request;
 pub mod timeline;
 mod verdict;

@@ -737,7 +737,13 @@ pub fn run_experiment(
     let (info, model_info) =
         finish_load(cfg, engine.as_ref(), plan, load_s, progress, &mut warnings);
 
-    let workload = registry::workload(cfg, data.prompts.clone());
+    let workload = crate::replay::trace_workload(
+        cfg,
+        engine.as_ref(),
+        &data,
+        registry::workload(cfg, data.prompts.clone()),
+        progress,
+    )?;
     let warmup_start = at();
     phases.add("load", load_start, warmup_start);
     let mut warmup_result = warmup_phase(

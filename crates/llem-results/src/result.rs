@@ -358,6 +358,57 @@ pub struct TrafficSummary {
     pub api: String,
     /// Where output token counts came from: `usage` (the server) or `client` (chunk count).
     pub token_count_source: String,
+    /// The trace replayed, when the traffic was one (`arrival` is then `trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceReplaySummary>,
+}
+
+/// A replayed trace: which part of it, how fast, and how faithfully it was replayed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceReplaySummary {
+    /// The trace file.
+    pub path: String,
+    /// azure, burstgpt, mooncake or columns.
+    pub format: String,
+    /// Where the slice began, s of trace time from its first record.
+    pub start_seconds: f64,
+    /// The slice's length, s of trace time (null: to the trace's end).
+    pub duration_seconds: Option<f64>,
+    /// The factor on the trace's gaps.
+    pub time_scale: f64,
+    /// The model whose requests were kept, when filtered.
+    pub model: Option<String>,
+    /// Requests replayed.
+    pub requests: u32,
+    /// The replay's schedule, s (the slice scaled).
+    pub span_s: f64,
+    /// Records of the slice left out: another model's.
+    pub skipped_other_model: u32,
+    /// Left out: no prompt tokens.
+    pub skipped_no_input: u32,
+    /// Left out: nothing generated (a failed request in the trace).
+    pub skipped_no_output: u32,
+    /// Prompts cut to `max_input_tokens`.
+    pub inputs_capped: u32,
+    /// Output lengths cut to `max_output_tokens`.
+    pub outputs_capped: u32,
+    /// Requests whose prompt begins with prefix blocks an earlier request began with.
+    pub shared_prefix_requests: u32,
+    /// Prompt tokens in those shared blocks.
+    pub shared_prefix_tokens: u64,
+    /// Requests whose prompt length, as the server counted it, differs from the trace's
+    /// (null: the server reported no prompt counts).
+    pub inputs_inexact: Option<u32>,
+    /// Successful requests that generated fewer tokens than the trace's output length.
+    pub short_replies: u32,
+    /// Prompt tokens the server took from its prefix cache, from its usage (null: not
+    /// reported).
+    pub cached_prompt_tokens: Option<u64>,
+    /// False when the client fell behind the trace: 99th-percentile lateness above
+    /// `late_threshold_ms`.
+    pub kept_up: bool,
+    /// The lateness past which a replay is not the trace's arrivals, ms.
+    pub late_threshold_ms: f64,
 }
 
 /// A FLOPs estimate and how it was made.

@@ -14,10 +14,12 @@ pub use execution::{
 pub use experiment::ExperimentConfig;
 pub use names::{
     Arrival, BaselineStrategy, BatchingStrategy, DatasetOrder, Dtype, EnergySampler, Engine,
-    ExperimentOrder, LengthDistribution, Methodology, PhaseSplit, Preset,
+    ExperimentOrder, LengthDistribution, Methodology, PhaseSplit, Preset, TraceFormatName,
+    TraceTimeUnit,
 };
 pub use runner::{RunnerKind, RunnerMap, RunnerSpec};
 pub use sections::{
     BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, SloConfig,
-    SyntheticConfig, TrafficConfig, WarmupConfig, WarmupGate, WindowsConfig,
+    SyntheticConfig, TraceColumns, TraceConfig, TrafficConfig, WarmupConfig, WarmupGate,
+    WindowsConfig,
 };

@@ -268,6 +268,36 @@ str_enum! {
 }
 
 str_enum! {
+    /// The layout of a replayed trace file.
+    pub enum TraceFormatName {
+        /// Azure LLM inference trace 2023/2024: CSV `TIMESTAMP,ContextTokens,GeneratedTokens`.
+        Azure = "azure",
+        /// BurstGPT: CSV `Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type`.
+        BurstGpt = "burstgpt",
+        /// Mooncake: JSONL `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
+        Mooncake = "mooncake",
+        /// Any CSV with a header row, its columns named in `columns:`.
+        Csv = "csv",
+        /// Any JSON Lines file, its keys named in `columns:`.
+        Jsonl = "jsonl",
+    }
+}
+
+str_enum! {
+    /// How a trace's timestamps are written.
+    pub enum TraceTimeUnit {
+        /// Seconds (a number).
+        Seconds = "s",
+        /// Milliseconds (a number).
+        Milliseconds = "ms",
+        /// Microseconds (a number).
+        Microseconds = "us",
+        /// `YYYY-MM-DD HH:MM:SS[.fraction]`, UTC.
+        DateTime = "datetime",
+    }
+}
+
+str_enum! {
     /// How prompts are grouped into batches (seed 004, MLPerf-style).
     pub enum BatchingStrategy {
         /// Fixed batch size, dataset order.

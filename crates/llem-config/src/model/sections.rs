@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::names::{
     Arrival, BaselineStrategy, DatasetOrder, LengthDistribution, Methodology, PhaseSplit, Preset,
+    TraceFormatName, TraceTimeUnit,
 };
 
 /// Which prompts to use and how they are loaded.
@@ -374,6 +375,10 @@ pub struct TrafficConfig {
     pub seed: Option<i64>,
     /// Latency objectives for goodput.
     pub slo: Option<SloConfig>,
+    /// Replay a production trace: its arrivals, input and output lengths and shared prefixes
+    /// replace the arrival process and the dataset's prompts (the dataset's text is cut to the
+    /// trace's lengths).
+    pub trace: Option<TraceConfig>,
 }
 
 impl TrafficConfig {
@@ -399,8 +404,75 @@ impl Default for TrafficConfig {
             n_requests: None,
             seed: None,
             slo: None,
+            trace: None,
         }
     }
+}
+
+/// A production trace replayed as a served run's traffic: each record is a request sent at
+/// the record's time (from the slice's start, gaps times `time_scale`), with a prompt of the
+/// record's input length cut from the dataset's text with the server's tokenizer, asking for
+/// exactly the record's output length.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceConfig {
+    /// The trace file (CSV or JSON Lines), relative to the working directory.
+    pub path: String,
+    /// azure, burstgpt, mooncake, or csv / jsonl with `columns:`.
+    pub format: TraceFormatName,
+    /// Where a csv or jsonl trace keeps each figure (not for the named formats).
+    #[serde(default)]
+    pub columns: Option<TraceColumns>,
+    /// Skip this much of the trace, s from its first record.
+    #[serde(default)]
+    #[schemars(range(min = 0.0))]
+    pub start_seconds: f64,
+    /// Replay this much of it, s of trace time (null: to its end).
+    #[serde(default)]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub duration_seconds: Option<f64>,
+    /// Multiplies the gaps between arrivals (0.5 replays twice as fast).
+    #[serde(default = "one")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    pub time_scale: f64,
+    /// Keep only this model's requests (a trace with a model column, e.g. BurstGPT's
+    /// `ChatGPT` or `GPT-4`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Stop after this many requests of the slice.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub max_requests: Option<u32>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The columns (CSV) or keys (JSONL) of a trace in no published format.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TraceColumns {
+    /// The arrival time.
+    pub timestamp: String,
+    /// Its unit: s, ms, us or datetime.
+    #[serde(default = "seconds")]
+    pub time_unit: TraceTimeUnit,
+    /// Prompt tokens.
+    pub input_tokens: String,
+    /// Tokens generated.
+    pub output_tokens: String,
+    /// The prompt's 512-token prefix blocks: a list of ids (JSONL) or ids separated by spaces
+    /// or `;` (CSV).
+    #[serde(default)]
+    pub hash_ids: Option<String>,
+    /// The model that served the request (for `model:` to keep one).
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+fn seconds() -> TraceTimeUnit {
+    TraceTimeUnit::Seconds
 }
 
 /// Latency objectives; a request meets the SLO when every bound that is set holds.

@@ -51,6 +51,17 @@ impl LlamaCppEngine {
                     truncated: (*n_tokens as usize) > n,
                 }
             }
+            PromptInput::TokenIds(ids) => {
+                let tokens: Vec<LlamaToken> = ids
+                    .iter()
+                    .take(max)
+                    .map(|&t| LlamaToken::new(i32::try_from(t).unwrap_or(i32::MAX)))
+                    .collect();
+                Tokenized {
+                    truncated: ids.len() > tokens.len(),
+                    tokens,
+                }
+            }
             PromptInput::Text { text, chat } => {
                 let templated = if *chat { self.templated(text) } else { None };
                 let Some(full) = templated else {

@@ -62,6 +62,12 @@ pub struct Prepared {
     pub body: Arc<Vec<u8>>,
     /// Output limit (null: until end of sequence or the context's end), for sizing buffers.
     pub max_tokens: Option<u32>,
+    /// The prompt's length in tokens, when llem sent token ids (checked against the server's
+    /// usage).
+    pub prompt_tokens: Option<u32>,
+    /// The request asks for exactly `max_tokens` (end of sequence ignored): a shorter reply
+    /// is counted.
+    pub exact_output: bool,
 }
 
 /// Decoding fields of a request body.
@@ -76,15 +82,29 @@ pub struct BodyParams {
     pub extended: Map<String, Value>,
 }
 
+/// What a request asks the model to continue.
+#[derive(Clone, Copy, Debug)]
+pub enum PromptBody<'a> {
+    /// Text (a chat request's user message, or a completion's prompt).
+    Text(&'a str),
+    /// Token ids of the server's vocabulary (completions only: OpenAI's `prompt` may be a
+    /// list of ids, which llama-server and vLLM take as they are).
+    Ids(&'a [u32]),
+}
+
 /// Serialises one streaming request.
-pub fn body(endpoint: &Endpoint, api: Api, text: &str, p: &BodyParams) -> Vec<u8> {
+pub fn body(endpoint: &Endpoint, api: Api, prompt: PromptBody<'_>, p: &BodyParams) -> Vec<u8> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(endpoint.model.clone()));
+    let prompt = match prompt {
+        PromptBody::Text(t) => Value::String(t.to_string()),
+        PromptBody::Ids(ids) => json!(ids),
+    };
     match api {
-        Api::Completions => m.insert("prompt".into(), Value::String(text.to_string())),
+        Api::Completions => m.insert("prompt".into(), prompt),
         Api::Chat => m.insert(
             "messages".into(),
-            json!([{"role": "user", "content": text}]),
+            json!([{"role": "user", "content": prompt}]),
         ),
     };
     if let Some(n) = p.max_tokens {

@@ -17,6 +17,7 @@ mod request;
 mod session;
 pub(crate) mod sse;
 mod start;
+mod tokenize;
 
 pub use start::{check_launchable, find_llama_server};
 
@@ -719,6 +720,9 @@ impl Engine for ServerEngine {
     }
     fn has_chat_template(&self) -> bool {
         true
+    }
+    fn tokenize(&self, text: &str) -> Result<Vec<u32>, EngineError> {
+        self.tokenize_text(text)
     }
     fn open(&self, plan: ContextPlan) -> Result<Box<dyn Session + '_>, EngineError> {
         Ok(Box::new(ServerSession {

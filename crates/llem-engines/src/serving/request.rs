@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::client::{self, Api, BodyParams, Endpoint, Prepared};
+use super::client::{self, Api, BodyParams, Endpoint, Prepared, PromptBody};
 use super::engines::ServerSpec;
 use crate::workload::{Prompt, PromptInput, Workload};
 
@@ -21,6 +21,10 @@ pub(super) fn prepare(
     let truncate = workload
         .max_input_tokens
         .filter(|_| spec.is_some_and(|s| s.truncates_prompts));
+    let replay = workload
+        .traffic
+        .as_ref()
+        .is_some_and(|t| t.replay.is_some());
     workload
         .prompts
         .iter()
@@ -31,20 +35,32 @@ pub(super) fn prepare(
                     .extended
                     .insert("truncate_prompt_tokens".into(), json!(n));
             }
-            if let Some(field) = spec.and_then(|s| s.prompt_cache_off) {
+            // A replay keeps the server's prompt cache on: its shared prefixes hitting the
+            // cache are part of what production traffic costs.
+            if let Some(field) = spec.and_then(|s| s.prompt_cache_off).filter(|_| !replay) {
                 params.extended.insert(field.into(), json!(false));
             }
-            let (api, text) = match &p.input {
-                PromptInput::Text { text, chat: true } => (Api::Chat, text.clone()),
-                PromptInput::Text { text, chat: false } => (Api::Completions, text.clone()),
-                PromptInput::Tokens { n_tokens, seed } => {
-                    (Api::Completions, synthetic_text(*n_tokens, *seed))
+            let synthetic;
+            let (api, prompt) = match &p.input {
+                PromptInput::Text { text, chat: true } => (Api::Chat, PromptBody::Text(text)),
+                PromptInput::Text { text, chat: false } => {
+                    (Api::Completions, PromptBody::Text(text))
                 }
+                PromptInput::Tokens { n_tokens, seed } => {
+                    synthetic = synthetic_text(*n_tokens, *seed);
+                    (Api::Completions, PromptBody::Text(&synthetic))
+                }
+                PromptInput::TokenIds(ids) => (Api::Completions, PromptBody::Ids(ids)),
             };
             Prepared {
                 api,
-                body: Arc::new(client::body(endpoint, api, &text, &params)),
+                body: Arc::new(client::body(endpoint, api, prompt, &params)),
                 max_tokens: params.max_tokens,
+                prompt_tokens: match &p.input {
+                    PromptInput::TokenIds(ids) => u32::try_from(ids.len()).ok(),
+                    _ => None,
+                },
+                exact_output: p.ignore_eos && params.max_tokens.is_some(),
             }
         })
         .collect()

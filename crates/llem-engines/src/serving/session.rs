@@ -37,6 +37,13 @@ struct Tally {
     over_cap: (usize, u32, u32),
     /// Successful requests whose stream ended without `data: [DONE]`.
     without_done: usize,
+    /// Successful requests asked for an exact length that generated fewer tokens.
+    short: usize,
+    /// Successful token-id requests whose prompt count (server's usage) differs from the
+    /// ids sent, and how many such requests had a count at all.
+    inexact_inputs: (usize, usize),
+    /// Prompt tokens served from the prefix cache, summed over the requests that said.
+    cached: Option<u64>,
 }
 
 impl Tally {
@@ -51,10 +58,13 @@ impl Tally {
             all_input_usage: true,
             over_cap: (0, 0, 0),
             without_done: 0,
+            short: 0,
+            inexact_inputs: (0, 0),
+            cached: None,
         }
     }
 
-    fn add(&mut self, f: &Finished) {
+    fn add(&mut self, f: &Finished, sent: Option<&Prepared>) {
         self.mode = self.mode.max(f.mode);
         self.all_usage &= f.from_usage || !f.record.success;
         self.all_input_usage &= f.input_from_usage || !f.record.success;
@@ -74,6 +84,18 @@ impl Tally {
             }
             if !f.saw_done {
                 self.without_done += 1;
+            }
+            if let Some(p) = sent {
+                if p.exact_output && p.max_tokens.is_some_and(|n| r.output_tokens < n) {
+                    self.short += 1;
+                }
+                if let Some(n) = p.prompt_tokens.filter(|_| f.input_from_usage) {
+                    self.inexact_inputs.0 += usize::from(r.input_tokens != n);
+                    self.inexact_inputs.1 += 1;
+                }
+            }
+            if let Some(c) = r.cached_input_tokens {
+                *self.cached.get_or_insert(0) += u64::from(c);
             }
         } else {
             self.failed += 1;
@@ -116,12 +138,16 @@ impl ServerSession<'_> {
         shared: &Shared,
         sink: &mut dyn RequestSink,
         tally: &mut Tally,
+        requests: &[Prepared],
     ) -> Result<(), EngineError> {
         let mut reported_tokens = 0u64;
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(f) => {
-                    tally.add(&f);
+                    let sent = (!requests.is_empty())
+                        .then(|| requests.get(f.record.request_id as usize % requests.len()))
+                        .flatten();
+                    tally.add(&f, sent);
                     sink.on_done(f.record);
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -188,6 +214,20 @@ impl ServerSession<'_> {
                 tally.without_done, tally.succeeded
             ));
         }
+        if tally.short > 0 {
+            warnings.push(format!(
+                "{} of {} requests asked for an exact number of tokens (end of sequence ignored) \
+                 generated fewer: the server stopped them early",
+                tally.short, tally.succeeded
+            ));
+        }
+        if tally.inexact_inputs.0 > 0 {
+            warnings.push(format!(
+                "{} of {} prompts sent as token ids were counted otherwise by the server: their \
+                 input lengths are the server's, not the ones asked",
+                tally.inexact_inputs.0, tally.inexact_inputs.1
+            ));
+        }
         if tally.succeeded > 0 && !tally.all_input_usage {
             warnings.push(
                 "the server reported no prompt token counts for some requests: their input \
@@ -208,8 +248,22 @@ impl ServerSession<'_> {
             (hi - lo).max(0.0)
         };
         let sent = submits.len();
+        let p99 = stats::percentile(&lags_ms, 99.0);
+        let trace = plan.replay.as_ref().map(|r| {
+            let mut t = r.summary.clone();
+            t.short_replies = u32::try_from(tally.short).unwrap_or(u32::MAX);
+            t.inputs_inexact = (tally.inexact_inputs.1 > 0)
+                .then(|| u32::try_from(tally.inexact_inputs.0).unwrap_or(u32::MAX));
+            t.cached_prompt_tokens = tally.cached;
+            t.kept_up = p99.is_none_or(|l| l <= t.late_threshold_ms);
+            t
+        });
         TrafficSummary {
-            arrival: plan.arrival.to_string(),
+            arrival: if trace.is_some() {
+                "trace".into()
+            } else {
+                plan.arrival.to_string()
+            },
             rate_qps: plan.rate_qps,
             burstiness: plan.burstiness,
             max_concurrency: plan.max_concurrency.map(std::num::NonZeroU32::get),
@@ -218,7 +272,7 @@ impl ServerSession<'_> {
             requests_failed: tally.failed as u32,
             achieved_rate_qps: (send_span > 0.0 && sent > 1).then(|| (sent - 1) as f64 / send_span),
             dispatch_lag_p50_ms: stats::percentile(&lags_ms, 50.0),
-            dispatch_lag_p99_ms: stats::percentile(&lags_ms, 99.0),
+            dispatch_lag_p99_ms: p99,
             endpoint: llem_config::credentials::redact_url(&self.engine.endpoint.base_url)
                 .into_owned(),
             api: if requests.iter().any(|r| r.api == Api::Chat) {
@@ -227,6 +281,7 @@ impl ServerSession<'_> {
                 "completions".into()
             },
             token_count_source: if tally.all_usage { "usage" } else { "client" }.into(),
+            trace,
         }
     }
 }
@@ -273,7 +328,7 @@ impl Session for ServerSession<'_> {
             done: tx,
         }));
         let mut tally = Tally::new();
-        let outcome = self.receive(&rx, &shared, sink, &mut tally);
+        let outcome = self.receive(&rx, &shared, sink, &mut tally, &requests);
         shared.stop.store(true, Ordering::Relaxed);
         shared.stopped.notify_one();
         // Received to the end, the dispatcher has returned (its senders are gone): a panic
@@ -302,11 +357,40 @@ impl Session for ServerSession<'_> {
         let mut warnings = self.warnings(workload, &tally);
         warnings.extend(reset_warning);
         let latency_mode = Some(tally.mode.as_str());
+        let traffic = self.traffic(&plan, &requests, tally);
+        if let Some(t) = &traffic.trace {
+            for (n, what, field) in [
+                (t.inputs_capped, "prompts", "max_input_tokens"),
+                (t.outputs_capped, "output lengths", "max_output_tokens"),
+            ] {
+                if n > 0 {
+                    warnings.push(format!(
+                        "{n} of the trace's {} {what} were cut to {field} (set it to null to \
+                         replay them as the trace has them)",
+                        t.requests
+                    ));
+                }
+            }
+        }
+        if let Some(t) = traffic.trace.as_ref().filter(|t| !t.kept_up) {
+            warnings.push(format!(
+                "the client fell behind the trace: requests were sent {} ms late at the 99th \
+                 percentile (median {} ms), past the {} ms a replay allows; its arrivals are \
+                 not the trace's (replay a slower time_scale, or run llem on a less loaded host)",
+                traffic
+                    .dispatch_lag_p99_ms
+                    .map_or("?".into(), |l| format!("{l:.1}")),
+                traffic
+                    .dispatch_lag_p50_ms
+                    .map_or("?".into(), |l| format!("{l:.1}")),
+                t.late_threshold_ms
+            ));
+        }
         Ok(RunSummary {
             warnings,
             latency_mode,
             server_metrics: samples,
-            traffic: Some(self.traffic(&plan, &requests, tally)),
+            traffic: Some(traffic),
             prefix_cache_reset: reset,
             ..RunSummary::default()
         })

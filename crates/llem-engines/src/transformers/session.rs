@@ -29,18 +29,24 @@ fn clock_offset(sink: &dyn RequestSink) -> f64 {
 
 /// What the worker tokenizes for `p`: its text (chat-templated or not) or a synthetic
 /// prompt of `n_tokens` drawn with `seed`.
-fn prompt_op(p: &Prompt) -> PromptOp {
+fn prompt_op(p: &Prompt) -> Result<PromptOp, EngineError> {
     let (text, chat, tokens, seed) = match &p.input {
         PromptInput::Text { text, chat } => (Some(text.clone()), *chat, None, None),
         PromptInput::Tokens { n_tokens, seed } => (None, false, Some(*n_tokens), Some(*seed)),
+        // Only a trace replay makes these, and the plan sends a replay to servers alone.
+        PromptInput::TokenIds(_) => {
+            return Err(EngineError::Config(
+                "token-id prompts (a trace replay) are sent to servers only".into(),
+            ));
+        }
     };
-    PromptOp {
+    Ok(PromptOp {
         text,
         chat,
         tokens,
         seed,
         reference: p.reference_output.clone(),
-    }
+    })
 }
 
 /// The worker's tokenization of a workload.
@@ -91,7 +97,7 @@ impl<'e> TransformersSession<'e> {
     /// Tokenizes every prompt in the worker.
     fn prepare(&self, worker: &mut WorkerProcess, wl: &Workload) -> Result<Prepared, EngineError> {
         worker.send(&Op::Prepare {
-            prompts: wl.prompts.iter().map(prompt_op).collect(),
+            prompts: wl.prompts.iter().map(prompt_op).collect::<Result<_, _>>()?,
             max_input_tokens: wl.max_input_tokens,
         })?;
         let prepared = match worker.reply(Wait::Silence(self.engine.load_timeout))? {

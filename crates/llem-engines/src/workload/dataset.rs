@@ -363,7 +363,7 @@ mod tests {
             .iter()
             .map(|p| match &p.input {
                 PromptInput::Text { text, .. } => text.clone(),
-                PromptInput::Tokens { .. } => String::new(),
+                PromptInput::Tokens { .. } | PromptInput::TokenIds(_) => String::new(),
             })
             .collect()
     }
@@ -489,7 +489,7 @@ mod tests {
             .iter()
             .map(|p| match p.input {
                 PromptInput::Tokens { n_tokens, .. } => f64::from(n_tokens),
-                PromptInput::Text { .. } => 0.0,
+                PromptInput::Text { .. } | PromptInput::TokenIds(_) => 0.0,
             })
             .collect();
         let mean = lens.iter().sum::<f64>() / lens.len() as f64;

@@ -31,6 +31,9 @@ pub enum PromptInput {
         /// Seed of the token draw.
         seed: u64,
     },
+    /// These token ids of the model's vocabulary, sent as they are (a replayed trace's prompts,
+    /// cut to exact lengths from text the server tokenized).
+    TokenIds(std::sync::Arc<Vec<u32>>),
 }
 
 /// One prompt of the workload.
@@ -87,6 +90,22 @@ impl Workload {
             sampling: SamplingParams::from_config(cfg),
             max_input_tokens: cfg.max_input_tokens,
             max_output_tokens: cfg.max_output_tokens,
+        }
+    }
+
+    /// The workload of a trace replay: its prompts, sent on its schedule.
+    pub fn replaying(&self, prompts: Vec<Prompt>, replay: trace::replay::Replay) -> Workload {
+        let base = self
+            .traffic
+            .clone()
+            .unwrap_or_else(|| TrafficPlan::all_at_once(0));
+        Workload {
+            prompts,
+            traffic: Some(TrafficPlan {
+                replay: Some(std::sync::Arc::new(replay)),
+                ..base
+            }),
+            ..self.clone()
         }
     }
 

@@ -26,6 +26,8 @@ pub struct TrafficPlan {
     pub n_requests: Option<u32>,
     /// Seed of the draw.
     pub seed: u64,
+    /// A replayed trace, whose times are the schedule (the fields above then do not apply).
+    pub replay: Option<std::sync::Arc<crate::workload::trace::replay::Replay>>,
 }
 
 /// Hard cap on a duration-limited schedule, so a typo'd rate cannot exhaust memory (the
@@ -46,6 +48,7 @@ impl TrafficPlan {
             duration_s: t.duration_seconds,
             n_requests: t.n_requests,
             seed: t.seed.unwrap_or(default_seed) as u64,
+            replay: None,
         }
     }
 
@@ -59,6 +62,7 @@ impl TrafficPlan {
             duration_s: None,
             n_requests: Some(n),
             seed: 0,
+            replay: None,
         }
     }
 
@@ -66,6 +70,9 @@ impl TrafficPlan {
     /// `all_at_once` with only a duration (closed loop over time), the schedule is open-ended:
     /// `None`, and the dispatcher keeps sending while the duration lasts.
     pub fn offsets(&self, n_prompts: usize) -> Result<Option<Vec<f64>>, crate::TrafficError> {
+        if let Some(r) = &self.replay {
+            return Ok(Some(r.offsets.clone()));
+        }
         let n_cap = self.n_requests.map(|n| n as usize);
         if self.arrival == Arrival::AllAtOnce {
             return Ok(match (n_cap, self.duration_s) {
@@ -182,6 +189,7 @@ mod tests {
             duration_s: None,
             n_requests: Some(n),
             seed: 42,
+            replay: None,
         }
     }
 

@@ -35,6 +35,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     lora_listing: super::LoraListing::LoraAdapters,
     prefix_cache_reset: Some(super::PrefixCacheReset::EraseSlots),
     prompt_cache_off: Some("cache_prompt"),
+    tokenize: Some(super::TokenizeRoute::Content),
     flags_version: None,
 };
 

@@ -130,11 +130,24 @@ pub struct ServerSpec {
     /// reusing a cached prompt (llama-server's `cache_prompt`): the prefill of every prompt
     /// is measured even on a server whose cache cannot be emptied.
     pub prompt_cache_off: Option<&'static str>,
+    /// How the server turns text into its token ids (a trace replay's prompts); null where
+    /// it has no such route.
+    pub tokenize: Option<TokenizeRoute>,
     /// The engine version whose CLI llem's flag table was checked against (in a test, against
     /// that version's own parser), which `default_image` also runs; null where no check runs.
     /// A server of another version gets a warning: a flag it lacks stops it at launch, and one
     /// whose meaning changed would go unnoticed.
     pub flags_version: Option<&'static str>,
+}
+
+/// A server's text-to-token-ids route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenizeRoute {
+    /// llama-server: `POST /tokenize {"content", "add_special"}` answers `{"tokens"}`.
+    Content,
+    /// vLLM: `POST /tokenize {"model", "prompt", "add_special_tokens"}` answers
+    /// `{"tokens", "count", ...}`.
+    Prompt,
 }
 
 /// How a server's prefix cache is emptied, and what its launch needs for that to work.

@@ -36,6 +36,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         env: &[],
     }),
     prompt_cache_off: None,
+    tokenize: None,
     flags_version: Some("0.5.23"),
 };
 

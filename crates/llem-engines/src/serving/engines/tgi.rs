@@ -31,6 +31,7 @@ pub static SPEC: ServerSpec = ServerSpec {
     lora_listing: super::LoraListing::None,
     prefix_cache_reset: None,
     prompt_cache_off: None,
+    tokenize: None,
     flags_version: Some("3.3.6"),
 };
 

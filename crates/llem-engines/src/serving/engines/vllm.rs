@@ -43,6 +43,7 @@ pub static SPEC: ServerSpec = ServerSpec {
         env: &[("VLLM_SERVER_DEV_MODE", "1")],
     }),
     prompt_cache_off: None,
+    tokenize: Some(super::TokenizeRoute::Prompt),
     flags_version: Some("0.32.0"),
 };
 

@@ -10,6 +10,7 @@
 mod csv;
 pub mod formats;
 pub mod prompts;
+pub mod replay;
 
 use std::collections::HashMap;
 use std::io::BufRead;
