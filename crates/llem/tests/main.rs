@@ -10,5 +10,6 @@ mod run;
 mod serve;
 mod slurm;
 mod study;
+mod trace;
 mod transformers;
 mod vllm;

@@ -171,14 +171,16 @@ pub(super) fn prefix_cache_warning(
     cfg: &llem_config::ExperimentConfig,
     kv: &KvCacheEfficiencyMetrics,
 ) -> Option<String> {
-    // Caching is intended when the user turned it on by name.
+    // Caching is intended when the user turned it on by name, or replays a trace.
     let asked = cfg
         .vllm
         .as_deref()
         .and_then(|v| v.engine.as_ref())
         .and_then(|e| e.enable_prefix_caching)
         == Some(true)
-        || cfg.sglang.as_deref().and_then(|s| s.disable_radix_cache) == Some(false);
+        || cfg.sglang.as_deref().and_then(|s| s.disable_radix_cache) == Some(false)
+        // A trace replay keeps the cache on: its shared prefixes are the point.
+        || cfg.traffic.as_deref().is_some_and(|t| t.trace.is_some());
     if asked {
         return None;
     }
