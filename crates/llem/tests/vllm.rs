@@ -60,6 +60,29 @@ fn vllm_processes() -> Vec<u32> {
         .collect()
 }
 
+/// `llem` in a sandboxed `home` with vLLM on its PATH, offline.
+fn llem_with_vllm(home: &Path, bin: &Path) -> Command {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut c = Command::new(env!("CARGO_BIN_EXE_llem"));
+    c.current_dir(home)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.join("sys"))
+        // No network here: vLLM must not look for the model or report usage.
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VLLM_NO_USAGE_STATS", "1")
+        .env("DO_NOT_TRACK", "1");
+    c
+}
+
 fn percentile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -107,24 +130,7 @@ fn a_study_of_two_vllm_configurations_runs_for_real() {
     .unwrap();
     let before = vllm_processes();
     let out = home.path().join("results");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let o = Command::new(env!("CARGO_BIN_EXE_llem"))
-        .current_dir(home.path())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", home.path())
-        .env("LLEM_CONFIG_PATH", home.path().join("no-user-config.yaml"))
-        .env("LLEM_ASSETS", assets())
-        .env("LLEM_POWERCAP_ROOT", home.path().join("powercap"))
-        .env("LLEM_SYSFS_ROOT", home.path().join("sys"))
-        // No network here: vLLM must not look for the model or report usage.
-        .env("HF_HUB_OFFLINE", "1")
-        .env("VLLM_NO_USAGE_STATS", "1")
-        .env("DO_NOT_TRACK", "1")
+    let o = llem_with_vllm(home.path(), &bin)
         .args(["run", study.to_str().unwrap(), "--output"])
         .arg(&out)
         .arg("-q")
@@ -225,4 +231,93 @@ fn a_study_of_two_vllm_configurations_runs_for_real() {
     }
     batches.sort();
     assert_eq!(batches, [Some(2), Some(4)]);
+}
+
+/// A Mooncake trace replayed on vLLM: prompts of exactly the trace's lengths as vLLM counts
+/// them (cut from ShareGPT tokenized by vLLM's own `/tokenize`), replies of exactly the
+/// trace's lengths (`ignore_eos`), sent at the trace's times, and the request that shares a
+/// 512-token block with an earlier one served from vLLM's prefix cache.
+#[test]
+fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached() {
+    let _machine = common::shared();
+    let bin = venv_bin();
+    let model = hf_model();
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    std::fs::write(
+        home.path().join("mooncake_trace.jsonl"),
+        "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 6, \"hash_ids\": [1, 2]}\n\
+         {\"timestamp\": 4000, \"input_length\": 800, \"output_length\": 5, \"hash_ids\": [1, 3]}\n\
+         {\"timestamp\": 4500, \"input_length\": 90, \"output_length\": 7, \"hash_ids\": [8]}\n",
+    )
+    .unwrap();
+    let cfg = home.path().join("trace.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "model: {}\n\
+             engine: vllm\n\
+             runners: {{vllm: local}}\n\
+             dtype: bfloat16\n\
+             vllm: {{engine: {{gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}}}\n\
+             dataset: {{source: sharegpt, n_prompts: 40}}\n\
+             max_input_tokens: null\n\
+             max_output_tokens: null\n\
+             traffic: {{trace: {{path: mooncake_trace.jsonl, format: mooncake}}}}\n\
+             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\n\
+             baseline: {{enabled: false}}\n",
+            model.display()
+        ),
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = llem_with_vllm(home.path(), &bin)
+        .args(["run", cfg.to_str().unwrap(), "-q", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let result = common::walk(&out)
+        .into_iter()
+        .find(|p| p.ends_with("result.json"))
+        .unwrap();
+    let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    let t = r.traffic.as_ref().unwrap();
+    assert_eq!(t.arrival, "trace");
+    let tr = t.trace.as_ref().unwrap();
+    assert_eq!(
+        (tr.requests, tr.inputs_inexact, tr.short_replies),
+        (3, Some(0), 0)
+    );
+    assert_eq!(tr.shared_prefix_tokens, 512);
+    let mut reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();
+    reqs.sort_by_key(|q| q.request_id);
+    let want = [(0.0, 700, 6), (4.0, 800, 5), (4.5, 90, 7)];
+    let t0 = reqs[0].scheduled_s.unwrap();
+    for (q, (at, input, output)) in reqs.iter().zip(want) {
+        assert!(q.success, "{:?}", q.error);
+        assert_eq!((q.input_tokens, q.output_tokens), (input, output));
+        assert!((q.scheduled_s.unwrap() - t0 - at).abs() < 1e-3);
+        assert!(q.submit_s >= q.scheduled_s.unwrap() - 1e-6);
+    }
+    // vLLM caches whole blocks: the shared 512 tokens, to its block size, when request 0
+    // had finished before request 1 was sent (four seconds later).
+    let cached = reqs[1].cached_input_tokens.unwrap();
+    if reqs[0].end_s < reqs[1].submit_s {
+        assert!(
+            (384..=800).contains(&cached),
+            "{cached} cached of 512 shared"
+        );
+    }
+    assert!(reqs[2].cached_input_tokens.unwrap() < 64);
+    assert!(
+        r.measurement_warnings
+            .iter()
+            .all(|w| !w.contains("prefix cache")),
+        "{:?}",
+        r.measurement_warnings
+    );
 }
