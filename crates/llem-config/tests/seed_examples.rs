@@ -295,7 +295,14 @@ fn presets_expand_into_concrete_values() {
 
 #[test]
 fn repository_examples_plan_cleanly() {
-    for name in ["quickstart.yaml", "sweep.yaml", "search.yaml"] {
+    for name in [
+        "quickstart.yaml",
+        "sweep.yaml",
+        "search.yaml",
+        "trace-azure.yaml",
+        "trace-burstgpt.yaml",
+        "trace-mooncake.yaml",
+    ] {
         let p = plan_path(&examples().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(p.skipped.is_empty(), "{name}");
     }

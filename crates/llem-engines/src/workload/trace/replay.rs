@@ -229,6 +229,31 @@ mod tests {
         assert!(tiny.to_string().contains("100 tokens"), "{tiny}");
     }
 
+    /// The example traces read as their YAML files replay them.
+    #[test]
+    fn the_example_traces_read_in_their_formats() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/traces");
+        let mut c = cfg(&dir.join("azure-conv-sample.csv"), TraceFormatName::Azure);
+        c.time_scale = 1.0;
+        assert_eq!(read(&c).unwrap().requests.len(), 16);
+        let mut b = cfg(&dir.join("burstgpt-sample.csv"), TraceFormatName::BurstGpt);
+        b.model = Some("ChatGPT".into());
+        let t = read(&b).unwrap();
+        assert_eq!(t.requests.len(), 14);
+        assert_eq!((t.skipped.other_model, t.skipped.no_output), (4, 2));
+        let m = cfg(
+            &dir.join("mooncake-sample.jsonl"),
+            TraceFormatName::Mooncake,
+        );
+        let t = read(&m).unwrap();
+        assert_eq!(t.requests.len(), 12);
+        assert!(
+            super::super::shared_prefix_blocks(&t.requests)
+                .iter()
+                .any(|b| *b > 0)
+        );
+    }
+
     #[test]
     fn the_corpus_stops_once_it_is_large_enough() {
         let texts = ["a"; 10];
