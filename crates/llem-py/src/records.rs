@@ -471,6 +471,45 @@ impl NativeRuns {
         )
     }
 
+    /// Each llem run's measurement window in time bins (`results_path, task, model_id,
+    /// num_gpus, max_num_seqs, start_s, end_s, energy_j, idle_energy_j, power_w,
+    /// output_tokens, requests_started, requests_finished, mean_in_flight`); runs without
+    /// bins (not llem's) add no rows.
+    fn time_bins(&self, py: Python<'_>) -> PyResult<ArrowTable> {
+        let r = self.llm_only("time_bins")?;
+        let rows = py.detach(|| r.time_bins()).map_err(records_error)?;
+        let fields = [
+            ("start_s", FieldKind::Float),
+            ("end_s", FieldKind::Float),
+            ("energy_j", FieldKind::Float),
+            ("idle_energy_j", FieldKind::Float),
+            ("power_w", FieldKind::Float),
+            ("output_tokens", FieldKind::Int),
+            ("requests_started", FieldKind::Int),
+            ("requests_finished", FieldKind::Int),
+            ("mean_in_flight", FieldKind::Float),
+        ];
+        per_run_table(
+            &rows,
+            |x| &x.run,
+            &fields,
+            |x, j| {
+                let b = &x.bin;
+                match j {
+                    0 => FieldValue::Float(b.start_s),
+                    1 => FieldValue::Float(b.end_s),
+                    2 => FieldValue::Float(b.energy_j),
+                    3 => FieldValue::Float(b.idle_energy_j),
+                    4 => FieldValue::Float(b.power_w),
+                    5 => FieldValue::Int(i64::try_from(b.output_tokens).unwrap_or(i64::MAX)),
+                    6 => FieldValue::Int(i64::from(b.requests_started)),
+                    7 => FieldValue::Int(i64::from(b.requests_finished)),
+                    _ => FieldValue::Float(b.mean_in_flight),
+                }
+            },
+        )
+    }
+
     /// Power or temperature timelines (`results_path, task, model_id, num_gpus,
     /// max_num_seqs, domain, batch_size, timestamp, relative_time_s, value, metric`).
     /// For diffusion runs the series is whole and `max_num_seqs` is the batch size.

@@ -129,6 +129,13 @@ def test_a_llem_study_loads_into_the_same_api(sandbox):
     lengths = runs.output_lengths()
     assert list(lengths.columns) == ["task", "model_id", "num_gpus", "max_num_seqs", "output_len"]
     assert (lengths["output_len"] == 4).all() and len(lengths) == 4
+    # Each run's window in time bins, adding up to its window energy.
+    bins = runs.time_bins()
+    assert list(bins.columns[:5]) == ["start_s", "end_s", "energy_j", "idle_energy_j", "power_w"]
+    sums = bins.groupby("results_path")["energy_j"].sum()
+    assert len(sums) == 2
+    for r in runs:
+        assert sums[r.results_path] == pytest.approx(r.steady_state_energy_joules, rel=0.005)
 
 
 def write_diffusion_tree(root: Path) -> None:

@@ -30,7 +30,7 @@ pub struct RunKey {
 }
 
 impl RunKey {
-    fn of(r: &LlmRun) -> Self {
+    pub(crate) fn of(r: &LlmRun) -> Self {
         Self {
             results_path: r.results_path.clone(),
             task: r.task.clone(),

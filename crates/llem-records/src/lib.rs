@@ -27,6 +27,7 @@ pub mod runs;
 pub mod search_doc;
 pub(crate) mod stability;
 pub mod table;
+pub mod time_bins;
 
 mod error;
 pub mod report;

@@ -183,6 +183,25 @@ fn every_trace_layout_is_replayed_on_time_with_exact_lengths_and_shared_prefixes
         prefix_hits += check_case(case, &r, &reqs);
         check_timeline(case, &r, &reqs, cell, watts, max_gap_s);
     }
+    // The report draws each replay's bins: power with its idle part, requests in flight.
+    let html = home.path().join("report.html");
+    let o = llem(home.path())
+        .args([
+            "report",
+            dir.to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    for i in 0..CASES.len() {
+        for chart in ["load-power", "load-requests"] {
+            assert!(page.contains(&format!("id=\"{chart}-{i}\"")), "{chart}-{i}");
+        }
+    }
+    assert!(page.contains("replay of mooncake_trace.jsonl"));
     // The shared prefixes of the Mooncake and column traces came from the server's cache
     // whenever it was idle when they were sent (all of them, unless this host is so slow
     // that a reply took longer than the trace's gap).

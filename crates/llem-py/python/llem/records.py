@@ -698,6 +698,32 @@ class LLMRuns(_Runs):
         t = _arrow(self._native.inter_token_latencies())
         return _pandas(t, ["task", "model_id", "num_gpus", "max_num_seqs", "itl_s"])
 
+    def time_bins(self) -> Any:
+        """Each llem run's measurement window in time bins (`timeline.parquet`): columns
+        start_s, end_s, energy_j, idle_energy_j (with no request in flight), power_w,
+        output_tokens, requests_started, requests_finished, mean_in_flight, then task,
+        model_id, num_gpus, max_num_seqs, results_path. Runs other tools measured add no rows."""
+        t = _arrow(self._native.time_bins())
+        return _pandas(
+            t,
+            [
+                "start_s",
+                "end_s",
+                "energy_j",
+                "idle_energy_j",
+                "power_w",
+                "output_tokens",
+                "requests_started",
+                "requests_finished",
+                "mean_in_flight",
+                "task",
+                "model_id",
+                "num_gpus",
+                "max_num_seqs",
+                "results_path",
+            ],
+        )
+
     def timelines(self, *, metric: str = "power.device_instant") -> Any:
         """Power or temperature timelines in the steady-state window, summed over GPUs
         (`power.device_instant`, `power.device_average`, `temperature`)."""

@@ -7,6 +7,7 @@
 mod attribution;
 mod diffusion;
 mod figure;
+mod load;
 mod nodes;
 mod place;
 mod search;
@@ -646,6 +647,7 @@ pub fn render(
     summary_section(&mut h, runs, &configs);
     pareto_section(&mut h, runs);
     timelines_section(&mut h, runs);
+    load::section(&mut h, runs);
     latency_section(&mut h, &configs);
     attribution::section(&mut h, &configs);
     nodes::section(&mut h, &configs);
