@@ -87,11 +87,47 @@ fn headline(r: &ExperimentResult, dir: &Path) -> String {
             f.value, f.method, f.confidence
         );
     }
+    traffic_lines(&mut s, r);
     for w in &r.measurement_warnings {
         let _ = writeln!(s, "   warning: {w}");
     }
     let _ = writeln!(s, "\n   {}", dir.display());
     s
+}
+
+/// The headline's replay and time-bin lines: what a trace replay sent and how late, and how
+/// much of the window's energy was spent with no request in flight.
+fn traffic_lines(s: &mut String, r: &ExperimentResult) {
+    use std::fmt::Write;
+    if let Some(t) = &r.traffic
+        && let Some(tr) = &t.trace
+    {
+        let cached = tr
+            .cached_prompt_tokens
+            .map_or_else(String::new, |c| format!("; {c} prompt tokens from the cache"));
+        let _ = writeln!(
+            s,
+            "   replay      {} ({}): {} requests over {:.1} s (gaps x{}), sent {} late at p50, {} at p99{}{cached}",
+            tr.path,
+            tr.format,
+            tr.requests,
+            tr.span_s,
+            tr.time_scale,
+            opt(t.dispatch_lag_p50_ms, "ms", 1),
+            opt(t.dispatch_lag_p99_ms, "ms", 1),
+            if tr.kept_up { "" } else { " (fell behind the trace)" }
+        );
+    }
+    if let Some(tl) = &r.timeline {
+        let share = tl
+            .idle_energy_share
+            .map_or_else(|| "n/a".to_string(), |x| format!("{:.0} %", x * 100.0));
+        let _ = writeln!(
+            s,
+            "   over time   {} bins of {} s; {share} of the window's energy ({:.1} J) with no request in flight",
+            tl.bins, tl.bin_seconds, tl.idle_energy_j
+        );
+    }
 }
 
 /// The headline's energy lines: the total, per token with its bound, the prefill/decode
