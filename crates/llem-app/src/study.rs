@@ -42,11 +42,13 @@ pub fn check_runnable(plan: &StudyPlan) -> Result<(), AppError> {
     let python = plan.user.python.as_deref();
     let mut problems: Vec<String> = Vec::new();
     for pc in &plan.configs {
-        if let Err(e) = llem_harness::lifecycle::check_runnable(&pc.config, &assets, python) {
-            let line = e.to_string();
-            if !problems.contains(&line) {
-                problems.push(line);
-            }
+        let outcome = llem_harness::lifecycle::check_runnable(&pc.config, &assets, python)
+            .map_err(|e| e.to_string())
+            .and_then(|_| replay_fits(&pc.config, plan.execution.experiment_timeout_seconds));
+        if let Err(line) = outcome
+            && !problems.contains(&line)
+        {
+            problems.push(line);
         }
     }
     if problems.is_empty() {
@@ -54,6 +56,33 @@ pub fn check_runnable(plan: &StudyPlan) -> Result<(), AppError> {
     } else {
         Err(AppError::NotRunnable(problems))
     }
+}
+
+/// A trace replayed to its end lasts as long as its file says, which the plan cannot know:
+/// read, it must fit the cell limit, or every cell of it would be killed before its end.
+fn replay_fits(cfg: &llem_config::ExperimentConfig, limit_s: f64) -> Result<(), String> {
+    let Some(trace) = cfg
+        .traffic
+        .as_deref()
+        .and_then(|t| t.trace.as_ref())
+        .filter(|t| t.duration_seconds.is_none())
+    else {
+        return Ok(());
+    };
+    let span_s = llem_engines::workload::trace::replay::read(trace)
+        .map_err(|e| format!("traffic.trace: {e}"))?
+        .span_s;
+    let need_s = span_s + cfg.fixed_cell_seconds();
+    if need_s >= limit_s {
+        return Err(format!(
+            "traffic.trace: the replay of {} lasts {span_s:.0} s (to the trace's end), and with \
+             the cell's fixed waits {need_s:.0} s, but a cell is stopped after {limit_s:.0} s \
+             (study_execution.experiment_timeout_seconds): set traffic.trace.duration_seconds \
+             (the derived limit then includes it) or a longer timeout",
+            trace.path
+        ));
+    }
+    Ok(())
 }
 
 /// The study runner's options for `plan`, cells stopped when `interrupts` counts up.

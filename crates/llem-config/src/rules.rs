@@ -414,23 +414,26 @@ fn check_trace(
     if cfg.measurement.methodology == Methodology::Windows {
         out.push(violation(
             &["measurement", "methodology"],
-            "`methodology: windows` sends traffic for the windows' length; a trace replay lasts              as long as its slice (use total, or steady_state)"
+            "`methodology: windows` sends traffic for the windows' length; a trace replay lasts \
+             as long as its slice (use total, or steady_state)"
                 .into(),
         ));
     }
     if cfg.dataset.source == "synthetic" {
         out.push(violation(
             &["dataset", "source"],
-            "a trace replay cuts its prompts from the dataset's text: use sharegpt,              aienergyscore or a JSONL file, not synthetic"
+            "a trace replay cuts its prompts from the dataset's text: use sharegpt, \
+             aienergyscore or a JSONL file, not synthetic"
                 .into(),
         ));
     }
     let at = |field: &'static str| ["traffic", "trace", field];
     match (trace.format, &trace.columns) {
         (F::Csv | F::Jsonl, None) => out.push(violation(
-            &at("columns"),
+            &at("format"),
             format!(
-                "`format: {}` needs `columns:` naming `timestamp`, `input_tokens` and                  `output_tokens` (and optionally `time_unit`, `hash_ids`, `model`)",
+                "`format: {}` needs `columns:` naming `timestamp`, `input_tokens` and \
+             `output_tokens` (and optionally `time_unit`, `hash_ids`, `model`)",
                 trace.format
             ),
         )),

@@ -930,3 +930,62 @@ fn a_search_is_refused_without_candidates_or_with_goodput_and_no_slo() {
     // The most the search can take is its budget of runs, not the grid's.
     assert!(ok.duration().upper_s < 4.0 * ok.execution.experiment_timeout_seconds);
 }
+
+/// A trace replay is the whole schedule: the fields it replaces are refused where they are
+/// written, and a csv trace needs its columns, a model filter a model column.
+#[test]
+fn a_trace_replay_refuses_what_it_would_lose() {
+    let served = "model: m.gguf\nengine: vllm\n";
+    let case = |tail: &str| format!("{served}traffic:\n{tail}");
+    let cases = [
+        (
+            case("  rate_qps: 2\n  trace: {path: t.csv, format: azure}\n"),
+            "`traffic.rate_qps` does not apply to a trace replay: scale the trace's gaps",
+            4,
+        ),
+        (
+            case("  trace: {path: t.csv, format: azure}\n  max_concurrency: 4\n"),
+            "a cap would hold requests back",
+            5,
+        ),
+        (
+            case("  trace:\n    path: t.csv\n    format: csv\n"),
+            "`format: csv` needs `columns:`",
+            6,
+        ),
+        (
+            case("  trace:\n    path: t.csv\n    format: azure\n    model: GPT-4\n"),
+            "a azure trace has no model column",
+            7,
+        ),
+        (
+            case("  trace:\n    path: t.csv\n    format: mooncake\n    time_scale: 0\n"),
+            "time_scale",
+            7,
+        ),
+        (
+            format!(
+                "model: m.gguf\nengine: vllm\ndataset: {{source: synthetic}}\n\
+                 traffic: {{trace: {{path: t.csv, format: azure}}}}\n"
+            ),
+            "cuts its prompts from the dataset's text",
+            3,
+        ),
+    ];
+    let cases: Vec<(&str, &str, u32)> =
+        cases.iter().map(|(t, w, l)| (t.as_str(), *w, *l)).collect();
+    refused_at(&cases);
+    // The slice's length, scaled, is the traffic's time: the derived cell limit includes it.
+    let plan = plan_text(&case(
+        "  trace: {path: t.csv, format: azure, duration_seconds: 600, time_scale: 0.5}\n",
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let cfg = &plan.configs[0].config;
+    assert_eq!(cfg.timed_traffic_seconds(), Some(300.0));
+    let fixed = cfg.baseline_seconds().unwrap_or(0.0) + cfg.thermal_floor_seconds() + 300.0;
+    let derived = plan.execution.experiment_timeout_derivation.as_deref();
+    assert!(
+        derived.is_some_and(|d| d.contains(&format!(" {fixed} s of fixed waits"))),
+        "{derived:?}"
+    );
+}

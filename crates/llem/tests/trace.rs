@@ -348,6 +348,14 @@ fn a_trace_that_cannot_be_replayed_is_refused_before_anything_runs() {
         "TIMESTAMP,ContextToken,GeneratedTokens\n2023-11-16 18:15:46.68,120,6\n",
     )
     .unwrap();
+    // Two requests an hour apart: replayed to its end, longer than a cell may take.
+    std::fs::write(
+        h.join("long.csv"),
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n\
+         2023-11-16 18:00:00.0000000,120,6\n\
+         2023-11-16 19:00:00.0000000,120,6\n",
+    )
+    .unwrap();
     let base = "model: SmolLM2-135M-Instruct.Q4_1.gguf\nengine: llamacpp\n";
     let cases: &[(&str, &str)] = &[
         (
@@ -378,6 +386,11 @@ fn a_trace_that_cannot_be_replayed_is_refused_before_anything_runs() {
         (
             "runners: {llamacpp: local}\ntraffic: {trace: {path: bad.csv, format: azur}}\n",
             "azure",
+        ),
+        (
+            "runners: {llamacpp: local}\ntraffic: {trace: {path: long.csv, format: azure}}\n\
+             study_execution: {n_cycles: 2, experiment_timeout_seconds: 1800}\n",
+            "lasts 3600 s (to the trace's end)",
         ),
     ];
     for (i, (extra, want)) in cases.iter().enumerate() {

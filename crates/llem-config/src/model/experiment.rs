@@ -196,12 +196,16 @@ impl ExperimentConfig {
     }
 
     /// Seconds a served run sends traffic for, when it sends for a time rather than a
-    /// number of requests.
+    /// number of requests (a trace replay: its slice's duration, scaled; unknown without
+    /// reading the trace when the slice runs to its end).
     pub fn timed_traffic_seconds(&self) -> Option<f64> {
         if !self.is_served() {
             return None;
         }
         let t = self.effective_traffic();
+        if let Some(trace) = &t.trace {
+            return trace.duration_seconds.map(|d| d * trace.time_scale);
+        }
         t.n_requests
             .is_none()
             .then_some(t.duration_seconds)

@@ -102,9 +102,9 @@ fn traffic_lines(s: &mut String, r: &ExperimentResult) {
     if let Some(t) = &r.traffic
         && let Some(tr) = &t.trace
     {
-        let cached = tr
-            .cached_prompt_tokens
-            .map_or_else(String::new, |c| format!("; {c} prompt tokens from the cache"));
+        let cached = tr.cached_prompt_tokens.map_or_else(String::new, |c| {
+            format!("; {c} prompt tokens from the cache")
+        });
         let _ = writeln!(
             s,
             "   replay      {} ({}): {} requests over {:.1} s (gaps x{}), sent {} late at p50, {} at p99{}{cached}",
@@ -115,7 +115,11 @@ fn traffic_lines(s: &mut String, r: &ExperimentResult) {
             tr.time_scale,
             opt(t.dispatch_lag_p50_ms, "ms", 1),
             opt(t.dispatch_lag_p99_ms, "ms", 1),
-            if tr.kept_up { "" } else { " (fell behind the trace)" }
+            if tr.kept_up {
+                ""
+            } else {
+                " (fell behind the trace)"
+            }
         );
     }
     if let Some(tl) = &r.timeline {
