@@ -20,6 +20,7 @@ const EXPERIMENT_SECTIONS: &[(&str, &str)] = &[
     ("traffic", "TrafficConfig"),
     ("traffic.slo", "SloConfig"),
     ("traffic.trace", "TraceConfig"),
+    ("traffic.conversations", "ConversationsConfig"),
     ("traffic.trace.columns", "TraceColumns"),
     ("lora", "LoraConfig"),
     ("llamacpp", "LlamaCppConfig"),

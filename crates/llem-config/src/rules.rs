@@ -332,7 +332,12 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
         out.push(violation(&["traffic"], msg));
     }
     if let Some(trace) = &t.trace {
-        check_trace(cfg, t, trace, out);
+        check_replaced_traffic(cfg, t, "a trace replay", out);
+        check_trace(cfg, trace, out);
+    }
+    if let Some(c) = &t.conversations {
+        check_replaced_traffic(cfg, t, "conversations", out);
+        check_conversations(cfg, c, out);
     }
     match t.arrival {
         Arrival::Constant | Arrival::Poisson | Arrival::Gamma if t.rate_qps.is_none() => {
@@ -371,54 +376,144 @@ fn check_traffic(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
     check_schedule_length(cfg, &cfg.effective_traffic(), out);
 }
 
-/// A trace is the whole schedule: its arrivals replace the arrival process, its lengths the
-/// dataset's, so the fields that would shape either are refused instead of silently losing.
-fn check_trace(
+/// A trace replay or conversations are the whole schedule: the fields that would shape
+/// another one are refused instead of silently lost.
+fn check_replaced_traffic(
     cfg: &ExperimentConfig,
     t: &TrafficConfig,
-    trace: &crate::TraceConfig,
+    what: &str,
     out: &mut Vec<Violation>,
 ) {
-    use crate::TraceFormatName as F;
     let clash = |field: &str, why: &str| {
         violation(
             &["traffic", field],
-            format!("`traffic.{field}` does not apply to a trace replay: {why}"),
+            format!("`traffic.{field}` does not apply to {what}: {why}"),
         )
     };
-    let arrivals = "the trace's own times are the arrivals";
+    let own = if t.trace.is_some() {
+        "the trace's own times are the arrivals"
+    } else {
+        "each conversation sends its turns after the replies and think times"
+    };
     if t.arrival != Arrival::AllAtOnce {
-        out.push(clash("arrival", arrivals));
+        out.push(clash("arrival", own));
     }
     if t.rate_qps.is_some() {
         out.push(clash(
             "rate_qps",
-            "scale the trace's gaps with `trace.time_scale`",
+            if t.trace.is_some() {
+                "scale the trace's gaps with `trace.time_scale`"
+            } else {
+                "space the conversations with `conversations.session_interval_seconds`"
+            },
         ));
     }
     if t.burstiness.is_some() {
-        out.push(clash("burstiness", arrivals));
+        out.push(clash("burstiness", own));
     }
     if t.duration_seconds.is_some() {
-        out.push(clash("duration_seconds", "use `trace.duration_seconds`"));
+        out.push(clash(
+            "duration_seconds",
+            if t.trace.is_some() {
+                "use `trace.duration_seconds`"
+            } else {
+                "the conversations last as long as their turns"
+            },
+        ));
     }
     if t.n_requests.is_some() {
-        out.push(clash("n_requests", "use `trace.max_requests`"));
+        out.push(clash(
+            "n_requests",
+            if t.trace.is_some() {
+                "use `trace.max_requests`"
+            } else {
+                "use `conversations.sessions` and `turns`"
+            },
+        ));
     }
     if t.max_concurrency.is_some() {
         out.push(clash(
             "max_concurrency",
-            "a cap would hold requests back from the times the trace sent them",
+            "a cap would hold requests back from the times they are due",
+        ));
+    }
+    if t.trace.is_some() && t.conversations.is_some() {
+        out.push(violation(
+            &["traffic", "conversations"],
+            "`traffic.conversations` and `traffic.trace` are two schedules; use one".into(),
         ));
     }
     if cfg.measurement.methodology == Methodology::Windows {
         out.push(violation(
             &["measurement", "methodology"],
-            "`methodology: windows` sends traffic for the windows' length; a trace replay lasts \
-             as long as its slice (use total, or steady_state)"
-                .into(),
+            format!(
+                "`methodology: windows` sends traffic for the windows' length; {what} lasts as \
+                 long as its own schedule (use total, or steady_state)"
+            ),
         ));
     }
+}
+
+/// Conversations need messages of their own: a dataset of conversations (ShareGPT) or
+/// synthetic ones, and a conversation for every session.
+fn check_conversations(
+    cfg: &ExperimentConfig,
+    c: &crate::ConversationsConfig,
+    out: &mut Vec<Violation>,
+) {
+    let source = cfg.dataset.source.as_str();
+    let conversational = source == "sharegpt" || source == "synthetic" || source.ends_with(".json");
+    if !conversational {
+        out.push(violation(
+            &["dataset", "source"],
+            format!(
+                "conversations take their messages from a dataset of conversations (sharegpt, or \
+                 a ShareGPT-style .json file) or from synthetic ones; `{source}` has single \
+                 prompts"
+            ),
+        ));
+    }
+    let needed = if source == "synthetic" {
+        u64::from(c.sessions) * u64::from(c.turns)
+    } else {
+        u64::from(c.sessions)
+    };
+    if u64::from(cfg.dataset.n_prompts) < needed {
+        out.push(violation(
+            &["dataset", "n_prompts"],
+            format!(
+                "{} conversations{} need {needed} {} from the dataset; `dataset.n_prompts` is {}",
+                c.sessions,
+                if source == "synthetic" {
+                    format!(" of {} turns", c.turns)
+                } else {
+                    String::new()
+                },
+                if source == "synthetic" {
+                    "messages"
+                } else {
+                    "conversations"
+                },
+                cfg.dataset.n_prompts
+            ),
+        ));
+    }
+    for (field, v) in [
+        ("think_time_seconds", c.think_time_seconds),
+        ("session_interval_seconds", c.session_interval_seconds),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            out.push(violation(
+                &["traffic", "conversations", field],
+                format!("must be 0 or more, not {v}"),
+            ));
+        }
+    }
+}
+
+/// A trace's own settings: its columns, its slice, its filter, and text to cut prompts from.
+fn check_trace(cfg: &ExperimentConfig, trace: &crate::TraceConfig, out: &mut Vec<Violation>) {
+    use crate::TraceFormatName as F;
     if cfg.dataset.source == "synthetic" {
         out.push(violation(
             &["dataset", "source"],

@@ -78,6 +78,7 @@ fn main() {
         reference_output: None,
         output_tokens: None,
         ignore_eos: false,
+        follow_ups: Vec::new(),
     };
     let wl = llem_engines::registry::workload(&cfg, vec![prompt]);
     let plan = llem_engines::registry::context_plan(&cfg, 1);

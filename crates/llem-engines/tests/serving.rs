@@ -52,6 +52,7 @@ fn prompt(text: &str, chat: bool) -> Prompt {
         reference_output: None,
         output_tokens: None,
         ignore_eos: false,
+        follow_ups: Vec::new(),
     }
 }
 

@@ -105,6 +105,7 @@ fn served() -> Vec<RequestRecord> {
             let first = submit_s + 0.2;
             let times: Vec<f64> = (0..128).map(|k| first + f64::from(k) * 0.08).collect();
             RequestRecord {
+                session: None,
                 request_id: i,
                 batch_index: None,
                 input_tokens: 200,

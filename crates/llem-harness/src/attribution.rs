@@ -407,6 +407,7 @@ mod tests {
 
     fn served(id: u32, submit: f64, first: f64, end: f64) -> RequestRecord {
         RequestRecord {
+            session: None,
             energy: None,
             request_id: id,
             batch_index: None,

@@ -73,6 +73,7 @@ mod tests {
 
     fn rec(sched: f64, submit: f64, times: &[f64], ok: bool) -> RequestRecord {
         RequestRecord {
+            session: None,
             energy: None,
             request_id: 0,
             batch_index: None,

@@ -128,6 +128,7 @@ mod tests {
 
     fn rec(submit: f64, times: &[f64]) -> RequestRecord {
         RequestRecord {
+            session: None,
             energy: None,
             request_id: 0,
             batch_index: Some(0),

@@ -20,6 +20,7 @@ pub mod lifecycle;
 mod progress;
 mod replay;
 mod request;
+mod sessions;
 pub mod timeline;
 mod verdict;
 mod warmup;

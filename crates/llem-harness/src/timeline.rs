@@ -145,6 +145,7 @@ mod tests {
 
     fn request(submit_s: f64, end_s: f64, tokens: &[f64]) -> RequestRecord {
         RequestRecord {
+            session: None,
             request_id: 0,
             batch_index: None,
             input_tokens: 8,

@@ -111,6 +111,7 @@ mod tests {
 
     fn rec(id: u32, success: bool, tokens: u32, error: Option<&str>) -> RequestRecord {
         RequestRecord {
+            session: None,
             energy: None,
             request_id: id,
             batch_index: None,

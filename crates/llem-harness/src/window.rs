@@ -419,6 +419,7 @@ mod tests {
 
     fn rec(first: f64, end: f64) -> RequestRecord {
         RequestRecord {
+            session: None,
             energy: None,
             request_id: 0,
             batch_index: None,

@@ -21,7 +21,9 @@ mod timeseries;
 
 pub use atomic::{remove_stale_temps, write_atomic, write_json_atomic};
 pub use manifest::{CellStatus, Manifest, ManifestEntry, StudyStatus, StudySummary};
-pub use requests::{FinishReason, RequestEnergy, RequestRecord, read_requests, write_requests};
+pub use requests::{
+    FinishReason, RequestEnergy, RequestRecord, SessionTurn, read_requests, write_requests,
+};
 pub use result::ExperimentResult;
 pub use server_metrics::{MetricSample, read_server_metrics, write_server_metrics};
 pub use snapshot::EnvironmentSnapshot;

@@ -90,6 +90,18 @@ pub struct RequestRecord {
     /// The window's energy attributed to this request (set by the harness after the run).
     #[serde(default)]
     pub energy: Option<RequestEnergy>,
+    /// The conversation and turn it belongs to (multi-turn traffic); null otherwise.
+    #[serde(default)]
+    pub session: Option<SessionTurn>,
+}
+
+/// Where a request sits in a multi-turn conversation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTurn {
+    /// The conversation.
+    pub session_id: u32,
+    /// The turn, 0 for its first message.
+    pub turn: u32,
 }
 
 /// The headline energy one request is attributed, J.
@@ -140,6 +152,8 @@ fn schema() -> Schema {
         f("energy_j", DataType::Float64, true),
         f("prefill_energy_j", DataType::Float64, true),
         f("decode_energy_j", DataType::Float64, true),
+        f("session_id", DataType::UInt32, true),
+        f("turn", DataType::UInt32, true),
     ])
 }
 
@@ -196,6 +210,8 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, arrow_schema::ArrowError
         energy(&|e| e.energy_j),
         energy(&|e| e.prefill_energy_j),
         energy(&|e| e.decode_energy_j),
+        opt_u32s(&|r| r.session.map(|s| s.session_id)),
+        opt_u32s(&|r| r.session.map(|s| s.turn)),
     ];
     // The builder's list field is nullable-item "item"; the schema says the same.
     RecordBatch::try_new(Arc::new(schema()), columns)
@@ -238,6 +254,9 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
         let ej = column::<Float64Array>(&b, "energy_j").ok();
         let pj = column::<Float64Array>(&b, "prefill_energy_j").ok();
         let dj = column::<Float64Array>(&b, "decode_energy_j").ok();
+        // Logs written before multi-turn traffic have no session columns.
+        let sid = column::<UInt32Array>(&b, "session_id").ok();
+        let turn = column::<UInt32Array>(&b, "turn").ok();
         for i in 0..b.num_rows() {
             let at = |c: Option<&Float64Array>| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
             let energy = match (at(ej), at(pj), at(dj)) {
@@ -255,8 +274,14 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
                 .as_any()
                 .downcast_ref::<Float64Array>()
                 .ok_or_else(|| err(&"token_times_s items are not float64"))?;
+            let valid = |c: Option<&UInt32Array>| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
+            let session = match (valid(sid), valid(turn)) {
+                (Some(session_id), Some(turn)) => Some(SessionTurn { session_id, turn }),
+                _ => None,
+            };
             out.push(RequestRecord {
                 energy,
+                session,
                 request_id: id.value(i),
                 batch_index: bi.is_valid(i).then(|| bi.value(i)),
                 input_tokens: inp.value(i),
@@ -289,6 +314,10 @@ mod tests {
         let p = dir.path().join("requests.parquet");
         let rows = vec![
             RequestRecord {
+                session: Some(SessionTurn {
+                    session_id: 3,
+                    turn: 1,
+                }),
                 energy: Some(RequestEnergy {
                     energy_j: 2.5,
                     prefill_energy_j: 1.0,
@@ -310,6 +339,7 @@ mod tests {
                 token_times_s: vec![1.2, 1.3, 1.4],
             },
             RequestRecord {
+                session: None,
                 energy: None,
                 request_id: 1,
                 batch_index: None,

@@ -180,6 +180,10 @@ pub struct ExperimentResult {
     /// energy could not be cut into bins.
     #[serde(default)]
     pub timeline: Option<TimelineSummary>,
+    /// Multi-turn conversations, when the traffic was (per session and per turn); null
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationsSummary>,
 }
 
 /// The window in time bins: where the sidecar is, how wide a bin is, and how much of the
@@ -361,6 +365,68 @@ pub struct TrafficSummary {
     /// The trace replayed, when the traffic was one (`arrival` is then `trace`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceReplaySummary>,
+}
+
+/// The conversations a run sent: energy, prompt growth and prefix-cache hits per session and
+/// per turn. A session's energy is the sum of its requests' attributed energies, so the
+/// sessions add up to the requests'.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationsSummary {
+    /// Conversations sent.
+    pub sessions: u32,
+    /// Turns sent (requests), over every session.
+    pub turns: u32,
+    /// Think time between a reply and the next message, s.
+    pub think_time_seconds: f64,
+    /// Gap between the starts of consecutive conversations, s.
+    pub session_interval_seconds: f64,
+    /// Energy per conversation whose every turn was attributed energy, J; null without
+    /// attribution.
+    pub energy_per_session_j: Option<Distribution>,
+    /// Prompt tokens from the prefix cache over all prompt tokens of the turns after the
+    /// first (whose prompts repeat the conversation so far); null when the server does not
+    /// say.
+    pub later_turn_cache_hit_rate: Option<f64>,
+    /// Per turn position (the first message of every conversation, the second, ...).
+    pub by_turn: Vec<TurnSummary>,
+    /// Per conversation.
+    pub by_session: Vec<SessionSummary>,
+}
+
+/// The turns at one position of every conversation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnSummary {
+    /// Position, 0 for the first message.
+    pub turn: u32,
+    /// Requests at this position.
+    pub requests: u32,
+    /// Mean prompt tokens (the conversation so far and the new message).
+    pub mean_input_tokens: f64,
+    /// Mean prompt tokens from the prefix cache; null when the server does not say.
+    pub mean_cached_input_tokens: Option<f64>,
+    /// Mean attributed energy, J; null without attribution.
+    pub mean_energy_j: Option<f64>,
+}
+
+/// One conversation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionSummary {
+    /// Its index.
+    pub session_id: u32,
+    /// Turns sent.
+    pub turns: u32,
+    /// Turns that failed (the conversation stops at the first).
+    pub failed_turns: u32,
+    /// Prompt tokens over its turns.
+    pub input_tokens: u64,
+    /// Output tokens over its turns.
+    pub output_tokens: u64,
+    /// Prompt tokens from the prefix cache over its turns; null when not reported.
+    pub cached_input_tokens: Option<u64>,
+    /// `cached_input_tokens / input_tokens`.
+    pub cache_hit_rate: Option<f64>,
+    /// The sum of its turns' attributed energies, J; null when a turn has none.
+    pub energy_j: Option<f64>,
 }
 
 /// A replayed trace: which part of it, how fast, and how faithfully it was replayed.

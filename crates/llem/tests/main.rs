@@ -2,6 +2,7 @@
 
 mod cli;
 mod common;
+mod conversations;
 mod diffusion;
 mod doctor;
 mod measure;

@@ -8,35 +8,12 @@
     clippy::panic
 )]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use llem_results::manifest::{CellStatus, Manifest};
 use llem_results::{ExperimentResult, RequestRecord, read_requests, read_timeline};
 
 use crate::common;
-use common::assets;
-
-fn llama_server() -> PathBuf {
-    let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
-    llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
-        panic!("llama-server is not installed: run scripts/build-llama-server.sh (make test does)")
-    })
-}
-
-fn llem(home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_llem"));
-    c.current_dir(home)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
-        .env("LLEM_ASSETS", assets())
-        .env("LLEM_LLAMA_SERVER", llama_server())
-        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
-        .env("LLEM_SYSFS_ROOT", home.join("sys"));
-    c
-}
 
 /// One trace of the test: its file, the `trace:` block replaying it, and what each replayed
 /// request must be (arrival s after scaling, input tokens, output tokens, prefix tokens it
@@ -152,7 +129,7 @@ fn every_trace_layout_is_replayed_on_time_with_exact_lengths_and_shared_prefixes
     )
     .unwrap();
     let out = home.path().join("results");
-    let o = llem(home.path())
+    let o = common::llem_in(home.path())
         .args(["run", study.to_str().unwrap(), "-q", "--output"])
         .arg(&out)
         .output()
@@ -185,7 +162,7 @@ fn every_trace_layout_is_replayed_on_time_with_exact_lengths_and_shared_prefixes
     }
     // The report draws each replay's bins: power with its idle part, requests in flight.
     let html = home.path().join("report.html");
-    let o = llem(home.path())
+    let o = common::llem_in(home.path())
         .args([
             "report",
             dir.to_str().unwrap(),
@@ -396,7 +373,10 @@ fn a_trace_that_cannot_be_replayed_is_refused_before_anything_runs() {
     for (i, (extra, want)) in cases.iter().enumerate() {
         let f = h.join(format!("c{i}.yaml"));
         std::fs::write(&f, format!("{base}{extra}")).unwrap();
-        let o = llem(h).args(["run", f.to_str().unwrap()]).output().unwrap();
+        let o = common::llem_in(h)
+            .args(["run", f.to_str().unwrap()])
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(!o.status.success(), "case {i} was accepted:\n{extra}");
         assert!(

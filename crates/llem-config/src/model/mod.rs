@@ -19,7 +19,7 @@ pub use names::{
 };
 pub use runner::{RunnerKind, RunnerMap, RunnerSpec};
 pub use sections::{
-    BaselineConfig, DatasetConfig, DecoderConfig, LoraConfig, MeasurementConfig, SloConfig,
-    SyntheticConfig, TraceColumns, TraceConfig, TrafficConfig, WarmupConfig, WarmupGate,
-    WindowsConfig,
+    BaselineConfig, ConversationsConfig, DatasetConfig, DecoderConfig, LoraConfig,
+    MeasurementConfig, SloConfig, SyntheticConfig, TraceColumns, TraceConfig, TrafficConfig,
+    WarmupConfig, WarmupGate, WindowsConfig,
 };

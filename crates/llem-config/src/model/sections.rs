@@ -379,6 +379,9 @@ pub struct TrafficConfig {
     /// replace the arrival process and the dataset's prompts (the dataset's text is cut to the
     /// trace's lengths).
     pub trace: Option<TraceConfig>,
+    /// Multi-turn conversations: sessions of turns, each turn's prompt the conversation so
+    /// far with the server's replies threaded in (replaces the arrival process).
+    pub conversations: Option<ConversationsConfig>,
 }
 
 impl TrafficConfig {
@@ -405,6 +408,40 @@ impl Default for TrafficConfig {
             seed: None,
             slo: None,
             trace: None,
+            conversations: None,
+        }
+    }
+}
+
+/// Multi-turn conversations as a served run's traffic: `sessions` conversations of up to
+/// `turns` user messages each; a turn is sent `think_time_seconds` after the reply to the one
+/// before it ended, its prompt the conversation so far (the server's own replies threaded in)
+/// and the new message. Messages are the dataset's: each ShareGPT conversation's human turns in
+/// order, or, for `source: synthetic`, one synthetic message per turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConversationsConfig {
+    /// Conversations sent.
+    #[schemars(range(min = 1, max = 100_000))]
+    pub sessions: u32,
+    /// User turns per conversation, at most (a ShareGPT conversation may have fewer).
+    #[schemars(range(min = 1, max = 1000))]
+    pub turns: u32,
+    /// Pause between a reply's end and the conversation's next message, s.
+    #[schemars(range(min = 0.0, max = 86400.0))]
+    pub think_time_seconds: f64,
+    /// Gap between the starts of consecutive conversations, s (0: all start at once).
+    #[schemars(range(min = 0.0, max = 86400.0))]
+    pub session_interval_seconds: f64,
+}
+
+impl Default for ConversationsConfig {
+    fn default() -> Self {
+        ConversationsConfig {
+            sessions: 8,
+            turns: 4,
+            think_time_seconds: 1.0,
+            session_interval_seconds: 0.0,
         }
     }
 }

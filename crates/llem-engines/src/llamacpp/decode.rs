@@ -111,6 +111,7 @@ fn record(
     finish: FinishReason,
 ) -> RequestRecord {
     RequestRecord {
+        session: None,
         energy: None,
         request_id: u32::try_from(s.request).unwrap_or(u32::MAX),
         batch_index: Some(batch_index),
@@ -235,6 +236,7 @@ fn open_slots(
         let n_in = p.tokens.len();
         if let Some(error) = unfit(n_in, per_slot) {
             sink.on_done(RequestRecord {
+                session: None,
                 energy: None,
                 request_id: u32::try_from(req).unwrap_or(u32::MAX),
                 batch_index: Some(bi),

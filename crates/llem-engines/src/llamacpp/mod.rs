@@ -391,6 +391,7 @@ impl LlamaCppSession<'_> {
             reference_output: None,
             output_tokens: None,
             ignore_eos: false,
+            follow_ups: Vec::new(),
         }];
         let wl = Workload {
             prompts,

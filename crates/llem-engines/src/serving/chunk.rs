@@ -60,6 +60,32 @@ pub fn parse(data: &[u8]) -> Result<Option<ChunkInfo>, crate::ChunkError> {
     }))
 }
 
+/// The reply text a chunk carries (`text`, or a chat delta's `content`; reasoning left out),
+/// for a conversation that threads the server's replies into its next prompt. Allocates,
+/// so only those requests read it.
+pub fn reply_text(data: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Chunk {
+        #[serde(default)]
+        choices: Vec<Choice>,
+    }
+    #[derive(Deserialize)]
+    struct Choice {
+        #[serde(default)]
+        text: Option<String>,
+        #[serde(default)]
+        delta: Option<Delta>,
+    }
+    #[derive(Deserialize)]
+    struct Delta {
+        #[serde(default)]
+        content: Option<String>,
+    }
+    let c: Chunk = serde_json::from_slice(data).ok()?;
+    let first = c.choices.into_iter().next()?;
+    first.text.or(first.delta.and_then(|d| d.content))
+}
+
 #[derive(Deserialize)]
 struct RawChunk {
     #[serde(default, deserialize_with = "first_choice")]
@@ -198,6 +224,16 @@ fn first_choice<'de, D: Deserializer<'de>>(d: D) -> Result<Option<RawChoice>, D:
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reply_text_is_the_content_without_reasoning() {
+        let chat = br#"{"choices":[{"delta":{"content":"Hi","reasoning_content":"hmm"}}]}"#;
+        assert_eq!(reply_text(chat).as_deref(), Some("Hi"));
+        let text = br#"{"choices":[{"text":" there","finish_reason":null}]}"#;
+        assert_eq!(reply_text(text).as_deref(), Some(" there"));
+        assert_eq!(reply_text(br#"{"choices":[],"usage":{}}"#), None);
+        assert_eq!(reply_text(b"[DONE]"), None);
+    }
 
     #[test]
     fn completion_chat_usage_and_error_chunks() {

@@ -90,22 +90,30 @@ pub enum PromptBody<'a> {
     /// Token ids of the server's vocabulary (completions only: OpenAI's `prompt` may be a
     /// list of ids, which llama-server and vLLM take as they are).
     Ids(&'a [u32]),
+    /// A conversation so far, `(role, content)` in order (chat only).
+    Messages(&'a [(&'static str, String)]),
 }
 
 /// Serialises one streaming request.
 pub fn body(endpoint: &Endpoint, api: Api, prompt: PromptBody<'_>, p: &BodyParams) -> Vec<u8> {
     let mut m = Map::new();
     m.insert("model".into(), Value::String(endpoint.model.clone()));
-    let prompt = match prompt {
-        PromptBody::Text(t) => Value::String(t.to_string()),
-        PromptBody::Ids(ids) => json!(ids),
-    };
-    match api {
-        Api::Completions => m.insert("prompt".into(), prompt),
-        Api::Chat => m.insert(
-            "messages".into(),
-            json!([{"role": "user", "content": prompt}]),
-        ),
+    match (api, prompt) {
+        (_, PromptBody::Messages(history)) => {
+            let messages: Vec<Value> = history
+                .iter()
+                .map(|(role, content)| json!({"role": role, "content": content}))
+                .collect();
+            m.insert("messages".into(), Value::Array(messages))
+        }
+        (Api::Completions, PromptBody::Text(t)) => m.insert("prompt".into(), json!(t)),
+        (Api::Completions, PromptBody::Ids(ids)) => m.insert("prompt".into(), json!(ids)),
+        (Api::Chat, PromptBody::Text(t)) => {
+            m.insert("messages".into(), json!([{"role": "user", "content": t}]))
+        }
+        (Api::Chat, PromptBody::Ids(ids)) => {
+            m.insert("messages".into(), json!([{"role": "user", "content": ids}]))
+        }
     };
     if let Some(n) = p.max_tokens {
         m.insert("max_tokens".into(), json!(n));
@@ -156,6 +164,12 @@ pub struct Finished {
     pub saw_done: bool,
     /// The `max_tokens` the request asked for, when it got more tokens than that.
     pub over_cap: Option<u32>,
+    /// The exact length it asked for (end of sequence ignored), when it did.
+    pub exact_output: Option<u32>,
+    /// The prompt's length as llem sent it (token ids), when known.
+    pub sent_prompt_tokens: Option<u32>,
+    /// The reply's text, when the request kept it (a conversation's turn).
+    pub reply: Option<String>,
 }
 
 /// Shared between the dispatcher and the run thread.
@@ -187,11 +201,48 @@ pub struct Dispatch {
     pub shared: Arc<Shared>,
     /// Where finished requests go.
     pub done: Sender<Finished>,
+    /// Multi-turn conversations to send instead of `requests` (each turn's body is made
+    /// when it is due, the replies so far in it).
+    pub sessions: Option<Arc<SessionsPlan>>,
+}
+
+/// One turn of a conversation, ready but for the history it is sent with.
+#[derive(Clone, Debug)]
+pub struct PreparedTurn {
+    /// The user's message.
+    pub message: String,
+    /// Its decoding fields.
+    pub params: BodyParams,
+    /// Asks for exactly `params.max_tokens` (end of sequence ignored).
+    pub exact_output: bool,
+}
+
+/// One conversation, ready to send.
+#[derive(Clone, Debug)]
+pub struct PreparedSession {
+    /// Its index.
+    pub session_id: u32,
+    /// When it starts, s from the run's start.
+    pub start_s: f64,
+    /// Its turns.
+    pub turns: Vec<PreparedTurn>,
+}
+
+/// Every conversation of a run, and the pause between a reply and the next message.
+#[derive(Clone, Debug)]
+pub struct SessionsPlan {
+    /// The conversations.
+    pub sessions: Vec<PreparedSession>,
+    /// Think time, s.
+    pub think_time_s: f64,
 }
 
 /// Sends the requests on the plan's schedule; each finished request goes to `done`. An
 /// error when a request's task died (a panic): its record is lost, so the run is not whole.
 pub async fn drive(d: Dispatch) -> Result<(), String> {
+    if let Some(sessions) = d.sessions.clone() {
+        return drive_sessions(d, sessions).await;
+    }
     let Dispatch {
         http,
         endpoint,
@@ -201,6 +252,7 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
         clock,
         shared,
         done,
+        sessions: _,
     } = d;
     if requests.is_empty() {
         return Ok(());
@@ -208,11 +260,7 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
     // The retry of a request whose pooled connection the server had closed goes out on a
     // connection of its own: the pool may hold more connections the server closed at the
     // same moment (it closes idle ones together), and a retry on one of them fails too.
-    let fresh = reqwest::Client::builder()
-        .pool_max_idle_per_host(0)
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| format!("cannot build the HTTP client for retries: {e}"))?;
+    let fresh = retry_client()?;
     let mut died: Option<String> = None;
     let sem = plan
         .max_concurrency
@@ -271,7 +319,17 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
                 pooled: &http,
                 fresh: &fresh,
             };
-            let f = one(clients, &endpoint, id, &req, scheduled_s, clock, &shared).await;
+            let f = one(
+                clients,
+                &endpoint,
+                id,
+                &req,
+                scheduled_s,
+                clock,
+                &shared,
+                false,
+            )
+            .await;
             let _ = done.send(f);
             drop(permit);
         });
@@ -281,6 +339,97 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
             note_death(joined, &mut died);
         }
     }
+    while let Some(joined) = tasks.join_next().await {
+        note_death(joined, &mut died);
+    }
+    died.map_or(Ok(()), Err)
+}
+
+/// The client a retry goes out on: a connection of its own, never a pooled one.
+fn retry_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client for retries: {e}"))
+}
+
+/// Sends every conversation: each starts at its time and sends its turns one after the
+/// other, each `think_time_s` after the reply before it ended, the conversation so far (the
+/// server's own replies) in its prompt. A failed turn ends its conversation (there is no
+/// reply to continue from). Request ids count turns as they are sent.
+async fn drive_sessions(d: Dispatch, plan: Arc<SessionsPlan>) -> Result<(), String> {
+    let fresh = retry_client()?;
+    let next_id = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let start = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for session in 0..plan.sessions.len() {
+        let (http, fresh, endpoint, shared, done, plan, next_id) = (
+            d.http.clone(),
+            fresh.clone(),
+            d.endpoint.clone(),
+            d.shared.clone(),
+            d.done.clone(),
+            plan.clone(),
+            next_id.clone(),
+        );
+        let clock = d.clock;
+        tasks.spawn(async move {
+            let Some(s) = plan.sessions.get(session) else {
+                return;
+            };
+            tokio::time::sleep_until(start + Duration::from_secs_f64(s.start_s.max(0.0))).await;
+            let clients = Clients {
+                pooled: &http,
+                fresh: &fresh,
+            };
+            let think = Duration::from_secs_f64(plan.think_time_s.max(0.0));
+            let mut history: Vec<(&'static str, String)> = Vec::new();
+            for (turn, t) in s.turns.iter().enumerate() {
+                if shared.stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                history.push(("user", t.message.clone()));
+                let req = Prepared {
+                    api: Api::Chat,
+                    body: Arc::new(body(
+                        &endpoint,
+                        Api::Chat,
+                        PromptBody::Messages(&history),
+                        &t.params,
+                    )),
+                    max_tokens: t.params.max_tokens,
+                    prompt_tokens: None,
+                    exact_output: t.exact_output,
+                };
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                let mut f = one(
+                    clients,
+                    &endpoint,
+                    id,
+                    &req,
+                    clock.now(),
+                    clock,
+                    &shared,
+                    true,
+                )
+                .await;
+                f.record.session = Some(llem_results::SessionTurn {
+                    session_id: s.session_id,
+                    turn: u32::try_from(turn).unwrap_or(u32::MAX),
+                });
+                let ok = f.record.success;
+                let reply = f.reply.take().unwrap_or_default();
+                let _ = done.send(f);
+                if !ok {
+                    return;
+                }
+                history.push(("assistant", reply));
+                tokio::time::sleep(think).await;
+            }
+        });
+    }
+    let mut died: Option<String> = None;
     while let Some(joined) = tasks.join_next().await {
         note_death(joined, &mut died);
     }
@@ -329,9 +478,11 @@ async fn one(
     scheduled_s: f64,
     clock: Clock,
     shared: &Shared,
+    keep_reply: bool,
 ) -> Finished {
     let submit_s = clock.now();
     let mut st = StreamState {
+        reply: keep_reply.then(String::new),
         // A capacity hint only: an open limit or a huge one does not reserve memory up front.
         chunks: Vec::with_capacity(req.max_tokens.map_or(256, |n| n.min(4096) as usize) + 4),
         usage: (None, None),
@@ -352,6 +503,7 @@ async fn one(
         cached,
         finish,
         saw_done,
+        reply,
     } = st;
     let end_s = clock.now();
     let acc = accounting::account(&chunks, final_usage.1);
@@ -362,6 +514,7 @@ async fn one(
     let over_cap = req.max_tokens.filter(|cap| output_tokens > *cap);
     Finished {
         record: RequestRecord {
+            session: None,
             energy: None,
             request_id: id,
             batch_index: None,
@@ -387,6 +540,9 @@ async fn one(
         input_from_usage,
         saw_done,
         over_cap,
+        exact_output: req.max_tokens.filter(|_| req.exact_output),
+        sent_prompt_tokens: req.prompt_tokens,
+        reply,
     }
 }
 
@@ -399,6 +555,8 @@ struct StreamState {
     finish: Option<FinishReason>,
     /// `data: [DONE]` arrived.
     saw_done: bool,
+    /// The reply's text so far, when kept.
+    reply: Option<String>,
 }
 
 impl StreamState {
@@ -426,6 +584,12 @@ impl StreamState {
         }
         if c.finish.is_some() {
             self.finish = c.finish;
+        }
+        if let Some(r) = self.reply.as_mut()
+            && c.text_bytes > 0
+            && let Some(t) = chunk::reply_text(data)
+        {
+            r.push_str(&t);
         }
         let prev = self.chunks.last().and_then(|p| p.cum_tokens).unwrap_or(0);
         // Usage on every chunk (continuous stats) lets a chunk carry tokens without

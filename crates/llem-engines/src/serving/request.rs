@@ -5,7 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::client::{self, Api, BodyParams, Endpoint, Prepared, PromptBody};
+use super::client::{
+    self, Api, BodyParams, Endpoint, Prepared, PreparedSession, PreparedTurn, PromptBody,
+    SessionsPlan,
+};
 use super::engines::ServerSpec;
 use crate::workload::{Prompt, PromptInput, Workload};
 
@@ -64,6 +67,49 @@ pub(super) fn prepare(
             }
         })
         .collect()
+}
+
+/// The conversations of `workload`, ready to send (null when it has none): each turn's
+/// message and decoding fields; the server's prompt cache stays on, as a conversation's
+/// later turns repeat its earlier ones.
+pub(super) fn prepare_sessions(
+    spec: Option<&ServerSpec>,
+    cfg: &llem_config::ExperimentConfig,
+    workload: &Workload,
+) -> Option<SessionsPlan> {
+    let plan = workload.traffic.as_ref()?.conversations.as_ref()?;
+    let section = spec.map(|s| (s.request_fields)(cfg)).unwrap_or_default();
+    let sessions = plan
+        .sessions
+        .iter()
+        .map(|s| PreparedSession {
+            session_id: s.session_id,
+            start_s: s.start_s,
+            turns: s
+                .turns
+                .iter()
+                .map(|p| {
+                    let params = body_params(workload, p, &section);
+                    PreparedTurn {
+                        message: match &p.input {
+                            PromptInput::Text { text, .. } => text.clone(),
+                            PromptInput::Tokens { n_tokens, seed } => {
+                                synthetic_text(*n_tokens, *seed)
+                            }
+                            // The plan refuses a trace with conversations.
+                            PromptInput::TokenIds(ids) => format!("{ids:?}"),
+                        },
+                        exact_output: p.ignore_eos && params.max_tokens.is_some(),
+                        params,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Some(SessionsPlan {
+        sessions,
+        think_time_s: plan.think_time_s,
+    })
 }
 
 /// The decoding fields of one request: the workload's sampling, then the engine section's
@@ -150,6 +196,7 @@ mod tests {
             reference_output: None,
             output_tokens: None,
             ignore_eos: false,
+            follow_ups: Vec::new(),
         };
         let mut workload = crate::registry::workload(&cfg, vec![prompt]);
         workload.max_input_tokens = Some(64);

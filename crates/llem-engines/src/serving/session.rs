@@ -64,7 +64,7 @@ impl Tally {
         }
     }
 
-    fn add(&mut self, f: &Finished, sent: Option<&Prepared>) {
+    fn add(&mut self, f: &Finished) {
         self.mode = self.mode.max(f.mode);
         self.all_usage &= f.from_usage || !f.record.success;
         self.all_input_usage &= f.input_from_usage || !f.record.success;
@@ -85,14 +85,12 @@ impl Tally {
             if !f.saw_done {
                 self.without_done += 1;
             }
-            if let Some(p) = sent {
-                if p.exact_output && p.max_tokens.is_some_and(|n| r.output_tokens < n) {
-                    self.short += 1;
-                }
-                if let Some(n) = p.prompt_tokens.filter(|_| f.input_from_usage) {
-                    self.inexact_inputs.0 += usize::from(r.input_tokens != n);
-                    self.inexact_inputs.1 += 1;
-                }
+            if f.exact_output.is_some_and(|n| r.output_tokens < n) {
+                self.short += 1;
+            }
+            if let Some(n) = f.sent_prompt_tokens.filter(|_| f.input_from_usage) {
+                self.inexact_inputs.0 += usize::from(r.input_tokens != n);
+                self.inexact_inputs.1 += 1;
             }
             if let Some(c) = r.cached_input_tokens {
                 *self.cached.get_or_insert(0) += u64::from(c);
@@ -138,16 +136,12 @@ impl ServerSession<'_> {
         shared: &Shared,
         sink: &mut dyn RequestSink,
         tally: &mut Tally,
-        requests: &[Prepared],
     ) -> Result<(), EngineError> {
         let mut reported_tokens = 0u64;
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(f) => {
-                    let sent = (!requests.is_empty())
-                        .then(|| requests.get(f.record.request_id as usize % requests.len()))
-                        .flatten();
-                    tally.add(&f, sent);
+                    tally.add(&f);
                     sink.on_done(f.record);
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -261,6 +255,8 @@ impl ServerSession<'_> {
         TrafficSummary {
             arrival: if trace.is_some() {
                 "trace".into()
+            } else if plan.conversations.is_some() {
+                "conversations".into()
             } else {
                 plan.arrival.to_string()
             },
@@ -326,9 +322,10 @@ impl Session for ServerSession<'_> {
             clock,
             shared: shared.clone(),
             done: tx,
+            sessions: super::request::prepare_sessions(e.spec, &e.cfg, workload).map(Arc::new),
         }));
         let mut tally = Tally::new();
-        let outcome = self.receive(&rx, &shared, sink, &mut tally, &requests);
+        let outcome = self.receive(&rx, &shared, sink, &mut tally);
         shared.stop.store(true, Ordering::Relaxed);
         shared.stopped.notify_one();
         // Received to the end, the dispatcher has returned (its senders are gone): a panic

@@ -328,6 +328,7 @@ impl<'e> TransformersSession<'e> {
                     *slot = ids;
                 }
                 sink.on_done(RequestRecord {
+                    session: None,
                     energy: None,
                     request_id: f.request,
                     batch_index: Some(bi),
@@ -362,6 +363,7 @@ impl<'e> TransformersSession<'e> {
 /// The failed record of empty prompt `i` of batch `batch`, at `now_s`.
 fn empty_prompt(i: usize, batch: u32, now_s: f64, reference: Option<u32>) -> RequestRecord {
     RequestRecord {
+        session: None,
         energy: None,
         request_id: u32::try_from(i).unwrap_or(u32::MAX),
         batch_index: Some(batch),

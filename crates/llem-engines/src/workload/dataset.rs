@@ -187,6 +187,7 @@ fn text_prompt(i: usize, text: String, group: Option<String>, reply: Option<Stri
         reference_output: reply,
         output_tokens: None,
         ignore_eos: false,
+        follow_ups: Vec::new(),
     }
 }
 
@@ -218,7 +219,10 @@ fn load_sharegpt(
         .conversations
         .into_iter()
         .enumerate()
-        .map(|(i, c)| text_prompt(i, c.prompt, None, Some(c.reply)))
+        .map(|(i, c)| Prompt {
+            follow_ups: c.follow_ups,
+            ..text_prompt(i, c.prompt, None, Some(c.reply))
+        })
         .collect();
     Ok(LoadedDataset {
         name: name.to_string(),
@@ -333,6 +337,7 @@ fn synthetic(cfg: &SyntheticConfig, n: usize, seed: u64) -> LoadedDataset {
                 reference_output: None,
                 output_tokens: Some(output),
                 ignore_eos: true,
+                follow_ups: Vec::new(),
             }
         })
         .collect();

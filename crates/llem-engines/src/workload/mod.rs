@@ -1,6 +1,7 @@
 //! The workload: prompts, how they are batched, how tokens are chosen.
 
 pub(crate) mod batching;
+pub mod conversation;
 pub mod dataset;
 pub(crate) mod sharegpt;
 pub mod trace;
@@ -51,6 +52,9 @@ pub struct Prompt {
     pub output_tokens: Option<u32>,
     /// Generate exactly `output_tokens`, ignoring end-of-sequence (synthetic).
     pub ignore_eos: bool,
+    /// The conversation's later user messages (ShareGPT's later human turns), for
+    /// multi-turn traffic.
+    pub follow_ups: Vec<String>,
 }
 
 /// How prompts are grouped into batches.
@@ -82,11 +86,19 @@ pub struct Workload {
 impl Workload {
     /// The workload of `cfg` over `prompts`.
     pub fn new(cfg: &ExperimentConfig, prompts: Vec<Prompt>) -> Workload {
+        let traffic = cfg.is_served().then(|| {
+            let t = cfg.effective_traffic();
+            TrafficPlan {
+                conversations: t
+                    .conversations
+                    .as_ref()
+                    .map(|c| std::sync::Arc::new(conversation::plan(c, &prompts))),
+                ..TrafficPlan::from_config(Some(&t), cfg.random_seed)
+            }
+        });
         Workload {
             prompts,
-            traffic: cfg
-                .is_served()
-                .then(|| TrafficPlan::from_config(Some(&cfg.effective_traffic()), cfg.random_seed)),
+            traffic,
             sampling: SamplingParams::from_config(cfg),
             max_input_tokens: cfg.max_input_tokens,
             max_output_tokens: cfg.max_output_tokens,
@@ -158,6 +170,7 @@ mod tests {
             reference_output: None,
             output_tokens: n,
             ignore_eos: n.is_some(),
+            follow_ups: Vec::new(),
         };
         assert_eq!(wl.output_limit(Some(&prompt(Some(128)))), Some(16));
         assert_eq!(wl.output_limit(Some(&prompt(Some(8)))), Some(8));

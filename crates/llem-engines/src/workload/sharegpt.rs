@@ -11,6 +11,9 @@ pub struct Conversation {
     pub prompt: String,
     /// First assistant reply.
     pub reply: String,
+    /// The human turns after the first, in order, while they alternate with replies (a
+    /// multi-turn conversation's later messages).
+    pub follow_ups: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -78,9 +81,24 @@ pub fn parse(bytes: &[u8], limit: Option<usize>) -> Result<ShareGpt, crate::Shar
                     (Some(h), Some(g))
                         if h.from == "human" && g.from == "gpt" && !h.value.trim().is_empty() =>
                     {
+                        // Later human turns while the roles alternate: a run of two human
+                        // turns (an edited message) ends the conversation there.
+                        let mut follow_ups = Vec::new();
+                        let mut expect_human = true;
+                        for t in turns {
+                            match (expect_human, t.from.as_str()) {
+                                (true, "human") if !t.value.trim().is_empty() => {
+                                    follow_ups.push(t.value);
+                                }
+                                (false, "gpt") => {}
+                                _ => break,
+                            }
+                            expect_human = !expect_human;
+                        }
                         out.conversations.push(Conversation {
                             prompt: h.value,
                             reply: g.value,
+                            follow_ups,
                         });
                     }
                     _ => out.skipped += 1,
@@ -120,6 +138,8 @@ mod tests {
         assert_eq!(s.conversations.len(), 2);
         assert_eq!(s.conversations[1].prompt, "Q2");
         assert_eq!(s.conversations[1].reply, "A2");
+        assert_eq!(s.conversations[1].follow_ups, ["more"]);
+        assert!(s.conversations[0].follow_ups.is_empty());
         assert_eq!(s.skipped, 2);
         assert!(!s.truncated);
     }

@@ -28,6 +28,9 @@ pub struct TrafficPlan {
     pub seed: u64,
     /// A replayed trace, whose times are the schedule (the fields above then do not apply).
     pub replay: Option<std::sync::Arc<crate::workload::trace::replay::Replay>>,
+    /// Multi-turn conversations, each sending its turns after the replies (the fields above
+    /// then do not apply).
+    pub conversations: Option<std::sync::Arc<crate::workload::conversation::ConversationPlan>>,
 }
 
 /// Hard cap on a duration-limited schedule, so a typo'd rate cannot exhaust memory (the
@@ -49,6 +52,7 @@ impl TrafficPlan {
             n_requests: t.n_requests,
             seed: t.seed.unwrap_or(default_seed) as u64,
             replay: None,
+            conversations: None,
         }
     }
 
@@ -63,6 +67,7 @@ impl TrafficPlan {
             n_requests: Some(n),
             seed: 0,
             replay: None,
+            conversations: None,
         }
     }
 
@@ -190,6 +195,7 @@ mod tests {
             n_requests: Some(n),
             seed: 42,
             replay: None,
+            conversations: None,
         }
     }
 

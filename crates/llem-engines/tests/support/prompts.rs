@@ -22,6 +22,7 @@ pub fn chat(texts: &[&str]) -> Vec<Prompt> {
             reference_output: None,
             output_tokens: None,
             ignore_eos: false,
+            follow_ups: Vec::new(),
         })
         .collect()
 }
@@ -68,6 +69,7 @@ pub fn plain(index: u32, text: &str) -> Prompt {
         reference_output: None,
         output_tokens: None,
         ignore_eos: false,
+        follow_ups: Vec::new(),
     }
 }
 
@@ -80,5 +82,6 @@ pub fn synthetic(index: u32, n_tokens: u32, seed: u64, output_tokens: u32) -> Pr
         reference_output: None,
         output_tokens: Some(output_tokens),
         ignore_eos: true,
+        follow_ups: Vec::new(),
     }
 }

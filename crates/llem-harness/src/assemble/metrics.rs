@@ -179,8 +179,11 @@ pub(super) fn prefix_cache_warning(
         .and_then(|e| e.enable_prefix_caching)
         == Some(true)
         || cfg.sglang.as_deref().and_then(|s| s.disable_radix_cache) == Some(false)
-        // A trace replay keeps the cache on: its shared prefixes are the point.
-        || cfg.traffic.as_deref().is_some_and(|t| t.trace.is_some());
+        // A trace replay or conversations keep the cache on: shared prefixes are the point.
+        || cfg
+            .traffic
+            .as_deref()
+            .is_some_and(|t| t.trace.is_some() || t.conversations.is_some());
     if asked {
         return None;
     }

@@ -300,6 +300,7 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
         energy_per_response_token_mj,
         energy_uncertainty: energy::uncertainty(m, window, &energies, output),
         timeline,
+        conversations: crate::sessions::summary(cfg, &records),
     };
     Assembled {
         result,

@@ -85,6 +85,7 @@ fn records(n: u32, tokens: u32, first: f64) -> Vec<RequestRecord> {
         .map(|i| {
             let times: Vec<f64> = (0..tokens).map(|k| first + f64::from(k)).collect();
             RequestRecord {
+                session: None,
                 energy: None,
                 request_id: i,
                 batch_index: Some(0),

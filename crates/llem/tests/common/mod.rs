@@ -92,3 +92,27 @@ pub fn amdgpu_card(sys: &Path, watts: f64) {
 }
 
 pub use llem_testkit::machine::{exclusive, shared};
+
+/// The `llama-server` the tests drive (scripts/build-llama-server.sh).
+pub fn llama_server() -> PathBuf {
+    let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
+    llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
+        panic!("llama-server is not installed: run scripts/build-llama-server.sh (make test does)")
+    })
+}
+
+/// `llem` in `home` (its HOME, working directory, sensor roots `powercap` and `sys` under
+/// it) with the asset cache and `llama-server`.
+pub fn llem_in(home: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_llem"));
+    c.current_dir(home)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
+        .env("LLEM_ASSETS", assets())
+        .env("LLEM_LLAMA_SERVER", llama_server())
+        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
+        .env("LLEM_SYSFS_ROOT", home.join("sys"));
+    c
+}

@@ -138,6 +138,7 @@ pub fn build(
             reference_output: None,
             output_tokens: Some(r.output_tokens),
             ignore_eos: true,
+            follow_ups: Vec::new(),
         });
     }
     let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
