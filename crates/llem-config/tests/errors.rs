@@ -989,3 +989,59 @@ fn a_trace_replay_refuses_what_it_would_lose() {
         "{derived:?}"
     );
 }
+
+/// Conversations need a dataset of conversations (or synthetic messages) with one for every
+/// session, and refuse what another schedule would set.
+#[test]
+fn conversations_refuse_single_prompts_and_other_schedules() {
+    let served = "model: m.gguf\nengine: vllm\n";
+    let cases = [
+        (
+            format!("{served}traffic:\n  conversations: {{sessions: 4}}\n"),
+            "conversations take their messages from a dataset of conversations",
+            1,
+        ),
+        (
+            format!(
+                "{served}dataset: {{source: sharegpt, n_prompts: 3}}\n\
+                 traffic:\n  conversations: {{sessions: 4}}\n"
+            ),
+            "4 conversations need 4 conversations from the dataset; `dataset.n_prompts` is 3",
+            3,
+        ),
+        (
+            format!(
+                "{served}dataset: {{source: synthetic, n_prompts: 10}}\n\
+                 traffic:\n  conversations: {{sessions: 4, turns: 3}}\n"
+            ),
+            "4 conversations of 3 turns need 12 messages",
+            3,
+        ),
+        (
+            format!(
+                "{served}dataset: {{source: sharegpt}}\n\
+                 traffic:\n  arrival: poisson\n  rate_qps: 3\n  conversations: {{sessions: 2}}\n"
+            ),
+            "`traffic.rate_qps` does not apply to conversations: space the conversations",
+            5,
+        ),
+        (
+            format!(
+                "{served}dataset: {{source: sharegpt}}\n\
+                 traffic:\n  conversations: {{sessions: 2}}\n  trace: {{path: t.csv, format: azure}}\n"
+            ),
+            "two schedules; use one",
+            5,
+        ),
+    ];
+    let cases: Vec<(&str, &str, u32)> =
+        cases.iter().map(|(t, w, l)| (t.as_str(), *w, *l)).collect();
+    refused_at(&cases);
+    let ok = format!(
+        "{served}dataset: {{source: sharegpt, n_prompts: 8}}\n\
+         traffic: {{conversations: {{sessions: 8, turns: 5, think_time_seconds: 2}}}}\n"
+    );
+    let plan = plan_text(&ok).unwrap_or_else(|e| panic!("{e}"));
+    let t = plan.configs[0].config.traffic.as_deref().unwrap();
+    assert_eq!(t.conversations.as_ref().unwrap().turns, 5);
+}

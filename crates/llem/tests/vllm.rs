@@ -321,3 +321,78 @@ fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached()
         r.measurement_warnings
     );
 }
+
+/// Multi-turn conversations on vLLM: each turn's prompt the conversation so far with vLLM's
+/// own replies (chat messages), its prefix cache serving what a conversation repeats, and
+/// the conversations' energies adding up to their requests'.
+#[test]
+fn conversations_run_on_vllm_with_the_replies_threaded_in() {
+    let _machine = common::shared();
+    let bin = venv_bin();
+    let model = hf_model();
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let cfg = home.path().join("conversations.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "model: {}\n\
+             engine: vllm\n\
+             runners: {{vllm: local}}\n\
+             dtype: bfloat16\n\
+             vllm: {{engine: {{gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}}}\n\
+             dataset: {{source: synthetic, n_prompts: 6, synthetic: {{input_tokens: 200, output_tokens: 10, distribution: fixed}}}}\n\
+             max_output_tokens: 32\n\
+             traffic: {{conversations: {{sessions: 2, turns: 3, think_time_seconds: 0.3}}}}\n\
+             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\n\
+             baseline: {{enabled: false}}\n",
+            model.display()
+        ),
+    )
+    .unwrap();
+    let out = home.path().join("results");
+    let o = llem_with_vllm(home.path(), &bin)
+        .args(["run", cfg.to_str().unwrap(), "-q", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let result = common::walk(&out)
+        .into_iter()
+        .find(|p| p.ends_with("result.json"))
+        .unwrap();
+    let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    let mut reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();
+    assert_eq!(reqs.len(), 6);
+    reqs.sort_by_key(|q| (q.session.unwrap().session_id, q.session.unwrap().turn));
+    for w in reqs.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.session.unwrap().session_id != b.session.unwrap().session_id {
+            continue;
+        }
+        assert!(a.success && b.success, "{:?} {:?}", a.error, b.error);
+        assert_eq!(b.session.unwrap().turn, a.session.unwrap().turn + 1);
+        assert!(b.submit_s >= a.end_s + 0.3 - 1e-3);
+        // The conversation so far and a new 200-token message.
+        assert!(
+            b.input_tokens >= a.input_tokens + a.output_tokens + 190,
+            "{a:?} {b:?}"
+        );
+        // vLLM's prefix cache held the earlier prompt (its whole blocks: every prompt here
+        // is longer than a block).
+        assert!(b.cached_input_tokens.unwrap() > 0, "{b:?}");
+    }
+    assert!(reqs.iter().all(|q| q.output_tokens == 10));
+    let c = r.conversations.as_ref().unwrap();
+    assert_eq!((c.sessions, c.turns), (2, 6));
+    if let Some(d) = &c.energy_per_session_j {
+        let requests_j: f64 = reqs
+            .iter()
+            .filter_map(|q| q.energy)
+            .map(|e| e.energy_j)
+            .sum();
+        assert!((d.mean * 2.0 - requests_j).abs() <= 1e-9 * requests_j.max(1.0));
+    }
+}

@@ -122,6 +122,25 @@ fn traffic_lines(s: &mut String, r: &ExperimentResult) {
             }
         );
     }
+    if let Some(c) = &r.conversations {
+        let per = c.energy_per_session_j.as_ref().map_or_else(
+            || "energy per conversation not attributed".to_string(),
+            |d| {
+                format!(
+                    "{:.2} J per conversation (p50 {:.2}, p99 {:.2})",
+                    d.mean, d.p50, d.p99
+                )
+            },
+        );
+        let hits = c.later_turn_cache_hit_rate.map_or_else(String::new, |h| {
+            format!("; later turns' prompts {:.0} % from the cache", h * 100.0)
+        });
+        let _ = writeln!(
+            s,
+            "   sessions    {} conversations, {} turns: {per}{hits}",
+            c.sessions, c.turns
+        );
+    }
     if let Some(tl) = &r.timeline {
         let share = tl
             .idle_energy_share
