@@ -5,6 +5,7 @@
 //! diffusion runs when the directory holds any; a search study's answer and candidates first.
 
 mod attribution;
+mod conversations;
 mod diffusion;
 mod figure;
 mod load;
@@ -648,6 +649,7 @@ pub fn render(
     pareto_section(&mut h, runs);
     timelines_section(&mut h, runs);
     load::section(&mut h, runs);
+    conversations::section(&mut h, runs);
     latency_section(&mut h, &configs);
     attribution::section(&mut h, &configs);
     nodes::section(&mut h, &configs);
