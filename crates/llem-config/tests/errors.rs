@@ -964,10 +964,9 @@ fn a_trace_replay_refuses_what_it_would_lose() {
             7,
         ),
         (
-            format!(
-                "model: m.gguf\nengine: vllm\ndataset: {{source: synthetic}}\n\
-                 traffic: {{trace: {{path: t.csv, format: azure}}}}\n"
-            ),
+            "model: m.gguf\nengine: vllm\ndataset: {source: synthetic}\n\
+             traffic: {trace: {path: t.csv, format: azure}}\n"
+                .to_string(),
             "cuts its prompts from the dataset's text",
             3,
         ),

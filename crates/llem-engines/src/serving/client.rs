@@ -68,6 +68,8 @@ pub struct Prepared {
     /// The request asks for exactly `max_tokens` (end of sequence ignored): a shorter reply
     /// is counted.
     pub exact_output: bool,
+    /// Keep the reply's text (a conversation threads it into its next turn).
+    pub keep_reply: bool,
 }
 
 /// Decoding fields of a request body.
@@ -319,17 +321,7 @@ pub async fn drive(d: Dispatch) -> Result<(), String> {
                 pooled: &http,
                 fresh: &fresh,
             };
-            let f = one(
-                clients,
-                &endpoint,
-                id,
-                &req,
-                scheduled_s,
-                clock,
-                &shared,
-                false,
-            )
-            .await;
+            let f = one(clients, &endpoint, id, &req, scheduled_s, clock, &shared).await;
             let _ = done.send(f);
             drop(permit);
         });
@@ -401,19 +393,10 @@ async fn drive_sessions(d: Dispatch, plan: Arc<SessionsPlan>) -> Result<(), Stri
                     max_tokens: t.params.max_tokens,
                     prompt_tokens: None,
                     exact_output: t.exact_output,
+                    keep_reply: true,
                 };
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
-                let mut f = one(
-                    clients,
-                    &endpoint,
-                    id,
-                    &req,
-                    clock.now(),
-                    clock,
-                    &shared,
-                    true,
-                )
-                .await;
+                let mut f = one(clients, &endpoint, id, &req, clock.now(), clock, &shared).await;
                 f.record.session = Some(llem_results::SessionTurn {
                     session_id: s.session_id,
                     turn: u32::try_from(turn).unwrap_or(u32::MAX),
@@ -478,11 +461,10 @@ async fn one(
     scheduled_s: f64,
     clock: Clock,
     shared: &Shared,
-    keep_reply: bool,
 ) -> Finished {
     let submit_s = clock.now();
     let mut st = StreamState {
-        reply: keep_reply.then(String::new),
+        reply: req.keep_reply.then(String::new),
         // A capacity hint only: an open limit or a huge one does not reserve memory up front.
         chunks: Vec::with_capacity(req.max_tokens.map_or(256, |n| n.min(4096) as usize) + 4),
         usage: (None, None),

@@ -64,6 +64,7 @@ pub(super) fn prepare(
                     _ => None,
                 },
                 exact_output: p.ignore_eos && params.max_tokens.is_some(),
+                keep_reply: false,
             }
         })
         .collect()

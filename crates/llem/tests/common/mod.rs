@@ -1,5 +1,5 @@
 //! What the integration tests share: the asset cache and sensor trees they write.
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
