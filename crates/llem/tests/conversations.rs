@@ -124,18 +124,7 @@ fn conversations_thread_the_servers_replies_and_add_up_per_session_and_turn() {
     );
     assert!(c.later_turn_cache_hit_rate.unwrap() > 0.3, "{c:?}");
     // The report has the conversations: a row per turn position.
-    let html = home.path().join("report.html");
-    let o = common::llem_in(home.path())
-        .args([
-            "report",
-            out.to_str().unwrap(),
-            "-o",
-            html.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = common::report_page(home.path(), &out);
     let section = &page[page.find("<section id=\"conversations\">").unwrap()..];
     let section = &section[..section.find("</section>").unwrap()];
     assert_eq!(section.matches("<tr>").count(), 1 + 3, "{section}");

@@ -14,33 +14,11 @@ use std::process::Command;
 use llem_results::{ExperimentResult, read_requests, read_server_metrics};
 
 use crate::common;
-use common::assets;
+use common::{assets, llama_server, llem_with_server as llem_command};
 
 use llem_testkit::lora;
 
 use llem_testkit::fake_openai;
-
-fn llama_server() -> PathBuf {
-    let env = std::env::var_os("LLEM_LLAMA_SERVER").map(PathBuf::from);
-    llem_engines::serving::find_llama_server(env.as_ref()).unwrap_or_else(|| {
-        panic!("llama-server is not installed: run scripts/build-llama-server.sh (make test does)")
-    })
-}
-
-/// `llem` with a sandboxed HOME and sensor roots, the asset cache and this `llama-server`.
-fn llem_command(home: &Path, server: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_llem"));
-    c.current_dir(home)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", home)
-        .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
-        .env("LLEM_ASSETS", assets())
-        .env("LLEM_LLAMA_SERVER", server)
-        .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
-        .env("LLEM_SYSFS_ROOT", home.join("sys"));
-    c
-}
 
 /// PIDs of live processes running `exe`.
 fn running(exe: &Path) -> Vec<u32> {

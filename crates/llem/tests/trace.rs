@@ -161,18 +161,7 @@ fn every_trace_layout_is_replayed_on_time_with_exact_lengths_and_shared_prefixes
         check_timeline(case, &r, &reqs, cell, watts, max_gap_s);
     }
     // The report draws each replay's bins: power with its idle part, requests in flight.
-    let html = home.path().join("report.html");
-    let o = common::llem_in(home.path())
-        .args([
-            "report",
-            dir.to_str().unwrap(),
-            "-o",
-            html.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let page = std::fs::read_to_string(&html).unwrap();
+    let page = common::report_page(home.path(), &dir);
     for i in 0..CASES.len() {
         for chart in ["load-power", "load-requests"] {
             assert!(page.contains(&format!("id=\"{chart}-{i}\"")), "{chart}-{i}");

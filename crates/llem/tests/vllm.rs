@@ -83,6 +83,34 @@ fn llem_with_vllm(home: &Path, bin: &Path) -> Command {
     c
 }
 
+/// One vLLM experiment: `yaml` (after `model: <the HF model>`) run in a fresh home; its
+/// result and requests, sorted by request id.
+fn run_vllm(yaml: &str) -> (ExperimentResult, Vec<llem_results::RequestRecord>) {
+    let bin = venv_bin();
+    let model = hf_model();
+    let home = tempfile::tempdir().unwrap();
+    for d in ["powercap", "sys"] {
+        std::fs::create_dir_all(home.path().join(d)).unwrap();
+    }
+    let cfg = home.path().join("experiment.yaml");
+    std::fs::write(&cfg, format!("model: {}\n{yaml}", model.display())).unwrap();
+    let out = home.path().join("results");
+    let o = llem_with_vllm(home.path(), &bin)
+        .args(["run", cfg.to_str().unwrap(), "-q", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let result = common::walk(&out)
+        .into_iter()
+        .find(|p| p.ends_with("result.json"))
+        .unwrap();
+    let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    let mut reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();
+    reqs.sort_by_key(|q| q.request_id);
+    (r, reqs)
+}
+
 fn percentile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
@@ -240,51 +268,28 @@ fn a_study_of_two_vllm_configurations_runs_for_real() {
 #[test]
 fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached() {
     let _machine = common::shared();
-    let bin = venv_bin();
-    let model = hf_model();
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
+    let traces = tempfile::tempdir().unwrap();
+    let trace = traces.path().join("mooncake_trace.jsonl");
     std::fs::write(
-        home.path().join("mooncake_trace.jsonl"),
+        &trace,
         "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 6, \"hash_ids\": [1, 2]}\n\
          {\"timestamp\": 4000, \"input_length\": 800, \"output_length\": 5, \"hash_ids\": [1, 3]}\n\
          {\"timestamp\": 4500, \"input_length\": 90, \"output_length\": 7, \"hash_ids\": [8]}\n",
     )
     .unwrap();
-    let cfg = home.path().join("trace.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "model: {}\n\
-             engine: vllm\n\
-             runners: {{vllm: local}}\n\
-             dtype: bfloat16\n\
-             vllm: {{engine: {{gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}}}\n\
-             dataset: {{source: sharegpt, n_prompts: 40}}\n\
-             max_input_tokens: null\n\
-             max_output_tokens: null\n\
-             traffic: {{trace: {{path: mooncake_trace.jsonl, format: mooncake}}}}\n\
-             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\n\
-             baseline: {{enabled: false}}\n",
-            model.display()
-        ),
-    )
-    .unwrap();
-    let out = home.path().join("results");
-    let o = llem_with_vllm(home.path(), &bin)
-        .args(["run", cfg.to_str().unwrap(), "-q", "--output"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let result = common::walk(&out)
-        .into_iter()
-        .find(|p| p.ends_with("result.json"))
-        .unwrap();
-    let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
+    let (r, reqs) = run_vllm(&format!(
+        "engine: vllm\n\
+         runners: {{vllm: local}}\n\
+         dtype: bfloat16\n\
+         vllm: {{engine: {{gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}}}\n\
+         dataset: {{source: sharegpt, n_prompts: 40}}\n\
+         max_input_tokens: null\n\
+         max_output_tokens: null\n\
+         traffic: {{trace: {{path: {}, format: mooncake}}}}\n\
+         warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\n\
+         baseline: {{enabled: false}}\n",
+        trace.display()
+    ));
     let t = r.traffic.as_ref().unwrap();
     assert_eq!(t.arrival, "trace");
     let tr = t.trace.as_ref().unwrap();
@@ -293,8 +298,6 @@ fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached()
         (3, Some(0), 0)
     );
     assert_eq!(tr.shared_prefix_tokens, 512);
-    let mut reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();
-    reqs.sort_by_key(|q| q.request_id);
     let want = [(0.0, 700, 6), (4.0, 800, 5), (4.5, 90, 7)];
     let t0 = reqs[0].scheduled_s.unwrap();
     for (q, (at, input, output)) in reqs.iter().zip(want) {
@@ -328,43 +331,17 @@ fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached()
 #[test]
 fn conversations_run_on_vllm_with_the_replies_threaded_in() {
     let _machine = common::shared();
-    let bin = venv_bin();
-    let model = hf_model();
-    let home = tempfile::tempdir().unwrap();
-    for d in ["powercap", "sys"] {
-        std::fs::create_dir_all(home.path().join(d)).unwrap();
-    }
-    let cfg = home.path().join("conversations.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "model: {}\n\
-             engine: vllm\n\
-             runners: {{vllm: local}}\n\
-             dtype: bfloat16\n\
-             vllm: {{engine: {{gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}}}\n\
-             dataset: {{source: synthetic, n_prompts: 6, synthetic: {{input_tokens: 200, output_tokens: 10, distribution: fixed}}}}\n\
-             max_output_tokens: 32\n\
-             traffic: {{conversations: {{sessions: 2, turns: 3, think_time_seconds: 0.3}}}}\n\
-             warmup: {{n_warmup: 1, thermal_floor_seconds: 0}}\n\
-             baseline: {{enabled: false}}\n",
-            model.display()
-        ),
-    )
-    .unwrap();
-    let out = home.path().join("results");
-    let o = llem_with_vllm(home.path(), &bin)
-        .args(["run", cfg.to_str().unwrap(), "-q", "--output"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let result = common::walk(&out)
-        .into_iter()
-        .find(|p| p.ends_with("result.json"))
-        .unwrap();
-    let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
-    let mut reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();
+    let (r, mut reqs) = run_vllm(
+        "engine: vllm\n\
+         runners: {vllm: local}\n\
+         dtype: bfloat16\n\
+         vllm: {engine: {gpu_memory_utilization: 0.2, enforce_eager: true, max_model_len: 1024}}\n\
+         dataset: {source: synthetic, n_prompts: 6, synthetic: {input_tokens: 200, output_tokens: 10, distribution: fixed}}\n\
+         max_output_tokens: 32\n\
+         traffic: {conversations: {sessions: 2, turns: 3, think_time_seconds: 0.3}}\n\
+         warmup: {n_warmup: 1, thermal_floor_seconds: 0}\n\
+         baseline: {enabled: false}\n",
+    );
     assert_eq!(reqs.len(), 6);
     reqs.sort_by_key(|q| (q.session.unwrap().session_id, q.session.unwrap().turn));
     for w in reqs.windows(2) {

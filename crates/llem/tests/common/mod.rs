@@ -104,6 +104,12 @@ pub fn llama_server() -> PathBuf {
 /// `llem` in `home` (its HOME, working directory, sensor roots `powercap` and `sys` under
 /// it) with the asset cache and `llama-server`.
 pub fn llem_in(home: &Path) -> std::process::Command {
+    llem_with_server(home, &llama_server())
+}
+
+/// [`llem_in`] with `server` as its `llama-server` (a path that is not one, to show a run
+/// needs none).
+pub fn llem_with_server(home: &Path, server: &Path) -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_llem"));
     c.current_dir(home)
         .env_clear()
@@ -111,8 +117,22 @@ pub fn llem_in(home: &Path) -> std::process::Command {
         .env("HOME", home)
         .env("LLEM_CONFIG_PATH", home.join("no-user-config.yaml"))
         .env("LLEM_ASSETS", assets())
-        .env("LLEM_LLAMA_SERVER", llama_server())
+        .env("LLEM_LLAMA_SERVER", server)
         .env("LLEM_POWERCAP_ROOT", home.join("powercap"))
         .env("LLEM_SYSFS_ROOT", home.join("sys"));
     c
+}
+
+/// `llem report DIR` written in `home`; the page.
+pub fn report_page(home: &Path, dir: &Path) -> String {
+    let html = home.join("report.html");
+    let o = llem_in(home)
+        .arg("report")
+        .arg(dir)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(&html).unwrap()
 }
