@@ -302,6 +302,7 @@ fn repository_examples_plan_cleanly() {
         "trace-azure.yaml",
         "trace-burstgpt.yaml",
         "trace-mooncake.yaml",
+        "trace-columns.yaml",
         "conversations.yaml",
     ] {
         let p = plan_path(&examples().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -253,6 +253,19 @@ mod tests {
                 .iter()
                 .any(|b| *b > 0)
         );
+        let mut g = cfg(&dir.join("gateway-sample.csv"), TraceFormatName::Csv);
+        g.columns = Some(llem_config::TraceColumns {
+            timestamp: "arrived_ms".into(),
+            time_unit: TraceTimeUnit::Milliseconds,
+            input_tokens: "prompt_len".into(),
+            output_tokens: "reply_len".into(),
+            hash_ids: Some("blocks".into()),
+            model: None,
+        });
+        let t = read(&g).unwrap();
+        assert_eq!(t.requests.len(), 10);
+        assert_eq!(t.requests[1].hash_ids, [11, 12, 31]);
+        assert_eq!(super::super::shared_prefix_blocks(&t.requests)[2], 2);
     }
 
     #[test]
