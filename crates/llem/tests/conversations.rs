@@ -70,11 +70,10 @@ fn conversations_thread_the_servers_replies_and_add_up_per_session_and_turn() {
         assert_eq!(order, [0, 1, 2], "session {id}");
         for w in turns.windows(2) {
             let (a, b) = (w[0], w[1]);
-            // Sent after the reply before it and the think time.
-            assert!(
-                b.submit_s >= a.end_s + 0.5 - 1e-3,
-                "session {id}: {a:?} {b:?}"
-            );
+            // Due the think time after the reply before it ended, and sent then or later.
+            let due = b.scheduled_s.unwrap();
+            assert!(due >= a.end_s + 0.5 - 1e-6, "session {id}: {a:?} {b:?}");
+            assert!(b.submit_s >= due - 1e-6, "session {id}: {b:?}");
             // The prompt holds the conversation so far: the earlier prompt, the server's
             // reply (re-tokenized, give or take a token at the seams) and a new message.
             assert!(

@@ -108,13 +108,12 @@ pub fn body(endpoint: &Endpoint, api: Api, prompt: PromptBody<'_>, p: &BodyParam
                 .collect();
             m.insert("messages".into(), Value::Array(messages))
         }
+        // Token ids are a completions prompt whatever the endpoint (chat has no such field);
+        // request.rs sends them to completions only.
+        (_, PromptBody::Ids(ids)) => m.insert("prompt".into(), json!(ids)),
         (Api::Completions, PromptBody::Text(t)) => m.insert("prompt".into(), json!(t)),
-        (Api::Completions, PromptBody::Ids(ids)) => m.insert("prompt".into(), json!(ids)),
         (Api::Chat, PromptBody::Text(t)) => {
             m.insert("messages".into(), json!([{"role": "user", "content": t}]))
-        }
-        (Api::Chat, PromptBody::Ids(ids)) => {
-            m.insert("messages".into(), json!([{"role": "user", "content": ids}]))
         }
     };
     if let Some(n) = p.max_tokens {
@@ -370,7 +369,9 @@ async fn drive_sessions(d: Dispatch, plan: Arc<SessionsPlan>) -> Result<(), Stri
             let Some(s) = plan.sessions.get(session) else {
                 return;
             };
-            tokio::time::sleep_until(start + Duration::from_secs_f64(s.start_s.max(0.0))).await;
+            // When the next turn is due: the conversation's start, then each reply's end plus
+            // the think time. Its lateness is the time a turn went out after that.
+            let mut due = start + Duration::from_secs_f64(s.start_s.max(0.0));
             let clients = Clients {
                 pooled: &http,
                 fresh: &fresh,
@@ -378,6 +379,7 @@ async fn drive_sessions(d: Dispatch, plan: Arc<SessionsPlan>) -> Result<(), Stri
             let think = Duration::from_secs_f64(plan.think_time_s.max(0.0));
             let mut history: Vec<(&'static str, String)> = Vec::new();
             for (turn, t) in s.turns.iter().enumerate() {
+                tokio::time::sleep_until(due).await;
                 if shared.stop.load(Ordering::Relaxed) {
                     return;
                 }
@@ -396,7 +398,8 @@ async fn drive_sessions(d: Dispatch, plan: Arc<SessionsPlan>) -> Result<(), Stri
                     keep_reply: true,
                 };
                 let id = next_id.fetch_add(1, Ordering::Relaxed);
-                let mut f = one(clients, &endpoint, id, &req, clock.now(), clock, &shared).await;
+                let scheduled_s = clock.at(due);
+                let mut f = one(clients, &endpoint, id, &req, scheduled_s, clock, &shared).await;
                 f.record.session = Some(llem_results::SessionTurn {
                     session_id: s.session_id,
                     turn: u32::try_from(turn).unwrap_or(u32::MAX),
@@ -408,7 +411,7 @@ async fn drive_sessions(d: Dispatch, plan: Arc<SessionsPlan>) -> Result<(), Stri
                     return;
                 }
                 history.push(("assistant", reply));
-                tokio::time::sleep(think).await;
+                due = tokio::time::Instant::now() + think;
             }
         });
     }

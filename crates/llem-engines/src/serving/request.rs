@@ -89,20 +89,20 @@ pub(super) fn prepare_sessions(
             turns: s
                 .turns
                 .iter()
-                .map(|p| {
+                .map_while(|p| {
+                    let message = match &p.input {
+                        PromptInput::Text { text, .. } => text.clone(),
+                        PromptInput::Tokens { n_tokens, seed } => synthetic_text(*n_tokens, *seed),
+                        // A chat message is text; conversations are planned from the dataset's
+                        // text or synthetic messages, never from a trace's token ids.
+                        PromptInput::TokenIds(_) => return None,
+                    };
                     let params = body_params(workload, p, &section);
-                    PreparedTurn {
-                        message: match &p.input {
-                            PromptInput::Text { text, .. } => text.clone(),
-                            PromptInput::Tokens { n_tokens, seed } => {
-                                synthetic_text(*n_tokens, *seed)
-                            }
-                            // The plan refuses a trace with conversations.
-                            PromptInput::TokenIds(ids) => format!("{ids:?}"),
-                        },
+                    Some(PreparedTurn {
+                        message,
                         exact_output: p.ignore_eos && params.max_tokens.is_some(),
                         params,
-                    }
+                    })
                 })
                 .collect(),
         })
