@@ -267,7 +267,9 @@ fn a_study_of_two_vllm_configurations_runs_for_real() {
 /// 512-token block with an earlier one served from vLLM's prefix cache.
 #[test]
 fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached() {
-    let _machine = common::shared();
+    // Alone: the study test counts the vLLM processes it leaves behind, and another
+    // test's server would be one.
+    let _machine = common::exclusive();
     let traces = tempfile::tempdir().unwrap();
     let trace = traces.path().join("mooncake_trace.jsonl");
     std::fs::write(
@@ -330,7 +332,9 @@ fn a_trace_is_replayed_on_vllm_with_exact_lengths_and_its_shared_prefix_cached()
 /// the conversations' energies adding up to their requests'.
 #[test]
 fn conversations_run_on_vllm_with_the_replies_threaded_in() {
-    let _machine = common::shared();
+    // Alone: the study test counts the vLLM processes it leaves behind, and another
+    // test's server would be one.
+    let _machine = common::exclusive();
     let (r, mut reqs) = run_vllm(
         "engine: vllm\n\
          runners: {vllm: local}\n\
