@@ -66,6 +66,7 @@ EXPERIMENT_RESULT_FIELDS = (
     ('energy_per_response_token_mj', 'Optional[Section]', "Each such request's energy over its output tokens, mJ per token."),
     ('energy_uncertainty', 'Optional[Section]', "What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline."),
     ('timeline', 'Optional[Section]', "The window's energy over time (`timeline.parquet`, one row per bin); null when the energy could not be cut into bins."),
+    ('conversations', 'Optional[Section]', 'Multi-turn conversations, when the traffic was (per session and per turn); null otherwise.'),
 )
 
 STUDY_RESULT_FIELDS = (

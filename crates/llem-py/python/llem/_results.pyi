@@ -157,6 +157,8 @@ class ExperimentResult(Section):
     """What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline."""
     timeline: Optional[Section]
     """The window's energy over time (`timeline.parquet`, one row per bin); null when the energy could not be cut into bins."""
+    conversations: Optional[Section]
+    """Multi-turn conversations, when the traffic was (per session and per turn); null otherwise."""
 
 class StudyResult(Section):
     """A study: every field of study_result.json as an attribute."""
