@@ -46,10 +46,7 @@ fn conversations_thread_the_servers_replies_and_add_up_per_session_and_turn() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let result = common::walk(&out)
-        .into_iter()
-        .find(|p| p.ends_with("result.json"))
-        .unwrap();
+    let result = common::result_file(&out);
     let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
     assert_eq!(r.traffic.as_ref().unwrap().arrival, "conversations");
     let reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();

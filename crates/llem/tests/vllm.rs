@@ -101,10 +101,7 @@ fn run_vllm(yaml: &str) -> (ExperimentResult, Vec<llem_results::RequestRecord>) 
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let result = common::walk(&out)
-        .into_iter()
-        .find(|p| p.ends_with("result.json"))
-        .unwrap();
+    let result = common::result_file(&out);
     let r: ExperimentResult = serde_json::from_slice(&std::fs::read(&result).unwrap()).unwrap();
     let mut reqs = read_requests(&result.with_file_name("requests.parquet")).unwrap();
     reqs.sort_by_key(|q| q.request_id);

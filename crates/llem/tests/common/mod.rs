@@ -136,3 +136,11 @@ pub fn report_page(home: &Path, dir: &Path) -> String {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::read_to_string(&html).unwrap()
 }
+
+/// The first `result.json` under `dir` (a single run's).
+pub fn result_file(dir: &Path) -> PathBuf {
+    walk(dir)
+        .into_iter()
+        .find(|p| p.ends_with("result.json"))
+        .unwrap()
+}
