@@ -261,9 +261,10 @@ fn check_timeline(
     let bins = read_timeline(&cell.join("timeline.parquet")).unwrap();
     assert_eq!(bins.len(), tl.bins, "{name}");
     let binned: f64 = bins.iter().map(|b| b.energy_j).sum();
+    let tolerance_j = common::cut_tolerance_j(r, w, lag_s);
     assert!(
-        (binned - r.total_energy_j).abs() <= 0.005 * r.total_energy_j,
-        "{name}: bins {binned} J, window {} J",
+        (binned - r.total_energy_j).abs() <= tolerance_j,
+        "{name}: bins {binned} J, window {} J, tolerance {tolerance_j} J",
         r.total_energy_j
     );
     let [a, b] = r.measurement_window_s.unwrap();

@@ -62,6 +62,26 @@ pub fn rapl_zone(root: &Path, watts: f64) -> (Arc<AtomicBool>, std::thread::Join
     (stop, writer)
 }
 
+/// How far a cut of the window along its energy curve (time bins, requests, sessions) may
+/// sum from the result's headline energy: the attribution's own tolerance (0.5 %), plus what
+/// the curve's and the headline's edge interpolations can differ by (the result's edge and
+/// gap bounds: the counter intervals that hold the edges), plus what the counter's writer
+/// lagged at each edge (`lag_s` at `watts`). A slow machine widens the last two, and the
+/// test then expects what it measured.
+pub fn cut_tolerance_j(r: &llem_results::ExperimentResult, watts: f64, lag_s: f64) -> f64 {
+    let edges: f64 = r
+        .energy_uncertainty
+        .as_ref()
+        .map(|u| {
+            u.domains
+                .iter()
+                .map(|d| d.edge_bound_j + d.gap_bound_j)
+                .sum()
+        })
+        .unwrap_or(0.0);
+    0.005 * r.total_energy_j + edges + 2.0 * watts * lag_s
+}
+
 /// The asset cache holding SmolLM2 and ShareGPT (scripts/fetch-assets.sh); fails the test
 /// with the command to run when they are missing.
 pub fn assets() -> PathBuf {
