@@ -29,6 +29,10 @@ pub fn run_cell(
     )
     .map_err(AppError::Config)?
     .config;
+    // On a Slurm node this is the first llem to run since a task there may have died.
+    for r in crate::device::restore_leftovers() {
+        progress.event(llem_harness::Event::Note(crate::device::describe(&r)));
+    }
     let request = experiment_request(
         CellTarget {
             config: &spec.config,
@@ -59,6 +63,8 @@ pub fn error_type(e: &AppError) -> &'static str {
             HarnessError::Results(_) => "ResultsError",
             HarnessError::NothingMeasured(_) => "NothingMeasured",
             HarnessError::RequestsFailed(_) => "RequestsFailed",
+            HarnessError::Device(_) => "DeviceSettingsError",
+            HarnessError::DeviceRestore(_) => "DeviceRestoreError",
             HarnessError::Cancelled => "Interrupted",
         },
         AppError::Cancelled => "Interrupted",

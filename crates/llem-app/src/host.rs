@@ -28,6 +28,15 @@ pub fn lock_dir() -> PathBuf {
     cache_dir().join("locks")
 }
 
+/// Where device-settings journals live: `LLEM_DEVICE_JOURNAL_DIR`, else
+/// `<cache>/device-journal`. On a machine several users share, point every user's at one
+/// directory (e.g. `/var/lib/llem/device-journal`) so that any llem finds any leftover.
+pub fn device_journal_dir() -> PathBuf {
+    std::env::var_os("LLEM_DEVICE_JOURNAL_DIR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| cache_dir().join("device-journal"), PathBuf::from)
+}
+
 /// The asset cache (`LLEM_ASSETS`, else `<cache>/assets`).
 pub fn assets_dir() -> PathBuf {
     llem_engines::assets::assets_dir(std::env::var("LLEM_ASSETS").ok().as_deref())

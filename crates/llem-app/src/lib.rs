@@ -6,6 +6,7 @@
 
 pub mod cell;
 pub mod command;
+pub mod device;
 pub mod doctor;
 mod error;
 pub mod events;

@@ -45,6 +45,7 @@ pub fn experiment_request<'a>(
         cell_dir: cell.cell_dir,
         assets_dir: host::assets_dir(),
         cache_dir: baseline_cache_dir,
+        device_journal_dir: host::device_journal_dir(),
         sensor_env: SensorEnv::from_process(user.measurement.cpu_tdp_w),
         sampling_interval,
         llem_version: host::VERSION,
@@ -91,6 +92,13 @@ pub fn run_one(
         ));
     };
     let cfg = &pc.config;
+    for r in crate::device::restore_leftovers() {
+        progress.event(Event::Note(crate::device::describe(&r)));
+    }
+    let problems = crate::device::check(plan);
+    if !problems.is_empty() {
+        return Err(AppError::NotRunnable(problems));
+    }
     // The devices a study would lock are locked for a single run too, before anything is
     // created: two measurements on one device would each measure the other's load.
     let _device_locks = if opts.lock {

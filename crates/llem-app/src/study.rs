@@ -40,7 +40,7 @@ pub fn with_overrides(plan: &StudyPlan, opts: &StudyOptions) -> StudyPlan {
 pub fn check_runnable(plan: &StudyPlan) -> Result<(), AppError> {
     let assets = host::assets_dir();
     let python = plan.user.python.as_deref();
-    let mut problems: Vec<String> = Vec::new();
+    let mut problems: Vec<String> = crate::device::check(plan);
     for pc in &plan.configs {
         let outcome = llem_harness::lifecycle::check_runnable(&pc.config, &assets, python)
             .map_err(|e| e.to_string())
@@ -137,7 +137,30 @@ pub fn run_study(
         Some(options) => Box::new(crate::slurm::executor(options, &opts.launcher.program)),
         None => Box::new(llem_study::Local),
     };
+    for r in crate::device::restore_leftovers() {
+        observer.event(llem_study::StudyEvent::Note(&crate::device::describe(&r)));
+    }
     check_runnable(&plan)?;
     let runner = runner_options(&plan, opts, interrupts);
-    Ok(executor.execute(&plan, &runner, observer)?)
+    let mut restoring = Restoring { inner: observer };
+    Ok(executor.execute(&plan, &runner, &mut restoring)?)
+}
+
+/// Passes every event on; after each cell, restores the device settings of a cell process
+/// that died before it could (killed, out of memory), saying so.
+struct Restoring<'a> {
+    inner: &'a mut dyn Observer,
+}
+
+impl Observer for Restoring<'_> {
+    fn event(&mut self, e: llem_study::StudyEvent<'_>) {
+        let finished = matches!(e, llem_study::StudyEvent::CellFinished { .. });
+        self.inner.event(e);
+        if finished {
+            for r in crate::device::restore_leftovers() {
+                let line = crate::device::describe(&r);
+                self.inner.event(llem_study::StudyEvent::Note(&line));
+            }
+        }
+    }
 }

@@ -22,6 +22,7 @@ const EXPERIMENT_SECTIONS: &[(&str, &str)] = &[
     ("traffic.trace", "TraceConfig"),
     ("traffic.conversations", "ConversationsConfig"),
     ("traffic.trace.columns", "TraceColumns"),
+    ("device", "DeviceConfig"),
     ("lora", "LoraConfig"),
     ("llamacpp", "LlamaCppConfig"),
     ("transformers (also `pytorch`)", "TransformersConfig"),

@@ -233,6 +233,7 @@ pub fn check(cfg: &ExperimentConfig, out: &mut Vec<Violation>, warnings: &mut Ve
     }
     check_engine_sections(cfg, out);
     check_runners(cfg, out);
+    check_device(cfg, out);
     check_traffic(cfg, out);
     rate_methodology_warning(cfg, warnings);
     check_common(cfg, out, warnings);
@@ -282,6 +283,53 @@ fn check_engine_sections(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
                 ),
             ));
         }
+    }
+}
+
+/// GPU settings apply to the GPUs llem measures on this host; a server llem did not start
+/// runs wherever it runs, and a sampler that reads no GPU names none to set.
+fn check_device(cfg: &ExperimentConfig, out: &mut Vec<Violation>) {
+    let Some(d) = cfg.device.as_deref().filter(|d| d.touches_gpus()) else {
+        return;
+    };
+    if let Some(RunnerSpec::External { url }) = cfg.runner() {
+        out.push(violation(
+            &["device"],
+            format!(
+                "GPU settings cannot be honoured for an external server ({url}): llem does not \
+                 know which GPUs it runs on; set them on the server's host (nvidia-smi) and note \
+                 them, or let llem start the server (runner local or docker)"
+            ),
+        ));
+    }
+    let sampler = cfg.energy_sampler;
+    if matches!(
+        sampler,
+        None | Some(
+            crate::EnergySampler::Rapl
+                | crate::EnergySampler::Estimate
+                | crate::EnergySampler::Amdgpu
+        )
+    ) {
+        let key = [
+            ("gpu_power_limit_w", d.gpu_power_limit_w.is_some()),
+            ("gpu_locked_clocks_mhz", d.gpu_locked_clocks_mhz.is_some()),
+            (
+                "gpu_locked_memory_clocks_mhz",
+                d.gpu_locked_memory_clocks_mhz.is_some(),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(k, set)| set.then_some(k))
+        .unwrap_or("gpu_power_limit_w");
+        out.push(violation(
+            &["device", key],
+            format!(
+                "GPU settings apply to the NVIDIA GPUs the cell measures (through NVML), and \
+                 energy_sampler `{}` measures none; use `auto`, `nvml` or `zeus`",
+                sampler.map_or("null", |s| s.as_str())
+            ),
+        ));
     }
 }
 

@@ -7,6 +7,7 @@
 //! warnings and carbon complete a [`summary::EnergyReport`]. Nothing here knows about LLMs.
 
 pub mod baseline;
+pub mod binding;
 pub mod curve;
 mod error;
 pub mod host_load;
@@ -16,6 +17,7 @@ pub mod scope;
 pub mod select;
 mod sensor;
 pub mod sensors;
+pub mod settings;
 mod summary;
 pub mod telemetry;
 pub mod throttle;

@@ -5,6 +5,9 @@ use serde::Serialize;
 
 use crate::telemetry::Telemetry;
 
+/// `nvmlClocksThrottleReasonApplicationsClocksSetting`: clocks held by a clock setting
+/// (application clocks, or locked clocks).
+pub const CLOCKS_SETTING: u64 = 0x2;
 /// `nvmlClocksThrottleReasonSwPowerCap`.
 pub const SW_POWER_CAP: u64 = 0x4;
 /// `nvmlClocksThrottleReasonHwSlowdown`.
@@ -27,6 +30,10 @@ pub struct Throttle {
     pub power_cap_s: f64,
     /// Hardware slowdown or power brake.
     pub hw_slowdown_s: f64,
+    /// Clocks held by a clock setting (locked or application clocks).
+    pub clock_setting_s: f64,
+    /// Time the reasons were known for, s (the window, where samples cover it).
+    pub observed_s: f64,
 }
 
 impl Throttle {
@@ -54,6 +61,10 @@ pub fn throttling(t: &Telemetry, start: f64, end: f64) -> Vec<Throttle> {
         for w in with.windows(2) {
             let [(t0, bits), (t1, _)] = w else { continue };
             let dt = (t1.min(end) - t0.max(start)).max(0.0);
+            th.observed_s += dt;
+            if bits & CLOCKS_SETTING != 0 {
+                th.clock_setting_s += dt;
+            }
             if bits & (SW_THERMAL | HW_THERMAL) != 0 {
                 th.thermal_s += dt;
             }

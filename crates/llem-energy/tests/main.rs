@@ -2,3 +2,4 @@
 
 mod nvml_standin;
 mod rapl_tree;
+mod settings;

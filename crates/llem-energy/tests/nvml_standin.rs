@@ -292,13 +292,19 @@ fn throttle_reasons_become_durations_per_gpu() {
     let th = &summary.throttle;
     assert_eq!(th.len(), 2);
     assert_eq!(th[0].domain, "gpu0");
-    assert!((th[0].thermal_s - 0.5).abs() < 0.05, "{th:?}");
+    // Each edge of a span is seen at the first sample after it: off by at most the longest
+    // gap between samples this run had (a loaded machine stretches it).
+    let tolerance = 2.0 * t.stats.max_gap_s.max(0.025);
+    assert!((th[0].thermal_s - 0.5).abs() < tolerance, "{th:?}");
     assert_eq!((th[0].power_cap_s, th[0].hw_slowdown_s), (0.0, 0.0));
-    assert!((th[1].hw_slowdown_s - 0.2).abs() < 0.05, "{th:?}");
+    assert!((th[1].hw_slowdown_s - 0.2).abs() < tolerance, "{th:?}");
     assert_eq!(th[1].thermal_s, 0.0);
     let warnings = summary.warnings.join("\n");
     assert!(
-        warnings.contains("gpu0 was throttled: thermal 0.5 s"),
+        warnings.contains(&format!(
+            "gpu0 was throttled: thermal {:.1} s",
+            th[0].thermal_s
+        )),
         "{warnings}"
     );
     // Outside the throttled span nothing is counted.

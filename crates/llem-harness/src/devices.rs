@@ -1,7 +1,7 @@
 //! The devices a study's cells use, by the names device locks take: `gpu<nvml index>` for
 //! each GPU a cell runs on, `cpu` for a cell that runs on the CPU (its energy is the
 //! package's, which a second study would disturb just the same). GPUs no cell uses stay
-//! free for other studies.
+//! free for other studies. A cell with device settings also locks every device they change.
 
 use llem_config::ExperimentConfig;
 use llem_engines::placement::{Placement, planned};
@@ -21,7 +21,7 @@ pub fn lock_resources_for<'a>(
     let n = u32::try_from(visible.len()).unwrap_or(u32::MAX);
     let mut out: Vec<String> = Vec::new();
     for cfg in configs {
-        let names: Vec<String> = match planned(cfg, n) {
+        let mut names: Vec<String> = match planned(cfg, n) {
             Placement::Cpu => vec!["cpu".to_string()],
             Placement::Gpus(ids) => ids
                 .iter()
@@ -29,6 +29,16 @@ pub fn lock_resources_for<'a>(
                 .map(|p| format!("gpu{p}"))
                 .collect(),
         };
+        // Device settings change every device of their kind the cell measures: another
+        // study on them would run under this cell's settings.
+        if let Some(d) = cfg.device.as_deref() {
+            if d.touches_gpus() {
+                names.extend(visible.iter().map(|p| format!("gpu{p}")));
+            }
+            if d.touches_cpus() {
+                names.push("cpu".to_string());
+            }
+        }
         for name in names {
             if !out.contains(&name) {
                 out.push(name);

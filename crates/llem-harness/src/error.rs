@@ -28,6 +28,13 @@ pub enum HarnessError {
     /// More requests failed than `measurement.max_failed_request_fraction` allows.
     #[error("{0}")]
     RequestsFailed(String),
+    /// A device setting could not be applied (every one applied was put back).
+    #[error("device settings: {0}")]
+    Device(String),
+    /// A device setting could not be put back after the run: the machine is not as it was
+    /// found. Its journal stays for `llem restore`.
+    #[error("device settings NOT restored: {0}")]
+    DeviceRestore(String),
     /// Stopped by the user.
     #[error("cancelled")]
     Cancelled,

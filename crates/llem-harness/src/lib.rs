@@ -9,6 +9,7 @@
 mod assemble;
 pub mod attribution;
 pub mod command;
+pub mod device_settings;
 pub mod devices;
 pub mod environment;
 mod error;

@@ -208,6 +208,9 @@ struct SensorSet {
     gpus: Vec<String>,
     /// NVIDIA's driver version, when a GPU sensor knows it.
     gpu_driver: Option<String>,
+    /// The device settings the cell runs under (`device=setting=value`): a baseline under
+    /// other settings is another machine's idle.
+    settings: Vec<String>,
 }
 
 /// Preflight: the config can run here, the prompts load, the sensors open.
@@ -238,6 +241,7 @@ fn preflight_phase(
             .collect(),
         gpu_driver: sensors.iter().find_map(|s| s.driver_version()),
         sensors,
+        settings: Vec::new(),
     };
     progress.event(Event::Finish {
         phase: Phase::Preflight,
@@ -306,7 +310,7 @@ fn baseline_phase(
         sampler: cfg
             .energy_sampler
             .map_or_else(|| "none".into(), |s| s.to_string()),
-        devices: set.names.clone(),
+        devices: set.names.iter().chain(&set.settings).cloned().collect(),
     };
     let (got, back) = llem_energy::baseline::obtain_with_sensors(
         &cfg.baseline,
@@ -712,6 +716,27 @@ fn choose_window(
     Ok(chosen)
 }
 
+/// The configuration's device settings, applied (journal first) and announced.
+fn device_settings_phase(
+    req: &ExperimentRequest<'_>,
+    progress: &mut dyn Progress,
+) -> Result<Option<crate::device_settings::Applied>, HarnessError> {
+    let owner = format!("{} ({})", req.experiment_id, req.cell_dir.display());
+    let applied = crate::device_settings::apply(
+        req.config,
+        &req.sensor_env,
+        &req.device_journal_dir,
+        &owner,
+    )?;
+    if let Some(a) = &applied {
+        progress.event(Event::Note(format!(
+            "device settings applied: {}",
+            a.labels().join(", ")
+        )));
+    }
+    Ok(applied)
+}
+
 /// Runs one experiment end to end and writes its artefacts into `req.cell_dir`.
 pub fn run_experiment(
     req: &ExperimentRequest<'_>,
@@ -725,6 +750,12 @@ pub fn run_experiment(
     let mut warnings: Vec<String> = req.plan_warnings.clone();
 
     let (model_path, data, mut set) = preflight_phase(req, progress, &mut warnings)?;
+    // Before the baseline: the idle power and the window are both measured under them.
+    let settings = device_settings_phase(req, progress)?;
+    set.settings = settings
+        .as_ref()
+        .map(crate::device_settings::Applied::labels)
+        .unwrap_or_default();
     let mut phases = Phases::default();
     let (baseline, meter) = baseline_and_meter(req, &mut set, epoch, progress, &mut phases)?;
     let at = || epoch.elapsed().as_secs_f64();
@@ -800,6 +831,17 @@ pub fn run_experiment(
     phases.add("teardown", teardown_start, at());
     let telemetry = stop_meter(meter)?;
     let end_unix = llem_results::time::unix_now_s();
+    let device = settings.map(crate::device_settings::Applied::restore);
+    if let Some(d) = device.as_ref() {
+        if !d.ok {
+            return Err(HarnessError::DeviceRestore(d.problems.join("; ")));
+        }
+        warnings.extend(d.notes.iter().cloned());
+        progress.event(Event::Note(format!(
+            "device settings put back ({} values read back)",
+            d.records.len()
+        )));
+    }
 
     let target = registry::configured_batch_size(cfg).map(std::num::NonZeroU32::get);
     let chosen = choose_window(cfg, &run, target)?;
@@ -839,6 +881,7 @@ pub fn run_experiment(
             peak_rss_mib: run.peak_rss_mib,
         },
         process_cpu_s: run.process_cpu_s,
+        device_settings: device.as_ref(),
     };
     save_phase(&measured, progress)
 }

@@ -23,6 +23,8 @@ pub struct ExperimentRequest<'a> {
     pub assets_dir: PathBuf,
     /// Where the baseline cache lives (`~/.cache/llem`).
     pub cache_dir: PathBuf,
+    /// Where device-settings journals are written (`~/.cache/llem/device-journal`).
+    pub device_journal_dir: PathBuf,
     /// Sensor roots and settings.
     pub sensor_env: SensorEnv,
     /// Telemetry sampling interval.

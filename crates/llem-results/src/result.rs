@@ -184,6 +184,70 @@ pub struct ExperimentResult {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversations: Option<ConversationsSummary>,
+    /// The device settings (power limits, locked clocks, CPU frequency) the run was measured
+    /// under, put back after it, and whether they held the devices back; null when the
+    /// configuration set none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_settings: Option<DeviceSettingsRecord>,
+}
+
+/// The device settings a run was measured under.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSettingsRecord {
+    /// Each setting on each device, in the order applied.
+    pub settings: Vec<DeviceSettingRecord>,
+    /// Every value was written back and read back after the run.
+    pub restored: bool,
+    /// Per measured device with a setting: what held it back during the window.
+    pub binding: Vec<BindingRecord>,
+}
+
+/// One setting on one device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSettingRecord {
+    /// The device (`gpu0`, `package-0`, `cpu3`).
+    pub device: String,
+    /// The setting (`gpu_power_limit_w`, `gpu_locked_clocks_mhz`, ...).
+    pub setting: String,
+    /// The value found before the run.
+    pub original: String,
+    /// The value asked for.
+    pub requested: String,
+    /// The value read back after it was set (the requested one where the device cannot read
+    /// it back: NVML's locked clocks).
+    pub applied: String,
+    /// The value read back after the restore; null when the restore failed.
+    pub restored: Option<String>,
+    /// Why the restore failed; null when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_error: Option<String>,
+}
+
+/// What held one device back during the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BindingRecord {
+    /// Domain (`gpu0`, `package-0`).
+    pub domain: String,
+    /// The power limit in force, W; null when none was set.
+    pub power_limit_w: Option<f64>,
+    /// Mean power over the window, W.
+    pub mean_power_w: Option<f64>,
+    /// Highest sampled power, W.
+    pub peak_power_w: Option<f64>,
+    /// Share of the window the power cap held the clocks down (GPUs: NVML's software power
+    /// cap reason; CPU packages: read intervals at 97 % of the limit or more).
+    pub power_cap_share: Option<f64>,
+    /// Share of the window under a thermal slowdown (GPUs).
+    pub thermal_share: Option<f64>,
+    /// Share of the window under a hardware slowdown or power brake (GPUs).
+    pub hw_slowdown_share: Option<f64>,
+    /// Share of the window the clocks were held by a clock setting (GPUs: NVML's
+    /// applications-clocks reason, which locked clocks raise).
+    pub clock_setting_share: Option<f64>,
+    /// Mean SM clock over the window, MHz (GPUs).
+    pub mean_sm_clock_mhz: Option<f64>,
+    /// A setting held the device back for some of the window.
+    pub binding: bool,
 }
 
 /// The window in time bins: where the sidecar is, how wide a bin is, and how much of the

@@ -42,6 +42,9 @@ pub enum Command {
     Man(ManArgs),
     /// Follow a study: `llem study status DIR`.
     Study(StudyArgs),
+    /// Put back device settings (power limits, locked clocks, CPU frequency) that an llem
+    /// which died left changed, from their journals.
+    Restore,
     /// One study cell, run by `llem run` in a child process (not for direct use).
     #[command(name = "__cell", hide = true)]
     Cell(CellArgs),

@@ -61,6 +61,7 @@ where
         cli::Command::Schedule(a) => commands::schedule::run(&a),
         cli::Command::Cell(a) => commands::cell::run(&a),
         cli::Command::Study(a) => commands::study_status::run(&a),
+        cli::Command::Restore => commands::restore::run(),
         cli::Command::SlurmTask(a) => commands::slurm::task(&a),
         cli::Command::SlurmCompile(a) => commands::slurm::compile(&a),
     }

@@ -130,6 +130,42 @@ impl Report {
     }
 }
 
+/// Whether llem may change device settings here, and journals left changed: a leftover
+/// (its llem died) is a failure until `llem restore` puts it back.
+fn device_settings() -> Vec<Line> {
+    let mut lines = Vec::new();
+    if llem_energy::settings::privileged() {
+        lines.push(Line::ok(
+            "this process may change device settings (root or CAP_SYS_ADMIN): `device:` \
+             power limits, locked clocks and CPU frequency can be swept",
+        ));
+    } else {
+        lines.push(
+            Line::info(
+                "no root or CAP_SYS_ADMIN: configurations with `device:` settings are refused \
+                 (measuring needs neither)",
+            )
+            .fix(llem_energy::settings::error::PRIVILEGE_HINT),
+        );
+    }
+    for path in crate::device::leftover_journals() {
+        lines.push(
+            Line::fail(format!(
+                "device settings left changed by an llem that died: {}",
+                path.display()
+            ))
+            .fix("llem restore"),
+        );
+    }
+    for path in crate::device::live_journals() {
+        lines.push(Line::info(format!(
+            "device settings changed by a running llem (put back when it ends): {}",
+            path.display()
+        )));
+    }
+    lines
+}
+
 /// Examines this host and, given a plan, whether its study can run here, with the user
 /// config (`python`, `measurement.cpu_tdp_w`, `output.results_dir`) the plan was made with.
 pub fn examine(plan: Option<&StudyPlan>, user: &UserConfig) -> Report {
@@ -145,6 +181,7 @@ pub fn examine(plan: Option<&StudyPlan>, user: &UserConfig) -> Report {
     let mut report = Report::default();
     report.push("Energy sensors", host::sensors(&facts));
     report.push("GPUs", host::gpus(&facts));
+    report.push("Device settings", device_settings());
     report.push("Engines", engines::engines(python.as_deref()));
     report.push("Docker", engines::docker(&docker));
     report.push(

@@ -91,6 +91,10 @@ pub struct ExperimentConfig {
     /// Request traffic (serving engines only).
     #[serde(default)]
     pub traffic: Option<Box<TrafficConfig>>,
+    /// Device settings (power limits, locked clocks, CPU frequency) the cell runs under,
+    /// put back after it.
+    #[serde(default)]
+    pub device: Option<Box<super::device::DeviceConfig>>,
     /// llama.cpp settings (engine llamacpp).
     #[serde(default)]
     pub llamacpp: Option<Box<LlamaCppConfig>>,

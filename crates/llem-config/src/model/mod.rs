@@ -1,5 +1,6 @@
 //! The typed configuration: experiment fields, engine sections, study execution.
 
+pub(crate) mod device;
 pub mod engines;
 pub(crate) mod execution;
 pub(crate) mod experiment;
@@ -7,6 +8,7 @@ pub(crate) mod names;
 pub(crate) mod runner;
 pub(crate) mod sections;
 
+pub use device::{ClockSetting, DeviceConfig};
 pub use execution::{
     DEFAULT_EXPERIMENT_TIMEOUT_S, ExecutorConfig, SERVER_READY_TIMEOUT_S, SlurmConfig,
     StudyExecution, StudyExecutionConfig, slurm_time_seconds,

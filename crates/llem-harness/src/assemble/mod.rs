@@ -5,6 +5,7 @@
 //! metrics, each built by its own module.
 
 mod attributed;
+mod device;
 mod energy;
 mod metrics;
 mod notes;
@@ -98,6 +99,8 @@ pub struct Measured<'a> {
     pub memory: HostMemory,
     /// CPU time of the llem process during the window, s.
     pub process_cpu_s: Option<f64>,
+    /// The device settings the run was measured under, put back.
+    pub device_settings: Option<&'a crate::device_settings::Restored>,
 }
 
 impl Measured<'_> {
@@ -226,6 +229,9 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
         .energy_sampler
         .map_or_else(|| "none".to_string(), |s| s.to_string());
     let interval_ms = interval_ms(m);
+    let device_settings = m
+        .device_settings
+        .map(|d| device::record(m.telemetry, (t0, t1), d, &mut warnings));
     let result = ExperimentResult {
         schema_version: SCHEMA_VERSION.into(),
         experiment_id: req.experiment_id.clone(),
@@ -301,6 +307,7 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
         energy_uncertainty: energy::uncertainty(m, window, &energies, output),
         timeline,
         conversations: crate::sessions::summary(cfg, &records),
+        device_settings,
     };
     Assembled {
         result,

@@ -119,6 +119,7 @@ fn request(cfg: &ExperimentConfig) -> ExperimentRequest<'_> {
         cell_dir: PathBuf::from("/nonexistent"),
         assets_dir: PathBuf::from("/nonexistent"),
         cache_dir: PathBuf::from("/nonexistent"),
+        device_journal_dir: PathBuf::from("/nonexistent"),
         sensor_env: SensorEnv::from_process(None),
         sampling_interval: Duration::from_millis(100),
         llem_version: "0.0.0",
@@ -221,6 +222,7 @@ impl Inputs {
             load_s: 0.5,
             memory: HostMemory::default(),
             process_cpu_s: Some(5.0),
+            device_settings: None,
         }
     }
 }

@@ -18,6 +18,7 @@ pub fn run(args: &MeasureArgs) -> i32 {
             return exit::CONFIG;
         }
     };
+    crate::commands::restore::leftovers_first();
     let opts = llem_app::command::CommandOptions {
         command: args.command.clone(),
         sampler: args.sampler,

@@ -6,6 +6,7 @@ pub mod docs;
 pub mod execute;
 pub mod measure;
 pub mod report;
+pub mod restore;
 pub mod results;
 pub mod results_diffusion;
 pub mod run;

@@ -1,0 +1,128 @@
+//! Whether a device setting held a device back during a window: for a GPU, the share of the
+//! window under each of NVML's clock-event reasons, its mean SM clock and power against the
+//! limit; for a CPU package, how much of the window its power sat at the RAPL limit (RAPL
+//! gives no reason bits, so reaching the limit is the only sign of it acting).
+
+use crate::telemetry::{Series, Telemetry};
+use crate::throttle;
+
+/// A package read interval counts as capped at this share of the limit or above: RAPL holds
+/// the running average at the limit, so intervals sit just under it.
+pub const CPU_CAP_SHARE: f64 = 0.97;
+
+/// What held one domain back over a window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Binding {
+    /// The domain.
+    pub domain: String,
+    /// Power limit in force, W.
+    pub power_limit_w: Option<f64>,
+    /// Mean power, W.
+    pub mean_power_w: Option<f64>,
+    /// Highest power, W.
+    pub peak_power_w: Option<f64>,
+    /// Share of the window the power cap acted.
+    pub power_cap_share: Option<f64>,
+    /// Share under a thermal slowdown.
+    pub thermal_share: Option<f64>,
+    /// Share under a hardware slowdown or power brake.
+    pub hw_slowdown_share: Option<f64>,
+    /// Share with clocks held by a clock setting.
+    pub clock_setting_share: Option<f64>,
+    /// Mean SM clock, MHz.
+    pub mean_sm_clock_mhz: Option<f64>,
+}
+
+impl Binding {
+    /// Some setting held the device back for part of the window.
+    pub fn binding(&self) -> bool {
+        self.power_cap_share.is_some_and(|s| s > 0.0)
+            || self.clock_setting_share.is_some_and(|s| s > 0.0)
+    }
+}
+
+fn share(part: f64, whole: f64) -> Option<f64> {
+    (whole > 0.0).then(|| (part / whole).clamp(0.0, 1.0))
+}
+
+fn mean_finite(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for v in values.filter(|v| v.is_finite()) {
+        sum += v;
+        n += 1;
+    }
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// Power over each read interval inside `[start, end]`, `(seconds, W)`, from the counter's
+/// updates or the power samples.
+fn interval_powers(s: &Series, start: f64, end: f64) -> Vec<(f64, f64)> {
+    let pts = if s.has_counter {
+        s.counter_updates()
+    } else {
+        Vec::new()
+    };
+    if pts.len() >= 2 {
+        return pts
+            .windows(2)
+            .filter_map(|w| {
+                let [(t0, e0), (t1, e1)] = w else { return None };
+                let dt = t1.min(end) - t0.max(start);
+                (dt > 0.0 && t1 > t0).then(|| (dt, (e1 - e0) / (t1 - t0)))
+            })
+            .collect();
+    }
+    s.power_points()
+        .windows(2)
+        .filter_map(|w| {
+            let [(t0, p0), (t1, _)] = w else { return None };
+            let dt = t1.min(end) - t0.max(start);
+            (dt > 0.0).then_some((dt, *p0))
+        })
+        .collect()
+}
+
+/// The binding of `domain` over `[start, end]` under `limit_w` (when a limit was set).
+pub fn binding(
+    t: &Telemetry,
+    domain: &str,
+    limit_w: Option<f64>,
+    start: f64,
+    end: f64,
+) -> Option<Binding> {
+    let s = t.series.iter().find(|s| s.domain.name == domain)?;
+    let energy = t.energy(start, end);
+    let de = energy.domains.iter().find(|d| d.name == domain);
+    let mut b = Binding {
+        domain: domain.to_string(),
+        power_limit_w: limit_w,
+        mean_power_w: de.map(|d| d.avg_power_w),
+        peak_power_w: de.and_then(|d| d.peak_power_w),
+        ..Binding::default()
+    };
+    let in_window = |i: usize| s.t_s.get(i).is_some_and(|t| (start..=end).contains(t));
+    b.mean_sm_clock_mhz = mean_finite(
+        (0..s.len())
+            .filter(|&i| in_window(i))
+            .filter_map(|i| s.sm_clock_mhz.get(i).map(|v| f64::from(*v))),
+    );
+    if let Some(th) = throttle::throttling(t, start, end)
+        .into_iter()
+        .find(|th| th.domain == domain)
+    {
+        b.power_cap_share = share(th.power_cap_s, th.observed_s);
+        b.thermal_share = share(th.thermal_s, th.observed_s);
+        b.hw_slowdown_share = share(th.hw_slowdown_s, th.observed_s);
+        b.clock_setting_share = share(th.clock_setting_s, th.observed_s);
+    } else if let Some(limit) = limit_w.filter(|l| *l > 0.0) {
+        let powers = interval_powers(s, start, end);
+        let whole: f64 = powers.iter().map(|(dt, _)| dt).sum();
+        let capped: f64 = powers
+            .iter()
+            .filter(|(_, p)| *p >= CPU_CAP_SHARE * limit)
+            .map(|(dt, _)| dt)
+            .sum();
+        b.power_cap_share = share(capped, whole);
+    }
+    Some(b)
+}
