@@ -46,6 +46,14 @@ nvidia-smi --query-gpu=index,name,uuid,driver_version,persistence_mode,power.lim
 "$LLEM" --version
 "$LLEM" config | sed -n '/^Energy sensors/,$p'
 
+# Read only: the ranges device: settings are checked against. This script never changes a
+# GPU's power limit, clocks, persistence or MIG mode, and never resets it.
+step "device settings llem would check against (read only)"
+nvidia-smi --query-gpu=index,power.limit,power.default_limit,power.min_limit,power.max_limit,clocks.max.sm,clocks.max.memory \
+    --format=csv
+nvidia-smi -q -d SUPPORTED_CLOCKS | grep -m 8 -E "Memory|Graphics" || true
+"$LLEM" doctor | sed -n '/^Device settings/,/^$/p' || true
+
 step "NVML under load: counter update period, counter vs integrated power (5 s)"
 "$PY" scripts/gpu_check.py probe --seconds 5
 

@@ -1044,3 +1044,49 @@ fn conversations_refuse_single_prompts_and_other_schedules() {
     let t = plan.configs[0].config.traffic.as_deref().unwrap();
     assert_eq!(t.conversations.as_ref().unwrap().turns, 5);
 }
+
+#[test]
+fn device_settings_are_refused_where_they_cannot_be_honoured() {
+    let cases = [
+        (
+            "model: m\nengine: openai\nrunners: {openai: \"external:http://h:8000\"}\n\
+             device: {gpu_power_limit_w: 300}\n",
+            "GPU settings cannot be honoured for an external server (http://h:8000)",
+            4,
+        ),
+        (
+            "model: m.gguf\nenergy_sampler: rapl\ndevice: {gpu_locked_clocks_mhz: 1410}\n",
+            "energy_sampler `rapl` measures none",
+            3,
+        ),
+        (
+            "model: m.gguf\ndevice: {gpu_locked_clocks_mhz: \"1410-900\"}\n",
+            "the lowest clock comes first",
+            2,
+        ),
+        (
+            "model: m.gguf\ndevice: {gpu_locked_clocks_mhz: fast}\n",
+            "a clock in MHz (1410) or a range",
+            2,
+        ),
+        (
+            "model: m.gguf\ndevice: {gpu_power_limt_w: 300}\n",
+            "unknown key `gpu_power_limt_w` in `device`",
+            2,
+        ),
+    ];
+    refused_at(&cases);
+    // A sweep over limits and clocks plans like any other field.
+    let plan = plan_text(
+        "model: m.gguf\nsweep:\n  device.gpu_power_limit_w: [250, 400]\n  \
+         device.gpu_locked_clocks_mhz: [\"900-1200\", 1980]\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(plan.configs.len(), 4);
+    let d = plan.configs[0].config.device.as_deref().unwrap();
+    assert_eq!(d.gpu_power_limit_w, Some(250.0));
+    let c = d.gpu_locked_clocks_mhz.unwrap();
+    assert_eq!((c.min_mhz, c.max_mhz), (900, 1200));
+    // Different settings are different measurements.
+    assert_ne!(plan.configs[0].digest, plan.configs[1].digest);
+}

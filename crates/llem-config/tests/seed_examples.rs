@@ -304,6 +304,7 @@ fn repository_examples_plan_cleanly() {
         "trace-mooncake.yaml",
         "trace-columns.yaml",
         "conversations.yaml",
+        "device-sweep.yaml",
     ] {
         let p = plan_path(&examples().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(p.skipped.is_empty(), "{name}");
@@ -312,4 +313,6 @@ fn repository_examples_plan_cleanly() {
     let spec = search.search.as_ref().unwrap();
     assert_eq!(search.configs.len(), 16);
     assert_eq!(spec.budget.runs(search.runs.len()), 15);
+    let device = plan_path(&examples().join("device-sweep.yaml")).unwrap();
+    assert_eq!((device.configs.len(), device.runs.len()), (4, 12));
 }

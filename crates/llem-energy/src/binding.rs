@@ -54,32 +54,44 @@ fn mean_finite(values: impl Iterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| sum / n as f64)
 }
 
-/// Power over each read interval inside `[start, end]`, `(seconds, W)`, from the counter's
-/// updates or the power samples.
-fn interval_powers(s: &Series, start: f64, end: f64) -> Vec<(f64, f64)> {
-    let pts = if s.has_counter {
+/// RAPL holds a package's power averaged over its time window (about a second by default),
+/// so single reads wander around the limit; power is judged over stretches of this length.
+pub const CPU_CAP_STRETCH_S: f64 = 0.1;
+
+/// Power over consecutive stretches of at least [`CPU_CAP_STRETCH_S`] inside `[start, end]`,
+/// `(seconds, W)`, from the counter's updates or the power samples.
+fn stretch_powers(s: &Series, start: f64, end: f64) -> Vec<(f64, f64)> {
+    // (t, cumulative J) points inside the window.
+    let pts: Vec<(f64, f64)> = if s.has_counter && s.counter_updates().len() >= 2 {
         s.counter_updates()
     } else {
-        Vec::new()
+        let mut acc = 0.0;
+        let mut out = Vec::new();
+        let mut prev: Option<(f64, f64)> = None;
+        for (t, p) in s.power_points() {
+            if let Some((t0, p0)) = prev {
+                acc += (t - t0) * (p + p0) / 2.0;
+            }
+            prev = Some((t, p));
+            out.push((t, acc));
+        }
+        out
     };
-    if pts.len() >= 2 {
-        return pts
-            .windows(2)
-            .filter_map(|w| {
-                let [(t0, e0), (t1, e1)] = w else { return None };
-                let dt = t1.min(end) - t0.max(start);
-                (dt > 0.0 && t1 > t0).then(|| (dt, (e1 - e0) / (t1 - t0)))
-            })
-            .collect();
+    let inside: Vec<(f64, f64)> = pts
+        .into_iter()
+        .filter(|(t, _)| (start..=end).contains(t))
+        .collect();
+    let mut out = Vec::new();
+    let Some(&(mut t0, mut e0)) = inside.first() else {
+        return out;
+    };
+    for &(t, e) in inside.iter().skip(1) {
+        if t - t0 >= CPU_CAP_STRETCH_S {
+            out.push((t - t0, (e - e0) / (t - t0)));
+            (t0, e0) = (t, e);
+        }
     }
-    s.power_points()
-        .windows(2)
-        .filter_map(|w| {
-            let [(t0, p0), (t1, _)] = w else { return None };
-            let dt = t1.min(end) - t0.max(start);
-            (dt > 0.0).then_some((dt, *p0))
-        })
-        .collect()
+    out
 }
 
 /// The binding of `domain` over `[start, end]` under `limit_w` (when a limit was set).
@@ -115,7 +127,7 @@ pub fn binding(
         b.hw_slowdown_share = share(th.hw_slowdown_s, th.observed_s);
         b.clock_setting_share = share(th.clock_setting_s, th.observed_s);
     } else if let Some(limit) = limit_w.filter(|l| *l > 0.0) {
-        let powers = interval_powers(s, start, end);
+        let powers = stretch_powers(s, start, end);
         let whole: f64 = powers.iter().map(|(dt, _)| dt).sum();
         let capped: f64 = powers
             .iter()

@@ -159,18 +159,24 @@ pub fn check(cfg: &ExperimentConfig, env: &SensorEnv) -> Result<(), Vec<String>>
         return Ok(());
     }
     let mut problems = Vec::new();
-    if !settings::privileged() {
-        problems.push(format!(
-            "device: changing device settings needs root or CAP_SYS_ADMIN, which this process \
-             lacks: {}",
-            settings::error::PRIVILEGE_HINT
-        ));
-    }
     let mut devices = Devices::new();
     for w in &wanted {
         let key = w.knob.setting();
-        let allowed = devices.open(&w.knob).and_then(|k| k.allowed());
-        match allowed {
+        let knob = match devices.open(&w.knob) {
+            Ok(k) => k,
+            Err(e) => {
+                problems.push(format!("device.{key}: {e} ({})", w.device));
+                continue;
+            }
+        };
+        if !knob.may_change() {
+            problems.push(format!(
+                "device.{key}: this process may not change it on {} ({})",
+                w.device,
+                settings::error::PRIVILEGE_HINT
+            ));
+        }
+        match knob.allowed() {
             Ok(a) => {
                 if let Some(why) = a.refuses(&w.value) {
                     problems.push(format!("device.{key}: {why} ({})", w.device));
@@ -322,7 +328,10 @@ impl Applied {
     }
 
     fn restore_now(&mut self) -> Restored {
-        let outcomes = journal::restore(&self.entries, &mut self.devices);
+        // Only what was set goes back: a setter that failed changed nothing, and writing
+        // the original to it would fail the same way (no permission) for nothing.
+        let set = self.entries.get(..self.applied.len()).unwrap_or_default();
+        let outcomes = journal::restore(set, &mut self.devices);
         let mut ok = outcomes.iter().all(EntryOutcome::ok);
         let mut problems: Vec<String> = outcomes
             .iter()
@@ -367,8 +376,10 @@ impl Applied {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                // Outcomes come last change first.
-                let o = outcomes.iter().rev().nth(i);
+                // Outcomes come last change first, one per setting that was set.
+                let o = (i < outcomes.len())
+                    .then(|| outcomes.get(outcomes.len() - 1 - i))
+                    .flatten();
                 DeviceSettingRecord {
                     device: e.device.clone(),
                     setting: e.knob.setting().to_string(),

@@ -235,7 +235,7 @@ pub struct BindingRecord {
     /// Highest sampled power, W.
     pub peak_power_w: Option<f64>,
     /// Share of the window the power cap held the clocks down (GPUs: NVML's software power
-    /// cap reason; CPU packages: read intervals at 97 % of the limit or more).
+    /// cap reason; CPU packages: 100 ms stretches at 97 % of the limit or more).
     pub power_cap_share: Option<f64>,
     /// Share of the window under a thermal slowdown (GPUs).
     pub thermal_share: Option<f64>,

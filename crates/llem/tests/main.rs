@@ -3,6 +3,7 @@
 mod cli;
 mod common;
 mod conversations;
+mod device;
 mod diffusion;
 mod doctor;
 mod measure;

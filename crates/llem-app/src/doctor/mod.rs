@@ -136,14 +136,15 @@ fn device_settings() -> Vec<Line> {
     let mut lines = Vec::new();
     if llem_energy::settings::privileged() {
         lines.push(Line::ok(
-            "this process may change device settings (root or CAP_SYS_ADMIN): `device:` \
-             power limits, locked clocks and CPU frequency can be swept",
+            "this process may call NVML's setters (root or CAP_SYS_ADMIN): `device:` GPU power \
+             limits and locked clocks can be swept (CPU settings need their sysfs files \
+             writable: `llem doctor study.yaml` checks each)",
         ));
     } else {
         lines.push(
             Line::info(
-                "no root or CAP_SYS_ADMIN: configurations with `device:` settings are refused \
-                 (measuring needs neither)",
+                "no root or CAP_SYS_ADMIN: configurations with `device:` GPU settings are \
+                 refused (measuring needs neither)",
             )
             .fix(llem_energy::settings::error::PRIVILEGE_HINT),
         );

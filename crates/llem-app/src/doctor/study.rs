@@ -38,6 +38,10 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
         if let Err(e) = llem_harness::lifecycle::check_runnable(cfg, &assets, python) {
             lines.push(Line::fail(e.to_string()));
         }
+        let senv = llem_energy::SensorEnv::from_process(plan.user.measurement.cpu_tdp_w);
+        if let Err(problems) = llem_harness::device_settings::check(cfg, &senv) {
+            lines.extend(problems.into_iter().map(Line::fail));
+        }
         lines.extend(sampler(cfg.energy_sampler, f));
         if let Some(RunnerSpec::Docker { image }) = cfg.runner() {
             let image = image

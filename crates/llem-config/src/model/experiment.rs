@@ -149,6 +149,7 @@ impl ExperimentConfig {
         "gpu_telemetry",
         "measurement",
         "traffic",
+        "device",
         "llamacpp",
         "transformers",
         "vllm",

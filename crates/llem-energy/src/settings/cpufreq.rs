@@ -34,6 +34,10 @@ impl DeviceSetting for MaxFrequency {
         ))
     }
 
+    fn may_change(&self) -> bool {
+        super::writable(&self.dir.join("scaling_max_freq"))
+    }
+
     fn apply(&self, v: &Value) -> Result<(), SettingError> {
         let Value::Khz(k) = v else {
             return Err(SettingError::WrongValue {
@@ -76,6 +80,10 @@ impl DeviceSetting for Governor {
             )),
             Err(_) => Ok(Allowed::Unknown),
         }
+    }
+
+    fn may_change(&self) -> bool {
+        super::writable(&self.dir.join("scaling_governor"))
     }
 
     fn apply(&self, v: &Value) -> Result<(), SettingError> {

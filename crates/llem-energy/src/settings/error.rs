@@ -61,6 +61,6 @@ pub enum SettingError {
 }
 
 /// How to let llem change device settings without running all of it as root.
-pub const PRIVILEGE_HINT: &str = "run llem as root, or give its binary the capability: sudo \
-    setcap cap_sys_admin+ep $(command -v llem); for sysfs files also make them writable by \
-    its group (docs/energy.md, Device settings)";
+pub const PRIVILEGE_HINT: &str = "NVML's setters need root (or CAP_SYS_ADMIN): run the study \
+    as root or under sudo; the powercap and cpufreq files need write access: root, or a udev \
+    rule giving a group write access to them (docs/energy.md, Device settings)";

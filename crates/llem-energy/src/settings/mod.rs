@@ -180,6 +180,14 @@ pub trait DeviceSetting {
     fn allowed(&self) -> Result<Allowed, SettingError>;
     /// Sets `v`; [`Value::DriverDefault`] resets.
     fn apply(&self, v: &Value) -> Result<(), SettingError>;
+    /// Whether this process may change it (a sysfs file it can write; NVML: root or
+    /// `CAP_SYS_ADMIN`, as the driver asks of its setters).
+    fn may_change(&self) -> bool;
+}
+
+/// Whether this process may write the sysfs file `path`.
+pub(crate) fn writable(path: &std::path::Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
 }
 
 /// Opens the backend of `knob`; NVML is loaded on first need and kept.
@@ -225,8 +233,8 @@ impl Default for Devices {
     }
 }
 
-/// Whether this process may change device settings: root, or `CAP_SYS_ADMIN` in its
-/// effective set (what NVML's setters and writable sysfs files ask for).
+/// Whether this process is privileged as NVML's setters ask: root, or `CAP_SYS_ADMIN` in
+/// its effective set.
 pub fn privileged() -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;

@@ -99,6 +99,10 @@ impl DeviceSetting for GpuKnob {
         }
     }
 
+    fn may_change(&self) -> bool {
+        super::privileged()
+    }
+
     fn apply(&self, v: &Value) -> Result<(), SettingError> {
         let mut dev = self.device()?;
         match (&self.knob, v) {

@@ -74,6 +74,10 @@ impl DeviceSetting for PowerLimit {
         }
     }
 
+    fn may_change(&self) -> bool {
+        super::writable(&self.zone.join("constraint_0_power_limit_uw"))
+    }
+
     fn apply(&self, v: &Value) -> Result<(), SettingError> {
         let Value::Watts(w) = v else {
             return Err(SettingError::WrongValue {

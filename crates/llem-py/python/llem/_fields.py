@@ -67,6 +67,7 @@ EXPERIMENT_RESULT_FIELDS = (
     ('energy_uncertainty', 'Optional[Section]', "What bounds the headline energy (resolution at the window's edges, coverage, the sensors' documented accuracy); null without a headline."),
     ('timeline', 'Optional[Section]', "The window's energy over time (`timeline.parquet`, one row per bin); null when the energy could not be cut into bins."),
     ('conversations', 'Optional[Section]', 'Multi-turn conversations, when the traffic was (per session and per turn); null otherwise.'),
+    ('device_settings', 'Optional[Section]', 'The device settings (power limits, locked clocks, CPU frequency) the run was measured under, put back after it, and whether they held the devices back; null when the configuration set none.'),
 )
 
 STUDY_RESULT_FIELDS = (

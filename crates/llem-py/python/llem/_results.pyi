@@ -159,6 +159,8 @@ class ExperimentResult(Section):
     """The window's energy over time (`timeline.parquet`, one row per bin); null when the energy could not be cut into bins."""
     conversations: Optional[Section]
     """Multi-turn conversations, when the traffic was (per session and per turn); null otherwise."""
+    device_settings: Optional[Section]
+    """The device settings (power limits, locked clocks, CPU frequency) the run was measured under, put back after it, and whether they held the devices back; null when the configuration set none."""
 
 class StudyResult(Section):
     """A study: every field of study_result.json as an attribute."""

@@ -6,6 +6,7 @@
 
 mod attribution;
 mod conversations;
+mod device;
 mod diffusion;
 mod figure;
 mod load;
@@ -650,6 +651,7 @@ pub fn render(
     timelines_section(&mut h, runs);
     load::section(&mut h, runs);
     conversations::section(&mut h, runs);
+    device::section(&mut h, runs);
     latency_section(&mut h, &configs);
     attribution::section(&mut h, &configs);
     nodes::section(&mut h, &configs);

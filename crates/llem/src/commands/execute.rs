@@ -141,6 +141,9 @@ fn traffic_lines(s: &mut String, r: &ExperimentResult) {
             c.sessions, c.turns
         );
     }
+    if let Some(d) = &r.device_settings {
+        device_lines(s, d);
+    }
     if let Some(tl) = &r.timeline {
         let share = tl
             .idle_energy_share
@@ -149,6 +152,40 @@ fn traffic_lines(s: &mut String, r: &ExperimentResult) {
             s,
             "   over time   {} bins of {} s; {share} of the window's energy ({:.1} J) with no request in flight",
             tl.bins, tl.bin_seconds, tl.idle_energy_j
+        );
+    }
+}
+
+/// The device settings the run was measured under, and what bound each device.
+fn device_lines(s: &mut String, d: &llem_results::result::DeviceSettingsRecord) {
+    use std::fmt::Write;
+    let mut set: Vec<String> = d
+        .settings
+        .iter()
+        .map(|x| format!("{} {} {}", x.device, x.setting, x.applied))
+        .collect();
+    set.dedup();
+    let _ = writeln!(
+        s,
+        "   device      {}; {}",
+        set.join(", "),
+        if d.restored {
+            "put back after the run"
+        } else {
+            "NOT put back: run `llem restore`"
+        }
+    );
+    for b in &d.binding {
+        let pct = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{:.0} %", v * 100.0));
+        let _ = writeln!(
+            s,
+            "               {}: power cap held {} of the window, clock setting {}; mean {} (limit {}), SM {}",
+            b.domain,
+            pct(b.power_cap_share),
+            pct(b.clock_setting_share),
+            opt(b.mean_power_w, "W", 1),
+            opt(b.power_limit_w, "W", 0),
+            opt(b.mean_sm_clock_mhz, "MHz", 0)
         );
     }
 }

@@ -31,6 +31,8 @@ pub fn run(args: &RunArgs) -> i32 {
         }
     };
     if !args.dry_run {
+        // Said whatever the verbosity: a machine left changed is never put back quietly.
+        super::restore::leftovers_first();
         return super::execute::execute(&plan, args);
     }
     let mut plan = plan;
