@@ -217,7 +217,8 @@ fn a_too_long_interval_for_the_wrap_is_refused() {
 
 /// The counter's update period is measured before sampling, as Zeus infers it: a writer that
 /// moves the counter every 8 ms (a slow, NVML-like counter) and every millisecond (RAPL-like)
-/// is measured at its own period.
+/// is measured at its own period — the period it kept: on a loaded host a late writer
+/// catches up in bursts, and the measurement must then be one of the gaps it really left.
 #[test]
 fn the_update_period_is_the_writers() {
     for period_ms in [8u64, 1] {
@@ -237,13 +238,16 @@ fn the_update_period_is_the_writers() {
             // On absolute deadlines, so the period does not drift with the write's cost.
             let start = Instant::now();
             let mut k = 1u32;
+            let mut written: Vec<Instant> = Vec::new();
             while !flag.load(Ordering::Relaxed) {
                 let due = start + period * k;
                 std::thread::sleep(due.saturating_duration_since(Instant::now()));
                 let uj = (zone.watts * (period * k).as_secs_f64() * 1e6) as u64;
                 write_atomically(&zone.dir.join("energy_uj"), &format!("{uj}\n"));
+                written.push(Instant::now());
                 k += 1;
             }
+            written
         });
         std::thread::sleep(Duration::from_millis(20));
         let sensors = sensors_of(root.path());
@@ -256,15 +260,29 @@ fn the_update_period_is_the_writers() {
             .stop()
             .unwrap();
         stop.store(true, Ordering::Relaxed);
-        writer.join().unwrap();
+        let written = writer.join().unwrap();
         let measured = t.series[0].update_period_s.unwrap();
-        let want = period.as_secs_f64();
-        // The median interval: a late write (this host is busy) shortens the next one, and
-        // does not move the median.
+        // The gaps the writer really left, from its 10th to its 90th percentile: a single late
+        // write shortens only the next gap and moves neither; a host so busy that the writer
+        // falls behind and catches up in bursts widens them, and the median read gap must lie
+        // among them. The reader polls every 50 us and a read costs some: 0.2 ms of slack.
+        let mut gaps: Vec<f64> = written
+            .windows(2)
+            .map(|w| (w[1] - w[0]).as_secs_f64())
+            .collect();
+        gaps.sort_by(f64::total_cmp);
+        let (p10, p90) = (gaps[gaps.len() / 10], gaps[gaps.len() * 9 / 10]);
         assert!(
-            (measured - want).abs() < 0.15 * want + 0.0002,
-            "{period_ms} ms writer: measured {:.3} ms",
-            measured * 1000.0
+            measured >= p10 - 0.0002 && measured <= p90 + 0.0002,
+            "{period_ms} ms writer: measured {:.3} ms, the writer's gaps {:.3}-{:.3} ms",
+            measured * 1000.0,
+            p10 * 1000.0,
+            p90 * 1000.0
         );
+        // On time, that is the writer's own period.
+        let want = period.as_secs_f64();
+        if p90 - p10 < 0.1 * want {
+            assert!((measured - want).abs() < 0.15 * want + 0.0002, "{measured}");
+        }
     }
 }
