@@ -3,43 +3,14 @@
 //! limit; for a CPU package, how much of the window its power sat at the RAPL limit (RAPL
 //! gives no reason bits, so reaching the limit is the only sign of it acting).
 
+use llem_results::result::BindingRecord;
+
 use crate::telemetry::{Series, Telemetry};
 use crate::throttle;
 
-/// A package read interval counts as capped at this share of the limit or above: RAPL holds
-/// the running average at the limit, so intervals sit just under it.
+/// A package's stretch counts as capped at this share of the limit or above: RAPL holds the
+/// running average at the limit, so stretches sit just under it.
 pub const CPU_CAP_SHARE: f64 = 0.97;
-
-/// What held one domain back over a window.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Binding {
-    /// The domain.
-    pub domain: String,
-    /// Power limit in force, W.
-    pub power_limit_w: Option<f64>,
-    /// Mean power, W.
-    pub mean_power_w: Option<f64>,
-    /// Highest power, W.
-    pub peak_power_w: Option<f64>,
-    /// Share of the window the power cap acted.
-    pub power_cap_share: Option<f64>,
-    /// Share under a thermal slowdown.
-    pub thermal_share: Option<f64>,
-    /// Share under a hardware slowdown or power brake.
-    pub hw_slowdown_share: Option<f64>,
-    /// Share with clocks held by a clock setting.
-    pub clock_setting_share: Option<f64>,
-    /// Mean SM clock, MHz.
-    pub mean_sm_clock_mhz: Option<f64>,
-}
-
-impl Binding {
-    /// Some setting held the device back for part of the window.
-    pub fn binding(&self) -> bool {
-        self.power_cap_share.is_some_and(|s| s > 0.0)
-            || self.clock_setting_share.is_some_and(|s| s > 0.0)
-    }
-}
 
 fn share(part: f64, whole: f64) -> Option<f64> {
     (whole > 0.0).then(|| (part / whole).clamp(0.0, 1.0))
@@ -94,23 +65,24 @@ fn stretch_powers(s: &Series, start: f64, end: f64) -> Vec<(f64, f64)> {
     out
 }
 
-/// The binding of `domain` over `[start, end]` under `limit_w` (when a limit was set).
+/// What held `domain` back over `[start, end]` under `limit_w` (when a limit was set), as
+/// `result.json` records it.
 pub fn binding(
     t: &Telemetry,
     domain: &str,
     limit_w: Option<f64>,
     start: f64,
     end: f64,
-) -> Option<Binding> {
+) -> Option<BindingRecord> {
     let s = t.series.iter().find(|s| s.domain.name == domain)?;
     let energy = t.energy(start, end);
     let de = energy.domains.iter().find(|d| d.name == domain);
-    let mut b = Binding {
+    let mut b = BindingRecord {
         domain: domain.to_string(),
         power_limit_w: limit_w,
         mean_power_w: de.map(|d| d.avg_power_w),
         peak_power_w: de.and_then(|d| d.peak_power_w),
-        ..Binding::default()
+        ..BindingRecord::default()
     };
     let in_window = |i: usize| s.t_s.get(i).is_some_and(|t| (start..=end).contains(t));
     b.mean_sm_clock_mhz = mean_finite(
@@ -136,5 +108,7 @@ pub fn binding(
             .sum();
         b.power_cap_share = share(capped, whole);
     }
+    b.binding = b.power_cap_share.is_some_and(|s| s > 0.0)
+        || b.clock_setting_share.is_some_and(|s| s > 0.0);
     Some(b)
 }

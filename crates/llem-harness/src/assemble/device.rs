@@ -2,7 +2,7 @@
 //! each device back during the window; a cap that never engaged is said.
 
 use llem_energy::Telemetry;
-use llem_results::result::{BindingRecord, DeviceSettingsRecord};
+use llem_results::result::DeviceSettingsRecord;
 
 use crate::device_settings::Restored;
 
@@ -36,18 +36,7 @@ pub(super) fn record(
                 fmt_w(b.peak_power_w)
             ));
         }
-        binding.push(BindingRecord {
-            binding: b.binding(),
-            domain: b.domain,
-            power_limit_w: b.power_limit_w,
-            mean_power_w: b.mean_power_w,
-            peak_power_w: b.peak_power_w,
-            power_cap_share: b.power_cap_share,
-            thermal_share: b.thermal_share,
-            hw_slowdown_share: b.hw_slowdown_share,
-            clock_setting_share: b.clock_setting_share,
-            mean_sm_clock_mhz: b.mean_sm_clock_mhz,
-        });
+        binding.push(b);
     }
     DeviceSettingsRecord {
         settings: d.records.clone(),
