@@ -413,10 +413,8 @@ impl Drop for Applied {
         if !self.entries.is_empty() {
             let r = self.restore_now();
             if !r.ok {
-                eprintln!(
-                    "llem: device settings NOT restored: {}",
-                    r.problems.join("; ")
-                );
+                // Nothing else is left to tell; the journal stays for the next llem.
+                tracing::error!("device settings NOT restored: {}", r.problems.join("; "));
             }
         }
     }
