@@ -185,6 +185,10 @@ fn a_sweep_of_power_limits_and_locked_clocks_records_what_bound_and_puts_everyth
     let page = common::report_page(home.path(), &out);
     assert!(page.contains("id=\"device-settings\""), "no device section");
     assert!(page.contains("250 W") && page.contains("900-1200 MHz"));
+    assert!(
+        page.contains("device-limit-energy"),
+        "no energy-against-limit chart"
+    );
 }
 
 #[test]

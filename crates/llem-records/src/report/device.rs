@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::llem_result;
-use super::svg::esc;
+use super::svg::{self, Chart, Point, Series, esc};
+use super::{figure, llem_result};
 use crate::compare;
 
 fn num(x: Option<f64>, digits: usize) -> String {
@@ -92,17 +92,115 @@ pub(super) fn rows(label: &str, r: &Value) -> String {
     h
 }
 
+/// One run's place on the power-limit chart: (the other settings, limit W, mJ/tok, whether
+/// the limit engaged); `None` without a power limit or an energy per token.
+fn limit_point(r: &Value) -> Option<(String, f64, f64, bool)> {
+    let d = r.get("device_settings").filter(|d| !d.is_null())?;
+    let b = d
+        .get("binding")?
+        .as_array()?
+        .iter()
+        .find(|b| b.get("power_limit_w").and_then(Value::as_f64).is_some())?;
+    let limit = b.get("power_limit_w")?.as_f64()?;
+    let mj = r.get("mj_per_tok_total")?.as_f64()?;
+    let engaged = b
+        .get("power_cap_share")
+        .and_then(Value::as_f64)
+        .is_some_and(|s| s > 0.0);
+    let mut others: Vec<String> = d
+        .get("settings")?
+        .as_array()?
+        .iter()
+        .filter_map(|s| {
+            let name = s.get("setting")?.as_str()?;
+            let applied = s.get("applied")?.as_str()?;
+            (!name.ends_with("power_limit_w")).then(|| format!("{name} {applied}"))
+        })
+        .collect();
+    others.sort();
+    others.dedup();
+    let group = if others.is_empty() {
+        "power limit only".to_string()
+    } else {
+        others.join(", ")
+    };
+    Some((group, limit, mj, engaged))
+}
+
+/// A run on the chart: (limit W, mJ/tok, whether the limit engaged).
+type LimitPoint = (f64, f64, bool);
+
+/// Energy per token against the power limit, a series per combination of the other settings;
+/// hollow where the limit never engaged. `None` with fewer than two limits.
+pub(super) fn limit_chart(results: &[Value]) -> Option<Chart> {
+    let mut groups: Vec<(String, Vec<LimitPoint>)> = Vec::new();
+    for (g, x, y, engaged) in results.iter().filter_map(limit_point) {
+        match groups.iter_mut().find(|(name, _)| *name == g) {
+            Some((_, pts)) => pts.push((x, y, engaged)),
+            None => groups.push((g, vec![(x, y, engaged)])),
+        }
+    }
+    let limits = groups
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.0.to_bits()));
+    if limits.collect::<std::collections::BTreeSet<u64>>().len() < 2 {
+        return None;
+    }
+    let mut series = Vec::new();
+    for (k, (name, mut pts)) in groups.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for hollow in [false, true] {
+            let points: Vec<Point> = pts
+                .iter()
+                .filter(|p| p.2 != hollow)
+                .map(|p| Point {
+                    x: p.0,
+                    y: p.1,
+                    ..Point::default()
+                })
+                .collect();
+            if points.is_empty() {
+                continue;
+            }
+            series.push(Series {
+                name: if hollow {
+                    format!("{name} (limit never engaged)")
+                } else {
+                    name.clone()
+                },
+                points,
+                color: svg::color(k),
+                shape: svg::shape(k),
+                hollow,
+                note: hollow.then(|| "the power limit never engaged in the window".into()),
+                ..Series::default()
+            });
+        }
+    }
+    Some(Chart::new(
+        "device-limit-energy",
+        "Energy per token against the power limit",
+        ("power limit (W)", "mJ per output token"),
+        series,
+    ))
+}
+
 /// The section; nothing when no run set device settings.
 pub(super) fn section(h: &mut String, runs: &crate::Runs) {
     let mut body = String::new();
+    let mut results = Vec::new();
     for r in runs.iter() {
         if let Some(v) = llem_result(r) {
             body.push_str(&rows(&compare::label(r), &v));
+            results.push(v);
         }
     }
     if body.is_empty() {
         return;
     }
+    let chart = limit_chart(&results)
+        .map(|c| figure(&c))
+        .unwrap_or_default();
     let _ = write!(
         h,
         "<section id=\"device-settings\"><h2>Device settings</h2><p>Runs measured under \
@@ -114,12 +212,12 @@ pub(super) fn section(h: &mut String, runs: &crate::Runs) {
          <table><tr><th class=\"t\">configuration</th><th class=\"t\">settings</th>\
          <th>mJ/tok</th><th>tok/s</th><th>TTFT p50 ms</th><th class=\"t\">device</th>\
          <th>limit W</th><th>mean W</th><th>cap</th><th>clock setting</th><th>SM MHz</th>\
-         <th>binding</th></tr>{body}</table></section>"
+         <th>binding</th></tr>{body}</table>{chart}</section>"
     );
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 
@@ -147,5 +245,57 @@ mod tests {
         );
         assert!(h.contains(">12.50</td>"), "{h}");
         assert!(rows("x", &serde_json::json!({})).is_empty());
+    }
+
+    fn run(limit: f64, clocks: &str, mj: f64, cap: f64) -> Value {
+        serde_json::json!({
+            "mj_per_tok_total": mj,
+            "device_settings": {
+                "restored": true,
+                "settings": [
+                    {"device": "gpu0", "setting": "gpu_power_limit_w", "applied": format!("{limit} W")},
+                    {"device": "gpu0", "setting": "gpu_locked_clocks_mhz", "applied": clocks}
+                ],
+                "binding": [{"domain": "gpu0", "power_limit_w": limit, "power_cap_share": cap}]
+            }
+        })
+    }
+
+    #[test]
+    fn the_chart_has_a_series_per_clock_setting_and_hollow_points_where_the_cap_never_bit() {
+        let runs = [
+            run(250.0, "900-1200 MHz", 10.0, 0.0),
+            run(400.0, "900-1200 MHz", 10.1, 0.0),
+            run(250.0, "1980 MHz", 8.0, 0.95),
+            run(400.0, "1980 MHz", 9.0, 0.0),
+        ];
+        let c = limit_chart(&runs).unwrap();
+        let named: Vec<(&str, usize, bool)> = c
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), s.points.len(), s.hollow))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (
+                    "gpu_locked_clocks_mhz 900-1200 MHz (limit never engaged)",
+                    2,
+                    true
+                ),
+                ("gpu_locked_clocks_mhz 1980 MHz", 1, false),
+                (
+                    "gpu_locked_clocks_mhz 1980 MHz (limit never engaged)",
+                    1,
+                    true
+                ),
+            ]
+        );
+        assert_eq!(
+            (c.series[1].points[0].x, c.series[1].points[0].y),
+            (250.0, 8.0)
+        );
+        // One limit is no axis.
+        assert!(limit_chart(&runs[..1]).is_none());
     }
 }
