@@ -238,7 +238,7 @@ impl StudyView {
                 }
             }
             CellMessage::Note { message } if !self.quiet => {
-                self.say(&format!("  warning {}: {message}", cell_name(entry)));
+                self.say(&format!("  note    {}: {message}", cell_name(entry)));
             }
             _ => {}
         }

@@ -92,9 +92,9 @@ pub(super) fn rows(label: &str, r: &Value) -> String {
     h
 }
 
-/// One run's place on the power-limit chart: (the other settings, limit W, mJ/tok, whether
-/// the limit engaged); `None` without a power limit or an energy per token.
-fn limit_point(r: &Value) -> Option<(String, f64, f64, bool)> {
+/// One run's place on the power-limit chart: (the other settings, limit W, `energy` mJ/tok,
+/// whether the limit engaged); `None` without a power limit or that energy per token.
+fn limit_point(r: &Value, energy: &str) -> Option<(String, f64, f64, bool)> {
     let d = r.get("device_settings").filter(|d| !d.is_null())?;
     let b = d
         .get("binding")?
@@ -102,7 +102,7 @@ fn limit_point(r: &Value) -> Option<(String, f64, f64, bool)> {
         .iter()
         .find(|b| b.get("power_limit_w").and_then(Value::as_f64).is_some())?;
     let limit = b.get("power_limit_w")?.as_f64()?;
-    let mj = r.get("mj_per_tok_total")?.as_f64()?;
+    let mj = r.get(energy)?.as_f64()?;
     let engaged = b
         .get("power_cap_share")
         .and_then(Value::as_f64)
@@ -131,10 +131,20 @@ fn limit_point(r: &Value) -> Option<(String, f64, f64, bool)> {
 type LimitPoint = (f64, f64, bool);
 
 /// Energy per token against the power limit, a series per combination of the other settings;
-/// hollow where the limit never engaged. `None` with fewer than two limits.
+/// hollow where the limit never engaged. The headline's energy where every run has one, else
+/// the system's (a CPU engine's headline is the CPU's, which a GPU limit does not move);
+/// `None` with fewer than two limits.
 pub(super) fn limit_chart(results: &[Value]) -> Option<Chart> {
+    let all = |key: &str| results.iter().all(|r| limit_point(r, key).is_some());
+    let (key, label) = if all("mj_per_tok_total") {
+        ("mj_per_tok_total", "mJ per output token")
+    } else if all("system_mj_per_tok") {
+        ("system_mj_per_tok", "mJ per output token (system)")
+    } else {
+        ("mj_per_tok_total", "mJ per output token")
+    };
     let mut groups: Vec<(String, Vec<LimitPoint>)> = Vec::new();
-    for (g, x, y, engaged) in results.iter().filter_map(limit_point) {
+    for (g, x, y, engaged) in results.iter().filter_map(|r| limit_point(r, key)) {
         match groups.iter_mut().find(|(name, _)| *name == g) {
             Some((_, pts)) => pts.push((x, y, engaged)),
             None => groups.push((g, vec![(x, y, engaged)])),
@@ -180,7 +190,7 @@ pub(super) fn limit_chart(results: &[Value]) -> Option<Chart> {
     Some(Chart::new(
         "device-limit-energy",
         "Energy per token against the power limit",
-        ("power limit (W)", "mJ per output token"),
+        ("power limit (W)", label),
         series,
     ))
 }
