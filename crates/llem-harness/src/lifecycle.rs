@@ -838,7 +838,7 @@ pub fn run_experiment(
         }
         warnings.extend(d.notes.iter().cloned());
         progress.event(Event::Note(format!(
-            "device settings put back ({} values read back)",
+            "device settings put back ({} values, each read back where the device can)",
             d.records.len()
         )));
     }
