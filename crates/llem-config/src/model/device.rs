@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Device settings applied around each cell and restored after it (from a journal written
-/// before the first change). Each needs root or `CAP_SYS_ADMIN`; each is checked before the
-/// first cell against what the device allows. Null leaves the setting as found.
+/// before the first change). GPU settings need root (NVML), CPU ones their sysfs files
+/// writable; each is checked before the first cell against what the device allows. Null
+/// leaves the setting as found.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct DeviceConfig {
