@@ -5,7 +5,7 @@
 
 use llem_results::result::BindingRecord;
 
-use crate::telemetry::{Series, Telemetry};
+use crate::telemetry::{Series, Telemetry, WindowEnergy};
 use crate::throttle;
 
 /// A package's stretch counts as capped at this share of the limit or above: RAPL holds the
@@ -33,8 +33,13 @@ pub const CPU_CAP_STRETCH_S: f64 = 0.1;
 /// `(seconds, W)`, from the counter's updates or the power samples.
 fn stretch_powers(s: &Series, start: f64, end: f64) -> Vec<(f64, f64)> {
     // (t, cumulative J) points inside the window.
-    let pts: Vec<(f64, f64)> = if s.has_counter && s.counter_updates().len() >= 2 {
+    let updates = if s.has_counter {
         s.counter_updates()
+    } else {
+        Vec::new()
+    };
+    let pts: Vec<(f64, f64)> = if updates.len() >= 2 {
+        updates
     } else {
         let mut acc = 0.0;
         let mut out = Vec::new();
@@ -65,17 +70,17 @@ fn stretch_powers(s: &Series, start: f64, end: f64) -> Vec<(f64, f64)> {
     out
 }
 
-/// What held `domain` back over `[start, end]` under `limit_w` (when a limit was set), as
-/// `result.json` records it.
+/// What held `domain` back over the window `energy` was taken over, under `limit_w` (when a
+/// limit was set), as `result.json` records it; `throttle` is the window's
+/// [`throttle::throttling`] (both already computed for the result).
 pub fn binding(
     t: &Telemetry,
+    (energy, throttle): (&WindowEnergy, &[throttle::Throttle]),
     domain: &str,
     limit_w: Option<f64>,
-    start: f64,
-    end: f64,
 ) -> Option<BindingRecord> {
+    let (start, end) = (energy.start_s, energy.end_s);
     let s = t.series.iter().find(|s| s.domain.name == domain)?;
-    let energy = t.energy(start, end);
     let de = energy.domains.iter().find(|d| d.name == domain);
     let mut b = BindingRecord {
         domain: domain.to_string(),
@@ -90,10 +95,7 @@ pub fn binding(
             .filter(|&i| in_window(i))
             .filter_map(|i| s.sm_clock_mhz.get(i).map(|v| f64::from(*v))),
     );
-    if let Some(th) = throttle::throttling(t, start, end)
-        .into_iter()
-        .find(|th| th.domain == domain)
-    {
+    if let Some(th) = throttle.iter().find(|th| th.domain == domain) {
         b.power_cap_share = share(th.power_cap_s, th.observed_s);
         b.thermal_share = share(th.thermal_s, th.observed_s);
         b.hw_slowdown_share = share(th.hw_slowdown_s, th.observed_s);

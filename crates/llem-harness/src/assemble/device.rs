@@ -6,10 +6,11 @@ use llem_results::result::DeviceSettingsRecord;
 
 use crate::device_settings::Restored;
 
-/// The record of `d` over the window `(t0, t1)`, with a warning per limit that never acted.
+/// The record of `d` over the window `window` summarises, with a warning per limit that
+/// never acted.
 pub(super) fn record(
     telemetry: &Telemetry,
-    (t0, t1): (f64, f64),
+    window: &llem_energy::WindowSummary,
     d: &Restored,
     warnings: &mut Vec<String>,
 ) -> DeviceSettingsRecord {
@@ -22,7 +23,12 @@ pub(super) fn record(
             .iter()
             .find(|(name, _)| name == device)
             .map(|(_, w)| *w);
-        let Some(b) = llem_energy::binding::binding(telemetry, device, limit, t0, t1) else {
+        let Some(b) = llem_energy::binding::binding(
+            telemetry,
+            (&window.energy, &window.throttle),
+            device,
+            limit,
+        ) else {
             continue;
         };
         if let (Some(limit), Some(share)) = (limit, b.power_cap_share)

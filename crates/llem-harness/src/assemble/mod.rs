@@ -231,7 +231,7 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
     let interval_ms = interval_ms(m);
     let device_settings = m
         .device_settings
-        .map(|d| device::record(m.telemetry, (t0, t1), d, &mut warnings));
+        .map(|d| device::record(m.telemetry, &summary, d, &mut warnings));
     let result = ExperimentResult {
         schema_version: SCHEMA_VERSION.into(),
         experiment_id: req.experiment_id.clone(),
