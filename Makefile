@@ -32,7 +32,8 @@ python:
 # converts SmolLM2 to the Hugging Face format vLLM loads. The LoRA tests convert their adapter
 # with llama.cpp's converter, kept beside llama-server. Then the Python package's pytest suite
 # against its wheel, installed in a clean venv (scripts/python-tests.sh). The Slurm tests
-# start a real one-node cluster per test (Debian's slurm-wlm; scripts/slurm-cluster.sh).
+# start a real one-node cluster per test (Debian's slurm-wlm; scripts/slurm-cluster.sh). The node
+# power tests read OpenIPMI's BMC simulator through ipmitool (scripts/install-ipmi.sh).
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
@@ -40,8 +41,10 @@ test:
 	scripts/engines-env.sh
 	scripts/install-chromium.sh
 	scripts/install-slurm.sh
+	scripts/install-ipmi.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
-	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 $(CARGO) test --workspace --no-fail-fast
+	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 LLEM_REQUIRE_IPMI=1 \
+	  $(CARGO) test --workspace --no-fail-fast
 	scripts/python-tests.sh
 
 bench-expand:

@@ -39,7 +39,7 @@ pub fn measure_command(
             .sampler
             .or(m.energy_sampler)
             .unwrap_or(EnergySampler::Auto),
-        sensor_env: llem_energy::SensorEnv::from_process(m.cpu_tdp_w),
+        sensor_env: llem_energy::SensorEnv::from_process(m.cpu_tdp_w).with_node(&m.node_power),
         interval: opts.interval,
         baseline: opts.baseline.map(|d| llem_config::BaselineConfig {
             duration_seconds: d.as_secs_f64(),

@@ -46,7 +46,8 @@ pub fn experiment_request<'a>(
         assets_dir: host::assets_dir(),
         cache_dir: baseline_cache_dir,
         device_journal_dir: host::device_journal_dir(),
-        sensor_env: SensorEnv::from_process(user.measurement.cpu_tdp_w),
+        sensor_env: SensorEnv::from_process(user.measurement.cpu_tdp_w)
+            .with_node(&user.measurement.node_power),
         sampling_interval,
         llem_version: host::VERSION,
         git_commit: Some(host::GIT_COMMIT),

@@ -88,6 +88,85 @@ pub struct UserMeasurement {
     /// sockets together, not a typo's 1e308 that turns every figure into infinity).
     #[schemars(extend("exclusiveMinimum" = 0), range(max = 10000.0))]
     pub cpu_tdp_w: Option<f64>,
+    /// Whole-node power (BMC over IPMI DCMI, Redfish, or the hwmon ACPI power meter), read
+    /// beside the GPU and CPU sensors; its energy is what `system` means when measured.
+    pub node_power: NodePowerConfig,
+}
+
+str_enum! {
+    /// Which node power source to read.
+    pub enum NodePowerSource {
+        /// A configured Redfish or IPMI BMC, else the hwmon power meter when one is found,
+        /// else none (said in the result).
+        Auto = "auto",
+        /// Do not read node power.
+        Off = "none",
+        /// hwmon (the ACPI power meter, or the device named by `hwmon_name`).
+        Hwmon = "hwmon",
+        /// IPMI DCMI power reading through `ipmitool`.
+        Ipmi = "ipmi",
+        /// Redfish `Chassis` power through `curl`.
+        Redfish = "redfish",
+    }
+}
+
+/// `measurement.node_power:` of the user config. Credentials are never written here: the
+/// password is read from the environment variable the config names.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodePowerConfig {
+    /// auto (default), none, hwmon, ipmi or redfish. A source named here that cannot be read
+    /// fails the run; `auto` notes why it measured no node power and goes on.
+    pub source: Option<NodePowerSource>,
+    /// Time between reads of the node source, s (default 1; BMCs update about once a
+    /// second; at least 0.05, at most 60).
+    #[schemars(range(min = 0.05, max = 60.0))]
+    pub poll_interval_s: Option<f64>,
+    /// The hwmon device to read, by its `name` file (default `power_meter`, the ACPI power
+    /// meter); its `energy*_input` counter where it has one, else `power1_average`/`_input`.
+    pub hwmon_name: Option<String>,
+    /// The BMC over IPMI (DCMI Get Power Reading).
+    pub ipmi: Option<IpmiConfig>,
+    /// The BMC over Redfish.
+    pub redfish: Option<RedfishConfig>,
+}
+
+/// `measurement.node_power.ipmi:`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct IpmiConfig {
+    /// BMC address for IPMI over LAN; absent: the local BMC in-band (`/dev/ipmi0`, root).
+    pub host: Option<String>,
+    /// UDP port (default 623).
+    pub port: Option<u16>,
+    /// User name on the BMC.
+    pub user: Option<String>,
+    /// Environment variable holding the password (default `LLEM_IPMI_PASSWORD`).
+    pub password_env: Option<String>,
+    /// ipmitool interface over LAN (default `lanplus`, IPMI 2.0).
+    pub interface: Option<String>,
+    /// RMCP+ cipher suite (`ipmitool -C`, e.g. 3 or 17); unset, ipmitool asks the BMC, which
+    /// costs a BMC that does not answer Get Channel Cipher Suites 10 s per reading.
+    #[schemars(range(max = 255))]
+    pub cipher_suite: Option<u8>,
+    /// The ipmitool executable (default `ipmitool` on PATH).
+    pub ipmitool: Option<String>,
+}
+
+/// `measurement.node_power.redfish:`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedfishConfig {
+    /// The BMC's base URL (`https://10.0.0.5`).
+    pub url: Option<String>,
+    /// The chassis id under `/redfish/v1/Chassis/` (default: the first that reports power).
+    pub chassis: Option<String>,
+    /// User name.
+    pub user: Option<String>,
+    /// Environment variable holding the password (default `LLEM_REDFISH_PASSWORD`).
+    pub password_env: Option<String>,
+    /// Accept the BMC's self-signed certificate (default false).
+    pub insecure_tls: Option<bool>,
 }
 
 /// `execution:` of the user config.
@@ -183,6 +262,9 @@ const OTHER_ENV: &[&str] = &[
     "LLEM_CONFIG_PATH",
     "LLEM_NO_PROMPT",
     "LLEM_POWERCAP_ROOT",
+    "LLEM_HWMON_ROOT",
+    "LLEM_IPMI_PASSWORD",
+    "LLEM_REDFISH_PASSWORD",
     "LLEM_SYSFS_ROOT",
     "LLEM_DEVICE_JOURNAL_DIR",
     "LLEM_ASSETS",

@@ -54,9 +54,12 @@ impl BaselineRecord {
         measured_at_unix_s: f64,
     ) -> BaselineRecord {
         BaselineRecord {
+            // The node's idle power is kept beside the others (for the system figure) but
+            // never in the total, which it encloses.
             power_w: w
                 .domains
                 .iter()
+                .chain(&w.node)
                 .map(|d| (d.name.clone(), d.avg_power_w))
                 .collect(),
             total_power_w: w.domains.iter().map(|d| d.avg_power_w).sum(),

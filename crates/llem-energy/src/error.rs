@@ -36,6 +36,49 @@ pub enum SensorError {
     /// An NVML call failed.
     #[error("NVML: {0}")]
     Nvml(String),
+    /// A node power source (BMC, power meter) gave no reading.
+    #[error("{source_name}: {message}")]
+    Node {
+        /// `ipmi`, `redfish`, `hwmon`.
+        source_name: &'static str,
+        /// What went wrong, credentials left out.
+        message: String,
+    },
+}
+
+/// Why no node power source is read.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeUnavailable {
+    /// A source is configured without what it needs.
+    #[error("measurement.node_power.{key} is required for the {source_name} source")]
+    Missing {
+        /// The source.
+        source_name: &'static str,
+        /// The missing key.
+        key: &'static str,
+    },
+    /// No hwmon device of that name.
+    #[error("no hwmon device named {name:?} under {} (the ACPI power meter is `power_meter`)", root.display())]
+    NoHwmon {
+        /// The name looked for.
+        name: String,
+        /// Where.
+        root: PathBuf,
+    },
+    /// The device has neither an energy counter nor a power reading.
+    #[error("{}: no energy*_input, power1_average or power1_input", .0.display())]
+    NoHwmonReading(PathBuf),
+    /// The first reading failed.
+    #[error(transparent)]
+    Sensor(#[from] SensorError),
+    /// The BMC reports that its power reading is switched off.
+    #[error(
+        "{0}: the BMC's power reading is deactivated (DCMI power reading state); it reports no node power"
+    )]
+    Deactivated(&'static str),
+    /// No source is configured or found (`auto`).
+    #[error("no node power source: no hwmon power meter under {}, and no ipmi or redfish BMC in the user config (measurement.node_power)", .0.display())]
+    NoneFound(PathBuf),
 }
 
 /// The meter cannot start.

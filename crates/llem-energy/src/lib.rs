@@ -26,9 +26,11 @@ pub mod update_period;
 mod value_file;
 
 pub use curve::EnergyCurve;
-pub use error::{Absent, BaselineError, GpuError, MeterError, SensorError, Unavailable};
+pub use error::{
+    Absent, BaselineError, GpuError, MeterError, NodeUnavailable, SensorError, Unavailable,
+};
 pub use meter::{Meter, MeterConfig, TickSummary};
-pub use scope::{EnergyScope, ScopedEnergy, scoped};
+pub use scope::{EnergyScope, ScopedEnergy, node_scoped, scoped};
 pub use select::{SensorEnv, select};
 pub use sensor::{Domain, DomainKind, EnergySource, Reading, Sensor, SensorKind};
 pub use summary::{

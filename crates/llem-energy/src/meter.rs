@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::error::MeterError;
-use crate::sensor::Sensor;
+use crate::sensor::{DomainKind, Sensor};
 use crate::telemetry::{SamplerStats, Series, Telemetry};
 
 /// Sampler settings.
@@ -189,7 +189,17 @@ impl Ticker<'_> {
             let t = self.epoch.elapsed().as_secs_f64();
             match sensor.read(detail) {
                 Ok(r) => {
-                    series.push(t, &r);
+                    // A polled source hands back an older value: stamp it when it held, but
+                    // never before the series' last sample.
+                    let at = match r.age_s {
+                        Some(age) => (t - age).max(series.t_s.last().copied().unwrap_or(f64::MIN)),
+                        None => t,
+                    };
+                    series.push(at, &r);
+                    if sensor.domain().kind == DomainKind::Node {
+                        // The node encloses the other domains: never added to their total.
+                        continue;
+                    }
                     if let Some(c) = r.temperature_c {
                         tick.temperature_c = Some(tick.temperature_c.map_or(c, |h| h.max(c)));
                     }
@@ -241,7 +251,9 @@ fn run(
         .map(|s| {
             let mut se = Series::new(s.domain().clone(), s.kind(), s.has_counter(), s.has_power());
             se.notes = s.notes();
-            if !config.update_period_budget.is_zero() {
+            // A node source's period is what it shows while sampling (seconds, not the
+            // budget's milliseconds).
+            if !config.update_period_budget.is_zero() && s.domain().kind != DomainKind::Node {
                 se.update_period_s =
                     crate::update_period::measure(s.as_mut(), config.update_period_budget);
             }
@@ -311,6 +323,15 @@ fn run(
         }
     }
     stats.thread_cpu_s = thread_cpu_s();
+    let last_tick_s = ticker.epoch.elapsed().as_secs_f64();
+    for (sensor, series) in ticker.sensors.iter().zip(ticker.series.iter_mut()) {
+        if let Some(p) = sensor.observed_update_period_s() {
+            series.update_period_s = Some(p);
+        }
+        if series.domain.kind == DomainKind::Node {
+            hold_to_the_end(series, last_tick_s);
+        }
+    }
     let start_s = ticker
         .series
         .iter()
@@ -332,6 +353,31 @@ fn run(
         },
         ticker.sensors,
     )
+}
+
+/// A polled node source's last reading held to the end of the recording: the recording
+/// usually stops between two polls, and without it the time after the last poll would count
+/// no energy at all. Holding is the best estimate there is; the edge bound (a period of power)
+/// covers it.
+fn hold_to_the_end(series: &mut Series, end_s: f64) {
+    let last = series
+        .t_s
+        .iter()
+        .zip(&series.power_w)
+        .rev()
+        .find(|(_, p)| p.is_finite())
+        .map(|(t, p)| (*t, *p));
+    if let Some((t, p)) = last
+        && t < end_s
+    {
+        series.push(
+            end_s,
+            &crate::sensor::Reading {
+                power_w: Some(p),
+                ..crate::sensor::Reading::default()
+            },
+        );
+    }
 }
 
 #[cfg(test)]

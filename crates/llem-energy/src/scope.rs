@@ -75,6 +75,24 @@ pub fn scoped(
     baseline: Option<&BaselineRecord>,
 ) -> ScopedEnergy {
     let chosen: Vec<&DomainEnergy> = window.domains.iter().filter(|d| keep(d)).collect();
+    scoped_of(&chosen, window.duration_s(), baseline)
+}
+
+/// The whole node's energy over `window` (its enclosing domains), adjusted by the node's idle
+/// power; `None` without a node sensor.
+pub fn node_scoped(
+    window: &WindowEnergy,
+    baseline: Option<&BaselineRecord>,
+) -> Option<ScopedEnergy> {
+    let chosen: Vec<&DomainEnergy> = window.node.iter().collect();
+    (!chosen.is_empty()).then(|| scoped_of(&chosen, window.duration_s(), baseline))
+}
+
+fn scoped_of(
+    chosen: &[&DomainEnergy],
+    duration_s: f64,
+    baseline: Option<&BaselineRecord>,
+) -> ScopedEnergy {
     let energy_j = (!chosen.is_empty()).then(|| chosen.iter().map(|d| d.energy_j).sum::<f64>());
     let energy_source = chosen.iter().map(|d| d.energy_source).min();
     // Every chosen domain must have its idle power: a baseline missing one would subtract
@@ -85,7 +103,7 @@ pub fn scoped(
             .map(|d| b.power_w.get(&d.name).copied())
             .sum::<Option<f64>>()
     });
-    let duration = window.duration_s().max(0.0);
+    let duration = duration_s.max(0.0);
     ScopedEnergy {
         domains: chosen.iter().map(|d| d.name.clone()).collect(),
         adjusted_j: energy_j
@@ -138,6 +156,7 @@ mod tests {
             end_s: 10.0,
             total_j: domains.iter().map(|d| d.energy_j).sum(),
             domains,
+            node: vec![],
             energy_source: Some(EnergySource::Integrated),
             warnings: vec![],
         }

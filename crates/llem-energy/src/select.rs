@@ -10,6 +10,7 @@
 use std::path::PathBuf;
 
 use llem_config::EnergySampler;
+use llem_config::user_config::{NodePowerConfig, NodePowerSource};
 use serde::Serialize;
 
 use crate::error::Absent;
@@ -34,6 +35,10 @@ pub struct SensorEnv {
     pub cpu_tdp_w: Option<f64>,
     /// Whether to look for NVIDIA GPUs at all (off in tests that must not touch a driver).
     pub nvml: bool,
+    /// Hwmon root for the node power meter (`LLEM_HWMON_ROOT`, default `/sys/class/hwmon`).
+    pub hwmon_root: PathBuf,
+    /// Which node power source to read (`measurement.node_power` of the user config).
+    pub node: NodePowerConfig,
 }
 
 impl SensorEnv {
@@ -52,7 +57,15 @@ impl SensorEnv {
             cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
             cpu_tdp_w,
             nvml: true,
+            hwmon_root: crate::sensors::node::hwmon_root(),
+            node: NodePowerConfig::default(),
         }
+    }
+
+    /// The same, reading node power as `node` says.
+    pub fn with_node(mut self, node: &NodePowerConfig) -> SensorEnv {
+        self.node = node.clone();
+        self
     }
 }
 
@@ -156,6 +169,19 @@ pub fn select(sampler: EnergySampler, env: &SensorEnv) -> Result<Selection, Unav
             sensors
         }
     };
+    let mut sensors = sensors;
+    match crate::sensors::node::open(&env.node, &env.hwmon_root) {
+        Ok((node, note)) => {
+            sensors.extend(node);
+            notes.extend(note);
+        }
+        Err(e) => {
+            return Err(Unavailable {
+                sampler,
+                reason: format!("node power (measurement.node_power): {e}"),
+            });
+        }
+    }
     Ok(Selection {
         sampler,
         sensors,
@@ -205,10 +231,30 @@ pub fn inventory(env: &SensorEnv) -> Vec<FamilyReport> {
             unavailable: Some(reason.to_string()),
         },
     };
+    let node = match crate::sensors::node::open(&env.node, &env.hwmon_root) {
+        Ok((Some(s), _)) => Ok(vec![s]),
+        Ok((None, Some(note))) => Err(note),
+        Ok((None, None)) if env.node.source == Some(NodePowerSource::Off) => {
+            Err("measurement.node_power.source is none".into())
+        }
+        Ok((None, None)) => {
+            Err(crate::NodeUnavailable::NoneFound(env.hwmon_root.clone()).to_string())
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let node = match node {
+        Ok(s) => describe(Ok(s), "node"),
+        Err(why) => FamilyReport {
+            sampler: "node",
+            found: Vec::new(),
+            unavailable: Some(why),
+        },
+    };
     vec![
         describe(nvml_sensors(env, NvmlMode::CounterAndPower), "nvml"),
         describe(amd_sensors(env), "amdgpu"),
         describe(rapl_sensors(env), "rapl"),
         describe(estimate_sensors(env), "estimate"),
+        node,
     ]
 }

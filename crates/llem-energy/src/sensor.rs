@@ -15,6 +15,9 @@ pub enum DomainKind {
     CpuPackage,
     /// DRAM attached to a package.
     Dram,
+    /// The whole node (BMC or wall meter): it encloses every other domain, so it is never
+    /// summed with them.
+    Node,
 }
 
 /// One energy domain: `gpu0`, `package-0`, `dram-0`.
@@ -42,6 +45,12 @@ pub enum SensorKind {
     Rapl,
     /// A model (TDP x utilisation, per-GiB DRAM power), not a measurement.
     Estimate,
+    /// A hwmon device (the ACPI power meter).
+    Hwmon,
+    /// A BMC's DCMI power reading over IPMI.
+    Ipmi,
+    /// A BMC's chassis power over Redfish.
+    Redfish,
 }
 
 impl SensorKind {
@@ -52,6 +61,9 @@ impl SensorKind {
             SensorKind::Amdgpu => "amdgpu",
             SensorKind::Rapl => "rapl",
             SensorKind::Estimate => "estimate",
+            SensorKind::Hwmon => "hwmon",
+            SensorKind::Ipmi => "ipmi",
+            SensorKind::Redfish => "redfish",
         }
     }
 }
@@ -103,6 +115,10 @@ pub struct Reading {
     pub mem_util_pct: Option<f64>,
     /// Clock throttle reasons (NVML bitmask).
     pub throttle_reasons: Option<u64>,
+    /// How long before the read the values hold, s: a slow source (a BMC polled once a
+    /// second, a reading averaged over its period) hands back an older value; the sampler
+    /// stamps it that much earlier.
+    pub age_s: Option<f64>,
 }
 
 /// One energy domain, read on demand by the sampler thread.
@@ -130,6 +146,11 @@ pub trait Sensor: Send {
     /// Facts about the setup that weaken the measurement (persistence mode off, ...).
     fn notes(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// How often the values moved while sampling, s, for sensors that can only tell after
+    /// the fact (a polled BMC); replaces the period measured before sampling.
+    fn observed_update_period_s(&self) -> Option<f64> {
+        None
     }
 }
 

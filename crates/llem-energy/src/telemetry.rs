@@ -272,11 +272,15 @@ impl Series {
         Some((*self.t_s.get(first)?, *self.t_s.get(last)?))
     }
 
-    /// Samples within `[start, end]`.
+    /// Readings (energy or power) within `[start, end]`; a tick that brought nothing new
+    /// from a polled source is not one.
     pub fn samples_in(&self, start: f64, end: f64) -> usize {
-        self.t_s
-            .iter()
-            .filter(|t| **t >= start && **t <= end)
+        (0..self.len())
+            .filter(|&i| {
+                self.t_s.get(i).is_some_and(|t| *t >= start && *t <= end)
+                    && (self.energy_j.get(i).is_some_and(|v| v.is_finite())
+                        || self.power_w.get(i).is_some_and(|v| v.is_finite()))
+            })
             .count()
     }
 }
@@ -389,6 +393,8 @@ pub struct WindowEnergy {
     pub domains: Vec<DomainEnergy>,
     /// Sum over domains, J.
     pub total_j: f64,
+    /// The whole node (a BMC or power meter), which encloses `domains`: never in `total_j`.
+    pub node: Vec<DomainEnergy>,
     /// The weakest source among the domains (null when there are none).
     pub energy_source: Option<EnergySource>,
     /// Counter/power disagreements and coverage problems.
@@ -415,11 +421,18 @@ impl Telemetry {
             ));
         }
         let mut domains = Vec::new();
+        let mut node = Vec::new();
         let allowance = (COVERAGE_INTERVALS * self.stats.interval_s).max(MIN_COVERAGE_GAP_S);
         // The edges the recording can cover at all; beyond it every domain is held alike.
         let (from, to) = (start_s.max(self.start_s), end_s.min(self.end_s));
         for s in &self.series {
             let Some(source) = s.source() else { continue };
+            // A polled node source reads once per its period: allow a few of those.
+            let allowance = if s.domain.kind == DomainKind::Node {
+                allowance.max(2.5 * s.update_period_s.unwrap_or(0.0))
+            } else {
+                allowance
+            };
             if let Some((first, last)) = s.read_span()
                 && (last < to - allowance || first > from + allowance)
             {
@@ -469,7 +482,12 @@ impl Telemetry {
                     d * 100.0
                 ));
             }
-            domains.push(DomainEnergy {
+            let into = if s.domain.kind == DomainKind::Node {
+                &mut node
+            } else {
+                &mut domains
+            };
+            into.push(DomainEnergy {
                 name: s.domain.name.clone(),
                 kind: s.domain.kind,
                 device_index: s.domain.index,
@@ -494,6 +512,7 @@ impl Telemetry {
             total_j: domains.iter().map(|d| d.energy_j).sum(),
             energy_source: domains.iter().map(|d| d.energy_source).min(),
             domains,
+            node,
             warnings,
         }
     }

@@ -25,7 +25,12 @@ use crate::telemetry::{DomainEnergy, Series, Telemetry};
 pub fn documented_accuracy(kind: SensorKind) -> Option<f64> {
     match kind {
         SensorKind::Nvml => Some(0.05),
-        SensorKind::Amdgpu | SensorKind::Rapl | SensorKind::Estimate => None,
+        SensorKind::Amdgpu
+        | SensorKind::Rapl
+        | SensorKind::Estimate
+        | SensorKind::Hwmon
+        | SensorKind::Ipmi
+        | SensorKind::Redfish => None,
     }
 }
 
@@ -80,6 +85,13 @@ pub fn of(
         };
         let near = |t: f64| power_near(s, &updates, t, d.avg_power_w);
         let edge_bound_j = resolution_s * (near(t0) + near(t1));
+        // A polled node source reads once per its own period, not per tick: a gap is a
+        // missed poll, not every poll.
+        let read_every = if s.domain.kind == crate::sensor::DomainKind::Node {
+            interval.max(resolution_s)
+        } else {
+            interval
+        };
         // Readings inside the window, and the edges, as the points between which gaps run.
         let mut times: Vec<f64> = vec![t0];
         times.extend(s.t_s.iter().copied().filter(|t| *t > t0 && *t < t1));
@@ -87,7 +99,7 @@ pub fn of(
         let gaps: Vec<f64> = times
             .windows(2)
             .filter_map(|w| match w {
-                [a, b] if b - a > 2.0 * interval => Some(b - a),
+                [a, b] if b - a > 2.0 * read_every => Some(b - a),
                 _ => None,
             })
             .collect();
@@ -100,18 +112,23 @@ pub fn of(
         let accuracy = documented_accuracy(s.sensor);
         let accuracy_bound_j = accuracy.map(|a| a * d.energy_j.abs());
         match s.sensor {
-            SensorKind::Rapl | SensorKind::Amdgpu => {
-                let n = format!(
-                    "{}: {} documents no accuracy for its readings; the bound holds resolution \
-                     and coverage only",
-                    d.name,
-                    if s.sensor == SensorKind::Rapl {
-                        "Intel RAPL"
-                    } else {
-                        "amdgpu hwmon"
-                    }
-                );
-                notes.push(n);
+            SensorKind::Rapl
+            | SensorKind::Amdgpu
+            | SensorKind::Hwmon
+            | SensorKind::Ipmi
+            | SensorKind::Redfish => {
+                let who = match s.sensor {
+                    SensorKind::Rapl => "Intel RAPL",
+                    SensorKind::Amdgpu => "amdgpu hwmon",
+                    SensorKind::Hwmon => "the hwmon power meter",
+                    SensorKind::Ipmi => "DCMI (the BMC's vendor may)",
+                    _ => "Redfish (the BMC's vendor may)",
+                };
+                notes.push(format!(
+                    "{}: {who} documents no accuracy for its readings; the bound holds \
+                     resolution and coverage only",
+                    d.name
+                ));
             }
             // The quality warning says it is an estimate with no bound, and the domain's
             // record says so (sensor `estimate`, bound null): once is enough.

@@ -33,6 +33,8 @@ fn env(cuda_visible_devices: Option<&str>) -> SensorEnv {
         cuda_visible_devices: cuda_visible_devices.map(str::to_string),
         cpu_tdp_w: None,
         nvml: true,
+        hwmon_root: "/nonexistent".into(),
+        node: Default::default(),
     }
 }
 

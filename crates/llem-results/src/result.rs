@@ -76,6 +76,20 @@ pub struct ExperimentResult {
     /// `system_energy_j` per output token, mJ.
     #[serde(default)]
     pub system_mj_per_tok: Option<f64>,
+    /// What `system_energy_j` is: `node` (the whole box, from a node power sensor: a BMC or
+    /// power meter) or `components` (the sum of the measured GPUs, CPU packages and DRAM);
+    /// null in results written before llem read node power.
+    #[serde(default)]
+    pub system_scope: Option<String>,
+    /// The whole node's energy over the window, J (BMC or power meter); null without a node
+    /// power sensor.
+    #[serde(default)]
+    pub node_energy_j: Option<f64>,
+    /// `node_energy_j` less the measured components (GPUs, CPU packages, DRAM), J: fans,
+    /// NICs, storage, the board, power-supply losses; its bound is
+    /// `energy_breakdown.node.unattributed_bound_j`. Null without a node power sensor.
+    #[serde(default)]
+    pub unattributed_j: Option<f64>,
     /// CO2 of the headline and the system energy, with the factors used; null without
     /// energy.
     #[serde(default)]
@@ -619,6 +633,54 @@ pub struct KindEnergy {
     pub domains: Vec<String>,
 }
 
+/// The whole node's energy over the window and its reconciliation with the measured
+/// components (`energy_breakdown.node`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeEnergy {
+    /// Node energy, J.
+    pub energy_j: f64,
+    /// `counter` or `integrated`.
+    pub energy_source: String,
+    /// `ipmi`, `redfish` or `hwmon`.
+    pub sensor: String,
+    /// The source, for humans (no credentials).
+    pub device: String,
+    /// How often the node reading moved while sampling (never finer than the polls or the
+    /// period the source reports), s.
+    pub update_period_s: Option<f64>,
+    /// Mean node power over the window, W.
+    pub avg_power_w: f64,
+    /// Readings inside the window.
+    pub n_samples: usize,
+    /// The node energy's bound, J (edges x update period, missed polls; no documented
+    /// accuracy).
+    pub bound_j: Option<f64>,
+    /// The measured components summed (every GPU, CPU package and DRAM domain), J.
+    pub components_j: f64,
+    /// Their domains.
+    pub components: Vec<String>,
+    /// Their bound, J; null when one is an estimate.
+    pub components_bound_j: Option<f64>,
+    /// `energy_j - components_j`, J: what no component sensor sees.
+    pub unattributed_j: f64,
+    /// Its bound: the node's and the components' bounds added, J; null when either is.
+    pub unattributed_bound_j: Option<f64>,
+    /// Idle node power from the baseline, W.
+    pub baseline_power_w: Option<f64>,
+    /// `energy_j` less idle node power over the window, J.
+    pub adjusted_j: Option<f64>,
+    /// The window is shorter than a few node update periods: each edge is uncertain by up
+    /// to a period of node power, and the bound says how much.
+    pub coarse_for_window: bool,
+    /// Of `energy_j`: prefill, decode and idle time, split like the headline (the node's
+    /// readings interpolated between its polls).
+    pub prefill_j: Option<f64>,
+    /// Decode.
+    pub decode_j: Option<f64>,
+    /// No pass running.
+    pub idle_j: Option<f64>,
+}
+
 /// Energy split with the baseline's provenance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EnergyBreakdown {
@@ -643,6 +705,10 @@ pub struct EnergyBreakdown {
     /// DRAM.
     #[serde(default)]
     pub dram: Option<KindEnergy>,
+    /// The whole node (BMC or power meter), which encloses the kinds above, and what they
+    /// leave of it.
+    #[serde(default)]
+    pub node: Option<NodeEnergy>,
     /// Every measured domain, J (`system_energy_j`).
     #[serde(default)]
     pub system_j: Option<f64>,

@@ -13,4 +13,5 @@ pub mod lora;
 pub mod machine;
 pub mod mlenergy_tree;
 pub mod mutate;
+pub mod node_power;
 pub mod nvml_standin;

@@ -7,6 +7,7 @@ mod device;
 mod diffusion;
 mod doctor;
 mod measure;
+mod node;
 mod records;
 mod run;
 mod serve;

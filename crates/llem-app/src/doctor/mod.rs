@@ -171,7 +171,8 @@ fn device_settings() -> Vec<Line> {
 /// config (`python`, `measurement.cpu_tdp_w`, `output.results_dir`) the plan was made with.
 pub fn examine(plan: Option<&StudyPlan>, user: &UserConfig) -> Report {
     let python = user.python.clone();
-    let senv = llem_energy::SensorEnv::from_process(user.measurement.cpu_tdp_w);
+    let senv = llem_energy::SensorEnv::from_process(user.measurement.cpu_tdp_w)
+        .with_node(&user.measurement.node_power);
     let facts = host::Facts::gather(&senv);
     let docker = engines::Docker::probe();
     let results_dir = plan
@@ -215,15 +216,18 @@ pub struct SensorInventory {
     pub powercap_root: std::path::PathBuf,
     /// The sysfs root looked at (`LLEM_SYSFS_ROOT`).
     pub sysfs_root: std::path::PathBuf,
+    /// The hwmon root looked at for a node power meter (`LLEM_HWMON_ROOT`).
+    pub hwmon_root: std::path::PathBuf,
 }
 
-/// Probes every sensor family, for `llem config`.
-pub fn sensor_inventory(cpu_tdp_w: Option<f64>) -> SensorInventory {
-    let senv = llem_energy::SensorEnv::from_process(cpu_tdp_w);
+/// Probes every sensor family (node power as the user config says), for `llem config`.
+pub fn sensor_inventory(m: &llem_config::user_config::UserMeasurement) -> SensorInventory {
+    let senv = llem_energy::SensorEnv::from_process(m.cpu_tdp_w).with_node(&m.node_power);
     SensorInventory {
         families: llem_energy::select::inventory(&senv),
         powercap_root: senv.powercap_root.clone(),
         sysfs_root: senv.sysfs_root.clone(),
+        hwmon_root: senv.hwmon_root.clone(),
     }
 }
 

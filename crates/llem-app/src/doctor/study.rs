@@ -38,7 +38,8 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
         if let Err(e) = llem_harness::lifecycle::check_runnable(cfg, &assets, python) {
             lines.push(Line::fail(e.to_string()));
         }
-        let senv = llem_energy::SensorEnv::from_process(plan.user.measurement.cpu_tdp_w);
+        let senv = llem_energy::SensorEnv::from_process(plan.user.measurement.cpu_tdp_w)
+            .with_node(&plan.user.measurement.node_power);
         if let Err(problems) = llem_harness::device_settings::check(cfg, &senv) {
             lines.extend(problems.into_iter().map(Line::fail));
         }

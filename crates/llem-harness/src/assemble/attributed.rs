@@ -5,7 +5,7 @@
 use llem_config::model::PhaseSplit;
 use llem_energy::EnergyCurve;
 use llem_results::result::{
-    DifferenceSplit, Distribution, EnergyBreakdown, PhaseSpan, TimelineSummary,
+    DifferenceSplit, Distribution, EnergyBreakdown, NodeEnergy, PhaseSpan, TimelineSummary,
 };
 use llem_results::{RequestEnergy, RequestRecord, TimeBin};
 
@@ -163,4 +163,22 @@ pub(super) fn timeline(
         idle_energy_j: bins.iter().map(|b| b.idle_energy_j).sum(),
     };
     Some((summary, bins))
+}
+
+/// The node's energy split by phase like the headline's: the same attribution over the
+/// node's own curve (its polls interpolated between them); left unsplit when its readings
+/// give no curve.
+pub(super) fn node_phases(m: &Measured<'_>, mut n: NodeEnergy) -> NodeEnergy {
+    let Some(curve) = EnergyCurve::of(m.telemetry, &["node".to_string()]) else {
+        return n;
+    };
+    let a = if m.steps.is_empty() {
+        attribution::by_concurrency(&curve, m.window, m.records)
+    } else {
+        attribution::by_steps(&curve, m.window, m.steps)
+    };
+    n.prefill_j = Some(a.prefill_j);
+    n.decode_j = Some(a.decode_j);
+    n.idle_j = Some(a.idle_j);
+    n
 }

@@ -7,7 +7,7 @@ use llem_energy::{CarbonFactors, DomainKind, EnergyScope, ScopedEnergy, Telemetr
 use llem_engines::placement::Placement;
 use llem_results::result::{
     AggregationMetadata, DomainEnergyRecord, Emissions, EnergyBreakdown, KindEnergy,
-    MultiGpuMetrics, PhaseSpan, ProcessResult, ThermalThrottleInfo,
+    MultiGpuMetrics, NodeEnergy, PhaseSpan, ProcessResult, ThermalThrottleInfo,
 };
 
 use super::Measured;
@@ -64,8 +64,13 @@ pub(super) struct Energies {
     pub scope: EnergyScope,
     /// The inference device's energy.
     pub head: ScopedEnergy,
-    /// Every measured domain's energy.
+    /// The system figure: the node's energy where a node sensor measured it, else every
+    /// measured component's.
     pub system: ScopedEnergy,
+    /// The measured components summed (GPUs, CPU packages, DRAM), beside the node.
+    pub components: ScopedEnergy,
+    /// Whether `system` is the node's.
+    pub system_is_node: bool,
 }
 
 impl Energies {
@@ -75,10 +80,23 @@ impl Energies {
         // Part of the engine's GPUs is not their energy: one that went unmeasured (no sensor,
         // or lost mid-run) leaves the headline null rather than short.
         let complete = unmeasured_gpus(window, &scope).is_empty();
+        let components = llem_energy::scoped(window, |_| true, baseline);
+        let node = llem_energy::node_scoped(window, baseline);
         Energies {
             head: llem_energy::scoped(window, |d| complete && scope.includes(d), baseline),
-            system: llem_energy::scoped(window, |_| true, baseline),
+            system_is_node: node.is_some(),
+            system: node.unwrap_or_else(|| components.clone()),
+            components,
             scope,
+        }
+    }
+
+    /// `node` or `components`: what the system figure is.
+    pub(super) fn system_scope(&self) -> &'static str {
+        if self.system_is_node {
+            "node"
+        } else {
+            "components"
         }
     }
 
@@ -210,6 +228,7 @@ pub(super) fn breakdown(m: &Measured<'_>, window: &WindowEnergy, e: &Energies) -
         gpu: kind_energy(window, DomainKind::Gpu),
         cpu_package: kind_energy(window, DomainKind::CpuPackage),
         dram: kind_energy(window, DomainKind::Dram),
+        node: None,
         system_j: e.system.energy_j,
         system_baseline_power_w: e.system.baseline_power_w,
         system_adjusted_j: e.system.adjusted_j,
@@ -432,4 +451,92 @@ pub(super) fn throttle_info(
         .fold(0.0, f64::max);
     info.detected = info.thermal || info.power || info.hw_power;
     info
+}
+
+/// How many node update periods a window must span before its node energy is more than its
+/// edges: below it the edge bound (a period of node power at each edge) dominates.
+const NODE_PERIODS_PER_WINDOW: f64 = 10.0;
+
+/// `energy_breakdown.node`: the node's energy, the measured components', and what they
+/// leave of it, each with its bound; warnings when the node reading is too coarse for the
+/// window or falls below the components beyond the bounds.
+pub(super) fn node_record(
+    m: &Measured<'_>,
+    window: &WindowEnergy,
+    e: &Energies,
+    warnings: &mut Vec<String>,
+) -> Option<NodeEnergy> {
+    let node = window.node.first()?;
+    let (t0, t1) = (window.start_s, window.end_s);
+    let node_u = llem_energy::uncertainty::of(m.telemetry, &[node], t0, t1);
+    let comps: Vec<&DomainEnergy> = window.domains.iter().collect();
+    let comp_u = (!comps.is_empty())
+        .then(|| llem_energy::uncertainty::of(m.telemetry, &comps, t0, t1))
+        .and_then(|u| u.bound_j);
+    let components_j = e.components.energy_j.unwrap_or(0.0);
+    let unattributed_j = node.energy_j - components_j;
+    // Nothing measured beside the node leaves nothing to reconcile: its bound is the node's.
+    let components_bound_j = if comps.is_empty() { Some(0.0) } else { comp_u };
+    let unattributed_bound_j = node_u.bound_j.zip(components_bound_j).map(|(a, b)| a + b);
+    let period = m
+        .telemetry
+        .series
+        .iter()
+        .find(|s| s.domain.name == node.name)
+        .and_then(|s| s.update_period_s);
+    let duration = window.duration_s().max(0.0);
+    let coarse = period.is_some_and(|p| duration < NODE_PERIODS_PER_WINDOW * p);
+    if let Some(p) = period.filter(|_| coarse) {
+        warnings.push(format!(
+            "node power ({}) updates every {p:.2} s, coarse for a {duration:.2} s window: each \
+             edge is uncertain by up to a period of node power (node bound {})",
+            name_of(&node.sensor),
+            node_u
+                .bound_j
+                .map_or_else(|| "unknown".to_string(), |b| format!("±{b:.1} J"))
+        ));
+    }
+    if let Some(b) = unattributed_bound_j
+        && unattributed_j < -b
+    {
+        warnings.push(format!(
+            "node energy ({:.1} J) is {:.1} J below the measured components ({components_j:.1} \
+             J), beyond the bound ±{b:.1} J: the node meter likely averages over a longer \
+             period than it reports or lags the window{}, or it does not power every \
+             measured device (a GPU in another chassis)",
+            node.energy_j,
+            -unattributed_j,
+            period.map_or_else(String::new, |p| format!(" (update period {p:.2} s)"))
+        ));
+    }
+    Some(NodeEnergy {
+        energy_j: node.energy_j,
+        energy_source: node.energy_source.as_str().into(),
+        sensor: name_of(&node.sensor),
+        device: m
+            .telemetry
+            .series
+            .iter()
+            .find(|s| s.domain.name == node.name)
+            .map(|s| s.domain.device.clone())
+            .unwrap_or_default(),
+        update_period_s: period,
+        avg_power_w: node.avg_power_w,
+        n_samples: node.n_samples,
+        bound_j: node_u.bound_j,
+        components_j,
+        components: e.components.domains.clone(),
+        components_bound_j,
+        unattributed_j,
+        unattributed_bound_j,
+        baseline_power_w: e
+            .system_is_node
+            .then_some(e.system.baseline_power_w)
+            .flatten(),
+        adjusted_j: e.system_is_node.then_some(e.system.adjusted_j).flatten(),
+        coarse_for_window: coarse,
+        prefill_j: None,
+        decode_j: None,
+        idle_j: None,
+    })
 }

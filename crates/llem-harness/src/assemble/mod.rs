@@ -17,7 +17,9 @@ use llem_energy::Telemetry;
 use llem_energy::baseline::BaselineOutcome;
 use llem_engines::placement::Placement;
 use llem_engines::{EngineInfo, ModelInfo, RunSummary};
-use llem_results::result::{Environment, ModelDescription, SCHEMA_VERSION, WarmupResult};
+use llem_results::result::{
+    EnergyBreakdown, Environment, ModelDescription, SCHEMA_VERSION, WarmupResult,
+};
 use llem_results::{ExperimentResult, RequestRecord, ResultsError};
 
 use crate::request::ExperimentRequest;
@@ -203,6 +205,8 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
     let attribution = attributed::attribute(m, &energies, curve.as_ref(), &mut warnings);
     let (timeline, bins) = attributed::timeline(m, curve.as_ref()).unzip();
     let difference = attributed::difference(m, &energies, &phases, &mut warnings);
+    let node = energy::node_record(m, window, &energies, &mut warnings)
+        .map(|n| attributed::node_phases(m, n));
     let records = attributed::annotated(m.records, attribution.as_ref());
     let (energy_per_request_j, energy_per_response_token_mj) =
         attributed::distributions(&records, m.window);
@@ -262,6 +266,9 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
             .system
             .energy_j
             .and_then(|j| (output > 0).then(|| j / output as f64 * 1000.0)),
+        system_scope: Some(energies.system_scope().into()),
+        node_energy_j: node.as_ref().map(|n| n.energy_j),
+        unattributed_j: node.as_ref().map(|n| n.unattributed_j),
         emissions,
         total_flops,
         flops_per_output_token: fl.as_ref().and_then(|f| per(f.decode_flops, output)),
@@ -271,12 +278,15 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
         flops: fl,
         baseline_power_w: energies.head.baseline_power_w,
         energy_per_device_j: energy::per_gpu_j(window, &energies.scope),
-        energy_breakdown: Some(attributed::with_phases(
-            energy::breakdown(m, window, &energies),
-            attribution.as_ref(),
-            difference,
-            cfg.measurement.phase_split,
-        )),
+        energy_breakdown: Some(EnergyBreakdown {
+            node: node.clone(),
+            ..attributed::with_phases(
+                energy::breakdown(m, window, &energies),
+                attribution.as_ref(),
+                difference,
+                cfg.measurement.phase_split,
+            )
+        }),
         multi_gpu: processes.multi_gpu,
         process_results: processes.results,
         aggregation: processes.aggregation,

@@ -10,6 +10,7 @@ mod device;
 mod diffusion;
 mod figure;
 mod load;
+mod node_power;
 mod nodes;
 mod place;
 mod search;
@@ -652,6 +653,7 @@ pub fn render(
     load::section(&mut h, runs);
     conversations::section(&mut h, runs);
     device::section(&mut h, runs);
+    node_power::section(&mut h, runs);
     latency_section(&mut h, &configs);
     attribution::section(&mut h, &configs);
     nodes::section(&mut h, &configs);

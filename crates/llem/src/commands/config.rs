@@ -125,9 +125,10 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
     }
     let _ = writeln!(
         out,
-        "\nEnergy sensors (energy_sampler: auto uses GPUs + RAPL, else the estimate)"
+        "\nEnergy sensors (energy_sampler: auto uses GPUs + RAPL, else the estimate; node: \
+         measurement.node_power)"
     );
-    let sensors = llem_app::doctor::sensor_inventory(s.config.measurement.cpu_tdp_w);
+    let sensors = llem_app::doctor::sensor_inventory(&s.config.measurement);
     for family in &sensors.families {
         match &family.unavailable {
             Some(why) => {
@@ -144,9 +145,11 @@ fn report(env: &Env, s: &UserSettings, sources: &SourceMap, verbose: bool) -> St
     if verbose {
         let _ = writeln!(
             out,
-            "  roots: powercap {}, sysfs {} (LLEM_POWERCAP_ROOT, LLEM_SYSFS_ROOT)",
+            "  roots: powercap {}, sysfs {}, hwmon {} (LLEM_POWERCAP_ROOT, LLEM_SYSFS_ROOT, \
+             LLEM_HWMON_ROOT)",
             sensors.powercap_root.display(),
-            sensors.sysfs_root.display()
+            sensors.sysfs_root.display(),
+            sensors.hwmon_root.display()
         );
     }
 
