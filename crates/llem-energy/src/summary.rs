@@ -73,6 +73,13 @@ pub struct EnergyReport {
     pub n_samples: usize,
     /// Per domain.
     pub domains: Vec<DomainEnergy>,
+    /// The whole node (a BMC or power meter), which encloses `domains`; empty without a
+    /// node sensor.
+    pub node: Vec<DomainEnergy>,
+    /// The node's energy, J; null without a node sensor.
+    pub node_energy_j: Option<f64>,
+    /// The node less `total_energy_j`, J: what no component sensor sees.
+    pub unattributed_j: Option<f64>,
     /// Idle power, W, when a baseline was taken.
     pub baseline_power_w: Option<f64>,
     /// How the baseline was obtained.
@@ -155,6 +162,9 @@ pub fn summarise(
         throttle: w.throttle,
         co2_g: carbon.map(|c| co2_g(e.total_j, c)),
         carbon,
+        node_energy_j: e.node.first().map(|n| n.energy_j),
+        unattributed_j: e.node.first().map(|n| n.energy_j - e.total_j),
+        node: e.node,
         domains: e.domains,
         warnings: w.warnings,
     }

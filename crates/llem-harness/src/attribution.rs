@@ -248,6 +248,7 @@ fn with_overhead(parts: HashMap<u32, Parts>, overhead_j: f64) -> HashMap<u32, Re
                 energy_j: own + overhead_j * own / attributed,
                 prefill_energy_j: p.prefill_j,
                 decode_energy_j: p.decode_j,
+                node_energy_j: None,
             };
             (id, energy)
         })

@@ -347,6 +347,21 @@ impl CommandMeasurement {
         if let (Some(adj), Some(b)) = (r.energy_adjusted_j, r.baseline_power_w) {
             let _ = writeln!(out, "   {adj:>12.3} J   above the {b:.2} W baseline");
         }
+        for n in &r.node {
+            let _ = writeln!(
+                out,
+                "   {:>12.3} J   {:<10} {:>9.2} W avg  {:>10}        {} ({})",
+                n.energy_j,
+                "node",
+                n.avg_power_w,
+                "",
+                n.energy_source.as_str(),
+                n.sensor.as_str()
+            );
+        }
+        if let Some(u) = r.unattributed_j {
+            let _ = writeln!(out, "   {u:>12.3} J   of the node beside the domains above");
+        }
         if let Some(co2) = r.co2_g {
             let _ = writeln!(out, "   {co2:>12.4} g   CO2");
         }

@@ -597,6 +597,7 @@ impl Phases {
             start_s,
             end_s,
             energy_j: None,
+            node_energy_j: None,
         });
     }
 }

@@ -102,6 +102,7 @@ mod tests {
                 energy_j: j,
                 prefill_energy_j: j / 2.0,
                 decode_energy_j: j / 2.0,
+                node_energy_j: None,
             }),
             request_id: id,
             batch_index: None,

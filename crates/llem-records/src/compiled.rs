@@ -480,6 +480,9 @@ fn row(t: &Table, i: usize, base: Option<&Path>) -> Result<LlmRun, RunError> {
             energy_source: t.s("energy_source", i),
             energy_scope: t.s("energy_scope", i),
             system_energy_joules: t.f("system_energy_joules", i),
+            system_scope: t.s("system_scope", i),
+            node_energy_joules: t.f("node_energy_joules", i),
+            unattributed_energy_joules: t.f("unattributed_energy_joules", i),
             energy_adjusted_joules: t.f("energy_adjusted_joules", i),
             // Files exported before the mJ name carried it in J.
             mj_per_tok_adjusted: t.f("mj_per_tok_adjusted", i).or_else(|| {

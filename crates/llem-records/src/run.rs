@@ -153,8 +153,15 @@ pub struct LlemFields {
     pub energy_source: Option<String>,
     /// What the energy figures hold: `gpu` (the engine's GPUs) or `cpu` (packages + DRAM).
     pub energy_scope: Option<String>,
-    /// Every measured domain's energy over the window (GPUs, CPU, DRAM), J.
+    /// The system figure over the window, J: the whole node where a node power sensor
+    /// measured it (`system_scope` `node`), else every measured domain (GPUs, CPU, DRAM).
     pub system_energy_joules: Option<f64>,
+    /// `node` or `components`: what `system_energy_joules` is.
+    pub system_scope: Option<String>,
+    /// The whole node's energy over the window (BMC or power meter), J.
+    pub node_energy_joules: Option<f64>,
+    /// The node less the measured components, J (fans, NICs, storage, PSU losses).
+    pub unattributed_energy_joules: Option<f64>,
     /// Baseline-adjusted energy over the window, J.
     pub energy_adjusted_joules: Option<f64>,
     /// Baseline-adjusted energy per output token, mJ (`mj_per_tok_adjusted`, as `result.json`
@@ -321,6 +328,9 @@ pub const EXTRA_FIELDS: &[(&str, FieldKind)] = &[
     ("energy_source", FieldKind::OptStr),
     ("energy_scope", FieldKind::OptStr),
     ("system_energy_joules", FieldKind::OptFloat),
+    ("system_scope", FieldKind::OptStr),
+    ("node_energy_joules", FieldKind::OptFloat),
+    ("unattributed_energy_joules", FieldKind::OptFloat),
     ("energy_adjusted_joules", FieldKind::OptFloat),
     ("mj_per_tok_total", FieldKind::OptFloat),
     ("mj_per_tok_adjusted", FieldKind::OptFloat),
@@ -437,6 +447,9 @@ impl LlmRun {
             "energy_source" => opt_s(&x.energy_source),
             "energy_scope" => opt_s(&x.energy_scope),
             "system_energy_joules" => opt_f(x.system_energy_joules),
+            "system_scope" => opt_s(&x.system_scope),
+            "node_energy_joules" => opt_f(x.node_energy_joules),
+            "unattributed_energy_joules" => opt_f(x.unattributed_energy_joules),
             "energy_adjusted_joules" => opt_f(x.energy_adjusted_joules),
             "mj_per_tok_total" => opt_f(self.mj_per_tok_total()),
             "mj_per_tok_adjusted" => opt_f(x.mj_per_tok_adjusted),

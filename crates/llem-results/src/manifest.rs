@@ -125,6 +125,12 @@ pub struct ManifestEntry {
     /// `system_energy_j`.
     #[serde(default)]
     pub system_energy_joules: Option<f64>,
+    /// `node_energy_j`: the whole node (BMC or power meter).
+    #[serde(default)]
+    pub node_energy_joules: Option<f64>,
+    /// `unattributed_j`: the node less the measured components.
+    #[serde(default)]
+    pub unattributed_joules: Option<f64>,
     /// `emissions.co2_g`.
     #[serde(default)]
     pub co2_g: Option<f64>,
@@ -197,6 +203,12 @@ pub struct StudySummary {
     /// Sum of `system_energy_j` over completed cells that have one.
     #[serde(default)]
     pub total_system_energy_j: Option<f64>,
+    /// Sum of `node_energy_j` over completed cells measured with a node power sensor.
+    #[serde(default)]
+    pub total_node_energy_j: Option<f64>,
+    /// Sum of `unattributed_j` over the same cells.
+    #[serde(default)]
+    pub total_unattributed_j: Option<f64>,
     /// Sum of `lifecycle_energy_j` over completed cells that have one: what the study spent
     /// on the headline's devices, its measurement windows among it.
     #[serde(default)]
@@ -270,6 +282,8 @@ impl Manifest {
                 .fold(None, |a: Option<f64>, v| Some(a.unwrap_or(0.0) + v))
         };
         s.total_system_energy_j = sum(|e| e.system_energy_joules);
+        s.total_node_energy_j = sum(|e| e.node_energy_joules);
+        s.total_unattributed_j = sum(|e| e.unattributed_joules);
         s.total_lifecycle_energy_j = sum(|e| e.lifecycle_energy_joules);
         s.total_co2_g = sum(|e| e.co2_g);
         s.total_system_co2_g = sum(|e| e.system_co2_g);

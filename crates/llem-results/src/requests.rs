@@ -114,6 +114,10 @@ pub struct RequestEnergy {
     pub prefill_energy_j: f64,
     /// Its share of the decode passes it was in (served: while streaming).
     pub decode_energy_j: f64,
+    /// The whole node's energy attributed the same way (a node power sensor's readings,
+    /// interpolated between its polls); null without one.
+    #[serde(default)]
+    pub node_energy_j: Option<f64>,
 }
 
 impl RequestRecord {
@@ -154,6 +158,7 @@ fn schema() -> Schema {
         f("decode_energy_j", DataType::Float64, true),
         f("session_id", DataType::UInt32, true),
         f("turn", DataType::UInt32, true),
+        f("node_energy_j", DataType::Float64, true),
     ])
 }
 
@@ -212,6 +217,11 @@ fn batch(rows: &[RequestRecord]) -> Result<RecordBatch, arrow_schema::ArrowError
         energy(&|e| e.decode_energy_j),
         opt_u32s(&|r| r.session.map(|s| s.session_id)),
         opt_u32s(&|r| r.session.map(|s| s.turn)),
+        Arc::new(
+            rows.iter()
+                .map(|r| r.energy.and_then(|e| e.node_energy_j))
+                .collect::<Float64Array>(),
+        ),
     ];
     // The builder's list field is nullable-item "item"; the schema says the same.
     RecordBatch::try_new(Arc::new(schema()), columns)
@@ -257,6 +267,8 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
         // Logs written before multi-turn traffic have no session columns.
         let sid = column::<UInt32Array>(&b, "session_id").ok();
         let turn = column::<UInt32Array>(&b, "turn").ok();
+        // Logs written before node power have no node column.
+        let nj = column::<Float64Array>(&b, "node_energy_j").ok();
         for i in 0..b.num_rows() {
             let at = |c: Option<&Float64Array>| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
             let energy = match (at(ej), at(pj), at(dj)) {
@@ -265,6 +277,7 @@ pub fn read_requests(path: &Path) -> Result<Vec<RequestRecord>, ResultsError> {
                         energy_j,
                         prefill_energy_j,
                         decode_energy_j,
+                        node_energy_j: at(nj),
                     })
                 }
                 _ => None,
@@ -322,6 +335,7 @@ mod tests {
                     energy_j: 2.5,
                     prefill_energy_j: 1.0,
                     decode_energy_j: 1.25,
+                    node_energy_j: Some(7.5),
                 }),
                 request_id: 0,
                 batch_index: Some(0),

@@ -166,6 +166,10 @@ pub struct ExperimentResult {
     /// phase's energy is unknown.
     #[serde(default)]
     pub lifecycle_energy_j: Option<f64>,
+    /// The whole node's energy over every phase together, J; null without a node sensor or
+    /// when a phase's node energy is unknown.
+    #[serde(default)]
+    pub lifecycle_node_energy_j: Option<f64>,
     /// The fully resolved configuration, as `effective_config.json` beside it holds it, so a
     /// result read alone still says what it measured (null in results written before).
     #[serde(default)]
@@ -1160,6 +1164,10 @@ pub struct PhaseSpan {
     /// measured (no sensor, or a domain of the scope unmeasured).
     #[serde(default)]
     pub energy_j: Option<f64>,
+    /// The whole node's energy over the phase (a node power sensor's), J; for `baseline` its
+    /// idle node power times its length; null without a node sensor.
+    #[serde(default)]
+    pub node_energy_j: Option<f64>,
 }
 
 /// Below this share of the raw energy, baseline-adjusted energy is mostly the noise of

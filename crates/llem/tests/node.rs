@@ -189,10 +189,29 @@ fn an_acpi_power_meter_gives_node_energy_and_the_remainder_with_their_bounds() {
         "the meter's stated accuracy is noted: {r}"
     );
     // The node's readings are in the timeseries beside the package's.
-    let dir = common::result_file(&home.path().join("meter"));
-    let ts =
-        llem_results::read_timeseries(&dir.parent().unwrap().join("timeseries.parquet")).unwrap();
+    let file = common::result_file(&home.path().join("meter"));
+    let cell = file.parent().unwrap();
+    let ts = llem_results::read_timeseries(&cell.join("timeseries.parquet")).unwrap();
     assert!(ts.domain.iter().any(|d| d == "node"));
+    // Each request carries its share of the node, and the shares add up to the window's.
+    let requests = llem_results::read_requests(&cell.join("requests.parquet")).unwrap();
+    let shares: f64 = requests
+        .iter()
+        .map(|q| q.energy.and_then(|e| e.node_energy_j).unwrap())
+        .sum();
+    let node_j = f(&r["node_energy_j"]);
+    assert!(
+        (shares - node_j).abs() <= 0.01 * node_j,
+        "{shares} vs {node_j}"
+    );
+    // Every phase has its node energy (the baseline's from idle node power), and the
+    // lifecycle sums them.
+    let phases = r["phases"].as_array().unwrap();
+    let lifecycle: f64 = phases.iter().map(|p| f(&p["node_energy_j"])).sum();
+    assert!((f(&r["lifecycle_node_energy_j"]) - lifecycle).abs() < 1e-6);
+    let baseline = phases.iter().find(|p| p["phase"] == "baseline").unwrap();
+    let span = f(&baseline["end_s"]) - f(&baseline["start_s"]);
+    assert!((f(&baseline["node_energy_j"]) - 65.0 * span).abs() < 0.05 * 65.0 * span);
 
     // A meter reading below the components is a warning naming the likely cause.
     let mut home =
@@ -318,4 +337,46 @@ fn redfish_chassis_power_measures_the_node() {
     assert!(err.contains("401") && err.contains("redfish"), "{err}");
     assert!(!err.contains("Xq7-not-it"), "{err}");
     bmc.set_watts(0.0);
+}
+
+#[test]
+fn llem_measure_reports_the_node_beside_the_domains() {
+    let _machine = common::shared();
+    let mut home = Home::new("measurement:\n  node_power:\n    poll_interval_s: 0.2\n");
+    node_power::hwmon_meter(&home.path().join("hwmon"), 40.0, 200);
+    let o = home
+        .llem()
+        .args([
+            "measure",
+            "--sampler",
+            "rapl",
+            "--interval",
+            "50ms",
+            "--json",
+            "--",
+            "sleep",
+            "2",
+        ])
+        .output()
+        .unwrap();
+    home.stop();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("node"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = f(&v["duration_s"]);
+    let node = f(&v["node_energy_j"]);
+    // Two 0.2 s polls of 40 W at the edges at most.
+    assert!(
+        (node - 40.0 * d).abs() <= 2.0 * 0.2 * 40.0 + 0.01 * 40.0 * d,
+        "{v}"
+    );
+    // The node never enters the domains' total.
+    assert!(
+        (f(&v["total_energy_j"]) - PACKAGE_W * d).abs() < 0.05 * PACKAGE_W * d,
+        "{v}"
+    );
+    let rest = f(&v["unattributed_j"]);
+    assert!((rest - (node - f(&v["total_energy_j"]))).abs() < 1e-9);
+    assert_eq!(v["node"][0]["sensor"], "hwmon");
 }

@@ -105,12 +105,24 @@ pub(super) fn difference(
     })
 }
 
-/// The records with their energy (none without an attribution).
-pub(super) fn annotated(records: &[RequestRecord], a: Option<&Attribution>) -> Vec<RequestRecord> {
+/// The records with their energy (none without an attribution), and the node's share where
+/// a node sensor measured it.
+pub(super) fn annotated(
+    records: &[RequestRecord],
+    a: Option<&Attribution>,
+    node: Option<&Attribution>,
+) -> Vec<RequestRecord> {
     records
         .iter()
         .map(|r| RequestRecord {
-            energy: a.and_then(|a| a.requests.get(&r.request_id).copied()),
+            energy: a
+                .and_then(|a| a.requests.get(&r.request_id).copied())
+                .map(|e| RequestEnergy {
+                    node_energy_j: node
+                        .and_then(|n| n.requests.get(&r.request_id))
+                        .map(|n| n.energy_j),
+                    ..e
+                }),
             ..r.clone()
         })
         .collect()
@@ -165,20 +177,31 @@ pub(super) fn timeline(
     Some((summary, bins))
 }
 
-/// The node's energy split by phase like the headline's: the same attribution over the
-/// node's own curve (its polls interpolated between them); left unsplit when its readings
-/// give no curve.
-pub(super) fn node_phases(m: &Measured<'_>, mut n: NodeEnergy) -> NodeEnergy {
-    let Some(curve) = EnergyCurve::of(m.telemetry, &["node".to_string()]) else {
-        return n;
-    };
-    let a = if m.steps.is_empty() {
+/// The node's energy attributed like the headline's (phases and requests), over the node's
+/// own curve (its polls interpolated between them); `None` without a node sensor or when its
+/// readings give no curve.
+pub(super) fn node_attribution(m: &Measured<'_>) -> Option<Attribution> {
+    let node: Vec<String> = m
+        .telemetry
+        .series
+        .iter()
+        .filter(|s| s.domain.kind == llem_energy::DomainKind::Node)
+        .map(|s| s.domain.name.clone())
+        .collect();
+    let curve = EnergyCurve::of(m.telemetry, &node)?;
+    Some(if m.steps.is_empty() {
         attribution::by_concurrency(&curve, m.window, m.records)
     } else {
         attribution::by_steps(&curve, m.window, m.steps)
-    };
-    n.prefill_j = Some(a.prefill_j);
-    n.decode_j = Some(a.decode_j);
-    n.idle_j = Some(a.idle_j);
+    })
+}
+
+/// `energy_breakdown.node` with its phase split.
+pub(super) fn node_phases(mut n: NodeEnergy, a: Option<&Attribution>) -> NodeEnergy {
+    if let Some(a) = a {
+        n.prefill_j = Some(a.prefill_j);
+        n.decode_j = Some(a.decode_j);
+        n.idle_j = Some(a.idle_j);
+    }
     n
 }

@@ -121,47 +121,67 @@ impl Energies {
     }
 }
 
-/// The phases with their energy on the headline's devices: from the telemetry over each
-/// span, or for the baseline its idle power on those devices times its length. With every
-/// phase measured, their sum is the experiment's lifecycle energy.
+/// The phases with their energy on the headline's devices (and the node's, where a node
+/// sensor measured it): from the telemetry over each span, or for the baseline its idle power
+/// on those devices times its length. With every phase measured, their sum is the
+/// experiment's lifecycle energy; the second figure is the node's lifecycle energy.
 pub(super) fn phase_energies(
     m: &Measured<'_>,
     energies: &Energies,
-) -> (Vec<PhaseSpan>, Option<f64>) {
+) -> (Vec<PhaseSpan>, Option<f64>, Option<f64>) {
+    let baseline_w = |names: &[String]| -> Option<f64> {
+        let b = m.baseline?;
+        let powers: Option<Vec<f64>> = names
+            .iter()
+            .map(|d| b.record.power_w.get(d).copied())
+            .collect();
+        powers.filter(|v| !v.is_empty()).map(|v| v.iter().sum())
+    };
+    let node_name: Vec<String> = m
+        .telemetry
+        .series
+        .iter()
+        .filter(|s| s.domain.kind == DomainKind::Node)
+        .map(|s| s.domain.name.clone())
+        .collect();
     let phases: Vec<PhaseSpan> = m
         .phases
         .iter()
         .map(|p| {
-            let energy_j = if p.phase == "baseline" {
-                m.baseline.and_then(|b| {
-                    let heads = &energies.head.domains;
-                    let powers: Option<Vec<f64>> = heads
-                        .iter()
-                        .map(|d| b.record.power_w.get(d).copied())
-                        .collect();
-                    powers
-                        .filter(|v| !v.is_empty())
-                        .map(|v| v.iter().sum::<f64>() * (p.end_s - p.start_s).max(0.0))
-                })
+            let span = (p.end_s - p.start_s).max(0.0);
+            let (energy_j, node_energy_j) = if p.phase == "baseline" {
+                (
+                    baseline_w(&energies.head.domains).map(|w| w * span),
+                    baseline_w(&node_name).map(|w| w * span),
+                )
             } else if m.telemetry.series.is_empty() {
-                None
+                (None, None)
             } else {
                 let we = m.telemetry.energy(p.start_s, p.end_s);
                 let complete = unmeasured_gpus(&we, &energies.scope).is_empty();
-                llem_energy::scoped(&we, |d| complete && energies.scope.includes(d), None).energy_j
+                (
+                    llem_energy::scoped(&we, |d| complete && energies.scope.includes(d), None)
+                        .energy_j,
+                    we.node.first().map(|n| n.energy_j),
+                )
             };
             PhaseSpan {
                 energy_j,
+                node_energy_j,
                 ..p.clone()
             }
         })
         .collect();
-    let total = phases
-        .iter()
-        .map(|p| p.energy_j)
-        .sum::<Option<f64>>()
-        .filter(|_| !phases.is_empty());
-    (phases, total)
+    let sum = |get: fn(&PhaseSpan) -> Option<f64>| {
+        phases
+            .iter()
+            .map(get)
+            .sum::<Option<f64>>()
+            .filter(|_| !phases.is_empty())
+    };
+    let total = sum(|p| p.energy_j);
+    let node_total = sum(|p| p.node_energy_j);
+    (phases, total, node_total)
 }
 
 /// One kind of device's energy, when any of its domains was measured.
@@ -495,6 +515,23 @@ pub(super) fn node_record(
                 .bound_j
                 .map_or_else(|| "unknown".to_string(), |b| format!("±{b:.1} J"))
         ));
+    }
+    // The windows methodology cuts the run into shorter windows still: the node is coarser
+    // for each of them than for the whole.
+    let cfg = &m.request.config.measurement;
+    if cfg.methodology == llem_config::Methodology::Windows
+        && let Some(p) = period
+    {
+        let w = cfg.windows_or_default().window_seconds;
+        if w < NODE_PERIODS_PER_WINDOW * p {
+            warnings.push(format!(
+                "node power ({}) updates every {p:.2} s, coarse for the {w:.1} s windows of \
+                 methodology windows: a window's node energy would be uncertain by up to \
+                 {:.0} % at its edges, so the windows are judged on the headline devices only",
+                name_of(&node.sensor),
+                200.0 * p / w
+            ));
+        }
     }
     if let Some(b) = unattributed_bound_j
         && unattributed_j < -b

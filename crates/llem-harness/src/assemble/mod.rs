@@ -200,14 +200,16 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
     warnings.extend(energies.warning(m, window));
     let emissions = energy::emissions(m, &energies, &mut warnings);
     let processes = energy::processes(m, window, &energies, (input, output), duration);
-    let (phases, lifecycle_energy_j) = energy::phase_energies(m, &energies);
+    let (phases, lifecycle_energy_j, lifecycle_node_energy_j) =
+        energy::phase_energies(m, &energies);
     let curve = attributed::curve(m, &energies, &mut warnings);
     let attribution = attributed::attribute(m, &energies, curve.as_ref(), &mut warnings);
     let (timeline, bins) = attributed::timeline(m, curve.as_ref()).unzip();
     let difference = attributed::difference(m, &energies, &phases, &mut warnings);
+    let node_attribution = attributed::node_attribution(m);
     let node = energy::node_record(m, window, &energies, &mut warnings)
-        .map(|n| attributed::node_phases(m, n));
-    let records = attributed::annotated(m.records, attribution.as_ref());
+        .map(|n| attributed::node_phases(n, node_attribution.as_ref()));
+    let records = attributed::annotated(m.records, attribution.as_ref(), node_attribution.as_ref());
     let (energy_per_request_j, energy_per_response_token_mj) =
         attributed::distributions(&records, m.window);
     let fl = flops::estimate(m.model, &shares);
@@ -307,6 +309,7 @@ pub fn assembled(m: &Measured<'_>) -> Assembled {
         effective_config: serde_json::to_value(cfg).ok(),
         phases,
         lifecycle_energy_j,
+        lifecycle_node_energy_j,
         goodput: goodput(m, have_energy.then_some(total_j)),
         traffic: m.summary.traffic.clone(),
         server_metrics: (!m.summary.server_metrics.is_empty())

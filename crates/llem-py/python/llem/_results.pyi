@@ -83,6 +83,12 @@ class ExperimentResult(Section):
     """Energy of every measured domain over the window (GPUs, CPU packages, DRAM), J; never folded into the headline."""
     system_mj_per_tok: Optional[float]
     """`system_energy_j` per output token, mJ."""
+    system_scope: Optional[str]
+    """What `system_energy_j` is: `node` (the whole box, from a node power sensor: a BMC or power meter) or `components` (the sum of the measured GPUs, CPU packages and DRAM); null in results written before llem read node power."""
+    node_energy_j: Optional[float]
+    """The whole node's energy over the window, J (BMC or power meter); null without a node power sensor."""
+    unattributed_j: Optional[float]
+    """`node_energy_j` less the measured components (GPUs, CPU packages, DRAM), J: fans, NICs, storage, the board, power-supply losses; its bound is `energy_breakdown.node.unattributed_bound_j`. Null without a node power sensor."""
     emissions: Optional[Section]
     """CO2 of the headline and the system energy, with the factors used; null without energy."""
     total_flops: Optional[float]
@@ -141,6 +147,8 @@ class ExperimentResult(Section):
     """When each phase ran, s since the experiment start (the clock of `timeseries.parquet`): `load`, `warmup` (gate included), `thermal_floor`, `measure` (empty in results written before)."""
     lifecycle_energy_j: Optional[float]
     """Energy of the whole experiment on the headline's devices, every phase together (baseline when measured for this run, load, warmup, thermal floor, measurement, teardown), J: what a cold start costs beside what the window measured. Null when a phase's energy is unknown."""
+    lifecycle_node_energy_j: Optional[float]
+    """The whole node's energy over every phase together, J; null without a node sensor or when a phase's node energy is unknown."""
     effective_config: Optional[Any]
     """The fully resolved configuration, as `effective_config.json` beside it holds it, so a result read alone still says what it measured (null in results written before)."""
     goodput: Optional[Section]

@@ -68,6 +68,8 @@ pub(crate) fn pending_entry(pc: &PlannedConfig, index: usize, cycle: u32) -> Man
         adj_energy_joules: None,
         energy_scope: None,
         system_energy_joules: None,
+        node_energy_joules: None,
+        unattributed_joules: None,
         lifecycle_energy_joules: None,
         co2_g: None,
         system_co2_g: None,
@@ -292,6 +294,8 @@ pub(crate) fn fill_completed(
     e.adj_energy_joules = r.energy_adjusted_j;
     e.energy_scope = r.energy_scope.clone();
     e.system_energy_joules = r.system_energy_j;
+    e.node_energy_joules = r.node_energy_j;
+    e.unattributed_joules = r.unattributed_j;
     e.lifecycle_energy_joules = r.lifecycle_energy_j;
     e.co2_g = r.emissions.as_ref().and_then(|x| x.co2_g);
     e.system_co2_g = r.emissions.as_ref().and_then(|x| x.system_co2_g);

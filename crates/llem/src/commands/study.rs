@@ -123,6 +123,12 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
                     g(s.total_co2_g, "g"),
                     g(s.total_system_co2_g, "g")
                 );
+                if let Some(n) = s.total_node_energy_j {
+                    eprintln!(
+                        " whole node {n:.1} J, {} of it beside the measured components",
+                        g(s.total_unattributed_j, "J")
+                    );
+                }
                 if let Some(l) = s.total_lifecycle_energy_j {
                     eprintln!(
                         " the study used {l:.1} J on those devices in all (baselines, loads, \
