@@ -293,6 +293,13 @@ fn ipmi_dcmi_over_lan_measures_the_node_in_a_study() {
     assert_ne!(code, Some(0));
     assert!(err.contains("deactivated"), "{err}");
     let mut home = Home::new(&user);
+    let o = home.llem().envs(pw).arg("doctor").output().unwrap();
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(
+        text.contains("node: node power not measured") && text.contains("deactivated"),
+        "llem doctor warns about the configured BMC: {text}"
+    );
     let (code, err, results) = home.run("auto", &format!("name: auto\n{EXPERIMENT}"), &pw);
     home.stop();
     assert_eq!(code, Some(0), "{err}");

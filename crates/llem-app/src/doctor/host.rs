@@ -66,6 +66,17 @@ pub fn sensors(f: &Facts) -> Vec<Line> {
                 Line::warn(format!("nvml: {why}"))
                     .fix("run llem as a user the NVIDIA driver lets query the GPUs"),
             ),
+            // A node source the user configured that cannot be read: every result of this
+            // host would lack the node figure it was set up to give.
+            (Some(why), "node")
+                if !why.starts_with("no node power source") && !why.contains("source is none") =>
+            {
+                lines.push(Line::warn(format!("node: {why}")).fix(
+                    "check measurement.node_power in the user config (BMC address, user, \
+                         the password's variable; `ipmitool dcmi power reading` or the Redfish \
+                         URL should answer from this host)",
+                ));
+            }
             (Some(why), s) => lines.push(Line::info(format!("{s}: absent ({why})"))),
         }
     }
