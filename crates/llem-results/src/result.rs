@@ -659,6 +659,9 @@ pub struct NodeEnergy {
     /// The node energy's bound, J (edges x update period, missed polls; no documented
     /// accuracy).
     pub bound_j: Option<f64>,
+    /// What bounds it, in the form `energy_uncertainty` gives the headline's domains.
+    #[serde(default)]
+    pub uncertainty: Option<EnergyUncertainty>,
     /// The measured components summed (every GPU, CPU package and DRAM domain), J.
     pub components_j: f64,
     /// Their domains.

@@ -138,6 +138,11 @@ fn check_node(r: &Value, sensor: &str, node_w: f64, stall_s: f64) {
     );
     assert!((f(&r["total_energy_j"]) - package_j).abs() < 1e-9);
     let node_bound = f(&b["bound_j"]);
+    // Its bound in the form the headline's domains have theirs.
+    let u = &b["uncertainty"]["domains"][0];
+    assert_eq!(u["name"], "node");
+    assert_eq!(f(&u["bound_j"]), node_bound);
+    assert!(f(&u["coverage"]) > 0.99, "{u}");
     assert!(
         (node_j - node_w * d).abs() <= node_bound + 0.01 * node_w * d,
         "node {node_j} J vs {} J (bound ±{node_bound} J)",

@@ -561,6 +561,7 @@ pub(super) fn node_record(
         avg_power_w: node.avg_power_w,
         n_samples: node.n_samples,
         bound_j: node_u.bound_j,
+        uncertainty: Some(node_u.clone()),
         components_j,
         components: e.components.domains.clone(),
         components_bound_j,
