@@ -269,12 +269,13 @@ fn run(
         live,
         trail,
     };
-    let interval = config.interval;
+    let interval = tick_interval(config.interval, &ticker.sensors);
     let detail_every = (config.detail_interval.as_secs_f64() / interval.as_secs_f64())
         .round()
         .max(1.0) as u64;
     let mut stats = SamplerStats {
         interval_s: interval.as_secs_f64(),
+        requested_interval_s: config.interval.as_secs_f64(),
         ..SamplerStats::default()
     };
     let mut next = Instant::now();
@@ -353,6 +354,25 @@ fn run(
         },
         ticker.sensors,
     )
+}
+
+/// Longest tick the pace of slow sensors may set: the trail, live power and the stop's
+/// final sample stay responsive.
+const MAX_TICK: Duration = Duration::from_secs(1);
+
+/// The interval the sampler ticks at: the one asked for, unless every sensor changes more
+/// slowly (the CPU estimate reads `/proc/stat` every 100 ms; a polled BMC once a second);
+/// then the pace of the fastest of them, so a tick never wakes to find nothing new. RAPL,
+/// NVML and amdgpu keep the asked interval.
+fn tick_interval(asked: Duration, sensors: &[Box<dyn Sensor>]) -> Duration {
+    let fastest = sensors
+        .iter()
+        .map(|s| s.changes_every().unwrap_or(Duration::ZERO))
+        .min();
+    match fastest {
+        Some(f) if f > asked => f.min(MAX_TICK).max(asked),
+        _ => asked,
+    }
 }
 
 /// A polled node source's last reading held to the end of the recording: the recording
@@ -477,6 +497,75 @@ mod tests {
             "{} vs {want}",
             w.domains[0].energy_j
         );
+    }
+
+    /// A sensor whose reading moves no faster than every 100 ms (as the CPU estimate).
+    struct Slow(Domain, u32);
+
+    impl Sensor for Slow {
+        fn domain(&self) -> &Domain {
+            &self.0
+        }
+        fn kind(&self) -> SensorKind {
+            SensorKind::Estimate
+        }
+        fn has_counter(&self) -> bool {
+            false
+        }
+        fn has_power(&self) -> bool {
+            true
+        }
+        fn read(&mut self, _: bool) -> Result<Reading, SensorError> {
+            self.1 += 1;
+            Ok(Reading {
+                power_w: Some(10.0),
+                ..Reading::default()
+            })
+        }
+        fn changes_every(&self) -> Option<Duration> {
+            Some(Duration::from_millis(100))
+        }
+    }
+
+    #[test]
+    fn the_sampler_ticks_no_faster_than_its_fastest_sensor_changes() {
+        let slow = || {
+            Box::new(Slow(
+                Domain {
+                    name: "package-0".into(),
+                    kind: DomainKind::CpuPackage,
+                    index: 0,
+                    device: "estimate".into(),
+                },
+                0,
+            )) as Box<dyn Sensor>
+        };
+        let cfg = MeterConfig {
+            interval: Duration::from_millis(10),
+            ..MeterConfig::default()
+        };
+        let epoch = Instant::now();
+        let t = Meter::start(vec![slow()], cfg, epoch)
+            .unwrap()
+            .stop_after(Duration::from_millis(500));
+        assert!((t.stats.interval_s - 0.1).abs() < 1e-9);
+        assert!((t.stats.requested_interval_s - 0.01).abs() < 1e-9);
+        // ~5 ticks and the final one, not ~50: derived from the time the recording took.
+        let span = t.end_s - t.start_s;
+        let most = (span / 0.1).ceil() as u64 + 2;
+        assert!(t.stats.ticks <= most, "{} ticks in {span} s", t.stats.ticks);
+        // A hardware sensor beside it keeps the asked pace.
+        let t = Meter::start(vec![slow(), clocked(epoch, 0)], cfg, epoch)
+            .unwrap()
+            .stop_after(Duration::from_millis(300));
+        assert!((t.stats.interval_s - 0.01).abs() < 1e-9);
+    }
+
+    impl Meter {
+        fn stop_after(self, d: Duration) -> Telemetry {
+            std::thread::sleep(d);
+            self.stop().unwrap()
+        }
     }
 
     #[test]

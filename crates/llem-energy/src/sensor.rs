@@ -147,6 +147,13 @@ pub trait Sensor: Send {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The shortest time in which the reading can change, for a sensor whose inputs move
+    /// slower than any sampler would tick (`/proc/stat` every 100 ms, a polled BMC); `None`
+    /// for hardware read directly (any tick may see a new value). The sampler ticks no
+    /// faster than the fastest sensor present can change.
+    fn changes_every(&self) -> Option<Duration> {
+        None
+    }
     /// How often the values moved while sampling, s, for sensors that can only tell after
     /// the fact (a polled BMC); replaces the period measured before sampling.
     fn observed_update_period_s(&self) -> Option<f64> {

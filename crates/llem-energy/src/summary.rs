@@ -69,6 +69,9 @@ pub struct EnergyReport {
     pub sampler: String,
     /// Sampling interval, ms.
     pub interval_ms: f64,
+    /// Sampling interval asked for, ms (the sampler ticks slower when no sensor present
+    /// changes as fast).
+    pub requested_interval_ms: f64,
     /// Samples in the window (fewest over the domains).
     pub n_samples: usize,
     /// Per domain.
@@ -155,6 +158,7 @@ pub fn summarise(
         energy_source: e.energy_source.map(|s| s.as_str()),
         sampler: sampler.to_string(),
         interval_ms: t.stats.interval_s * 1000.0,
+        requested_interval_ms: t.stats.requested_interval_s * 1000.0,
         n_samples: e.domains.iter().map(|d| d.n_samples).min().unwrap_or(0),
         energy_adjusted_j: w.energy_adjusted_j,
         baseline_power_w,

@@ -175,7 +175,10 @@ impl Series {
         // How far before the read that saw it an update happened, on average: half the
         // counter's period when it was measured (and shorter than the reads), half the read
         // interval when the counter is slower than the reads, else nothing.
+        // A polled node counter is stamped when it was read (its age taken off): no lag.
+        let polled = self.domain.kind == DomainKind::Node;
         let lag = |since_prev: f64| match self.update_period_s {
+            _ if polled => 0.0,
             Some(u) => u.min(since_prev) / 2.0,
             None if slow => since_prev / 2.0,
             None => 0.0,
@@ -326,8 +329,11 @@ fn integrate(pts: &[(f64, f64)], a: f64, b: f64) -> Option<f64> {
 /// Statistics of the recording itself.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SamplerStats {
-    /// Requested interval, s.
+    /// Interval ticked at, s: the requested one, or the pace of the fastest sensor when
+    /// every sensor changes more slowly (the CPU estimate, a polled BMC).
     pub interval_s: f64,
+    /// Interval asked for, s.
+    pub requested_interval_s: f64,
     /// Ticks taken.
     pub ticks: u64,
     /// Ticks that started later than one interval after their deadline.

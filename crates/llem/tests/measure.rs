@@ -243,13 +243,16 @@ fn output_dir_holds_measurement_json_and_a_readable_timeseries() {
     let m: Value =
         serde_json::from_slice(&std::fs::read(out.join("measurement.json")).unwrap()).unwrap();
     assert_eq!(m["command"], serde_json::json!(["sleep", "0.5"]));
-    assert_eq!(m["interval_ms"], 20.0);
+    // Only the CPU estimate here: it changes every 100 ms, so the sampler ticks no faster
+    // than that, and says so beside what was asked.
+    assert_eq!(m["requested_interval_ms"], 20.0);
+    assert_eq!(m["interval_ms"], 100.0);
     assert_eq!(m["timeseries"], "timeseries.parquet");
     assert!(m["start_time"].as_str().unwrap().ends_with('Z'));
     let ts = llem_results::read_timeseries(&out.join("timeseries.parquet")).unwrap();
     for domain in ["package-0", "dram-0"] {
         let rows: Vec<usize> = (0..ts.len()).filter(|&i| ts.domain[i] == domain).collect();
-        assert!(rows.len() >= 20, "{domain}: {} rows", rows.len());
+        assert!(rows.len() >= 4, "{domain}: {} rows", rows.len());
         assert_eq!(ts.energy_j[rows[0]], Some(0.0), "cumulative from zero");
         assert!(rows.windows(2).all(|w| ts.t_s[w[0]] < ts.t_s[w[1]]));
         assert!(rows.iter().all(|&i| ts.power_w[i].is_some()));

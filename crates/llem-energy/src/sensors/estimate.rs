@@ -176,6 +176,9 @@ impl Sensor for CpuEstimate {
     fn has_power(&self) -> bool {
         true
     }
+    fn changes_every(&self) -> Option<std::time::Duration> {
+        Some(MIN_STAT_INTERVAL)
+    }
     fn read(&mut self, _detail: bool) -> Result<Reading, SensorError> {
         if self.last_read.elapsed() < MIN_STAT_INTERVAL {
             return Ok(Reading {
@@ -256,6 +259,10 @@ impl Sensor for DramEstimate {
     }
     fn has_power(&self) -> bool {
         true
+    }
+    fn changes_every(&self) -> Option<std::time::Duration> {
+        // A constant: it never changes; the CPU estimate beside it sets the pace.
+        Some(std::time::Duration::MAX)
     }
     fn read(&mut self, _detail: bool) -> Result<Reading, SensorError> {
         Ok(Reading {

@@ -23,6 +23,14 @@ pub(super) fn reproducibility_notes(m: &Measured<'_>, sampler: &str, interval_ms
             m.sensors.join(", ")
         }
     );
+    let asked_ms = m.telemetry.stats.requested_interval_s * 1000.0;
+    if asked_ms > 0.0 && interval_ms > asked_ms * 1.001 {
+        n.push_str(&format!(
+            "The sampler ticked every {interval_ms:.0} ms, not the {asked_ms:.0} ms asked: no \
+             sensor present changes faster (the CPU estimate reads /proc/stat every 100 ms, a \
+             BMC is polled). "
+        ));
+    }
     n.push_str(match m.placement {
         llem_engines::placement::Placement::Cpu => {
             "The headline energy (total_energy_j) is the CPU's, packages plus DRAM: the \

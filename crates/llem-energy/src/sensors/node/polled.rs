@@ -180,8 +180,9 @@ impl Sensor for Polled {
         } else {
             v.power_w.or(v.average_w)
         };
-        // An average over a period is the power of the period's middle.
-        let centre = if averaged {
+        // An average over a period is the power of the period's middle; a counter's value
+        // is the poll's own (it is what gets used then).
+        let centre = if averaged && !self.has_counter {
             self.reported_period_s.unwrap_or(0.0) / 2.0
         } else {
             0.0
@@ -196,6 +197,10 @@ impl Sensor for Polled {
     }
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
+    }
+    fn changes_every(&self) -> Option<Duration> {
+        // Fresh readings come once per poll; their age stamps them where they belong.
+        Some(self.interval)
     }
     fn observed_update_period_s(&self) -> Option<f64> {
         let s = self.shared.lock().ok()?;
