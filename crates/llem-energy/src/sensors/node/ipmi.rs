@@ -4,13 +4,12 @@
 //! interface; llem runs it once per poll, in the poller thread. The password goes to ipmitool
 //! through its `IPMI_PASSWORD` variable (`-E`), never on its command line.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use llem_config::user_config::IpmiConfig;
 
-use super::{NodeReading, NodeSource, NodeUnavailable};
+use super::{NodeReading, NodeSource, NodeUnavailable, child};
 use crate::sensor::{SensorError, SensorKind};
 
 /// Longest wait for one ipmitool call (its own LAN retries take about 5 s).
@@ -88,58 +87,34 @@ impl Dcmi {
     /// One call: the reading and whether the BMC says it is active.
     fn read(&mut self) -> Result<(NodeReading, bool), SensorError> {
         let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args)
-            .env_remove("IPMI_PASSWORD")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(&self.args).env_remove("IPMI_PASSWORD");
         if let Some(p) = &self.password {
             cmd.env("IPMI_PASSWORD", p);
         }
-        let mut child = cmd.spawn().map_err(|e| {
-            node_error(format!(
-                "cannot run {} ({e}); install ipmitool (Debian: apt-get install ipmitool)",
-                self.program
-            ))
-        })?;
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) if started.elapsed() > CALL_TIMEOUT => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(node_error(format!(
-                        "{} did not answer within {} s",
-                        self.target,
-                        CALL_TIMEOUT.as_secs()
-                    )));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => return Err(node_error(format!("waiting for ipmitool: {e}"))),
-            }
-        };
-        let mut out = String::new();
-        let mut err = String::new();
-        if let Some(mut o) = child.stdout.take() {
-            let _ = o.read_to_string(&mut out);
-        }
-        if let Some(mut e) = child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        if !status.success() {
-            let why = err
+        let out = child::run(
+            cmd,
+            b"",
+            CALL_TIMEOUT,
+            (
+                "ipmi",
+                "install ipmitool (Debian: apt-get install ipmitool)",
+            ),
+        )?;
+        if !out.status.success() {
+            let why = out
+                .stderr
                 .lines()
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("");
             return Err(node_error(format!(
-                "ipmitool dcmi power reading from {} failed ({status}): {}",
+                "ipmitool dcmi power reading from {} failed ({}): {}",
                 self.target,
+                out.status,
                 why.trim()
             )));
         }
-        parse(&out).ok_or_else(|| {
+        parse(&out.stdout).ok_or_else(|| {
             node_error(format!(
                 "{}: no DCMI power reading in ipmitool's output",
                 self.target

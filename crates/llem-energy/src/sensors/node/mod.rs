@@ -6,6 +6,7 @@
 //! arrived, stamped with its age. A node domain encloses every other domain (GPUs, CPU
 //! packages, DRAM): its energy is never summed with theirs.
 
+mod child;
 mod hwmon;
 mod ipmi;
 mod polled;

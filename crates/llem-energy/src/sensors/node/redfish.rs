@@ -7,14 +7,13 @@
 //! every server. The credentials reach curl on its standard input (`-K -`), never on its
 //! command line, and are never written to results.
 
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use llem_config::user_config::RedfishConfig;
 use serde_json::Value;
 
-use super::{NodeReading, NodeSource, NodeUnavailable};
+use super::{NodeReading, NodeSource, NodeUnavailable, child};
 use crate::sensor::{SensorError, SensorKind};
 
 /// Longest wait for one request, s.
@@ -128,52 +127,27 @@ impl Redfish {
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "--fail", "-K", "-", "--max-time"])
             .arg(CALL_TIMEOUT_S.to_string())
-            .arg("-H")
-            .arg("Accept: application/json")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .args(["-H", "Accept: application/json"]);
         if self.insecure {
             cmd.arg("-k");
         }
         cmd.arg("--url").arg(&url);
-        let mut child = cmd.spawn().map_err(|e| {
-            node_error(format!(
-                "cannot run curl ({e}); install curl (Debian: apt-get install curl)"
-            ))
-        })?;
-        if let Some(mut stdin) = child.stdin.take() {
-            let mut config = String::new();
-            if let Some(u) = &self.user {
-                let p = self.password.as_deref().unwrap_or("");
-                config.push_str(&format!("user = {}\n", quoted(&format!("{u}:{p}"))));
-            }
-            let _ = stdin.write_all(config.as_bytes());
+        let mut config = String::new();
+        if let Some(u) = &self.user {
+            let p = self.password.as_deref().unwrap_or("");
+            config.push_str(&format!("user = {}\n", quoted(&format!("{u}:{p}"))));
         }
-        let started = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(s)) => break s,
-                Ok(None) if started.elapsed() > Duration::from_secs(CALL_TIMEOUT_S + 2) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(node_error(format!("{url} did not answer")));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => return Err(node_error(format!("waiting for curl: {e}"))),
-            }
-        };
-        let (mut out, mut err) = (String::new(), String::new());
-        if let Some(mut o) = child.stdout.take() {
-            let _ = o.read_to_string(&mut out);
+        let out = child::run(
+            cmd,
+            config.as_bytes(),
+            Duration::from_secs(CALL_TIMEOUT_S + 2),
+            ("redfish", "install curl (Debian: apt-get install curl)"),
+        )?;
+        if !out.status.success() {
+            return Err(node_error(format!("GET {url}: {}", out.stderr.trim())));
         }
-        if let Some(mut e) = child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        if !status.success() {
-            return Err(node_error(format!("GET {url}: {}", err.trim())));
-        }
-        serde_json::from_str(&out).map_err(|e| node_error(format!("GET {url}: not JSON ({e})")))
+        serde_json::from_str(&out.stdout)
+            .map_err(|e| node_error(format!("GET {url}: not JSON ({e})")))
     }
 }
 
