@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Python packages the tests use to check llem's files the way users read them:
-# pandas and polars reading timeseries.parquet. Installed from PyPI into target/pyenv
+# pandas and polars reading timeseries.parquet, jsonschema validating BoAmps reports. Installed from PyPI into target/pyenv
 # (ignored by git); idempotent: an environment that already imports them is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/pyenv
-want='import pandas, polars, pyarrow'
+want='import pandas, polars, pyarrow, jsonschema, referencing'
 if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "$want" 2>/dev/null; then
   exit 0
 fi
@@ -16,6 +16,7 @@ if ! command -v "$python" >/dev/null; then
 fi
 mkdir -p target
 "$python" -m venv "$venv"
-"$venv/bin/pip" install --quiet --disable-pip-version-check 'pandas>=2' 'polars>=1' 'pyarrow>=15'
+"$venv/bin/pip" install --quiet --disable-pip-version-check 'pandas>=2' 'polars>=1' 'pyarrow>=15' \
+  'jsonschema>=4.18'
 "$venv/bin/python" -c "$want"
-echo "scripts/python-env.sh: pandas, polars and pyarrow ready in $venv"
+echo "scripts/python-env.sh: pandas, polars, pyarrow and jsonschema ready in $venv"

@@ -85,7 +85,13 @@ fn consume(dir: &Path) -> Result<usize, String> {
             assert!(!v.is_some_and(f64::is_infinite), "{name} loaded as {v:?}");
         }
     }
-    for f in [Format::Csv, Format::Json, Format::Markdown, Format::Parquet] {
+    for f in [
+        Format::Csv,
+        Format::Json,
+        Format::Markdown,
+        Format::Parquet,
+        Format::Boamps,
+    ] {
         let _ = f.exporter().serialize(&runs);
     }
     let none = llem_records::DiffusionRuns::default();

@@ -405,6 +405,8 @@ pub enum ExportFormat {
     Json,
     /// The headline columns as a Markdown table.
     Markdown,
+    /// Boavizta's BoAmps energy report (format 1.1.0), one per run, as a JSON array.
+    Boamps,
 }
 
 /// `llem results ...`.

@@ -939,3 +939,155 @@ fn bad_files_are_reported_one_by_one_and_the_rest_load() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
+
+/// Validates each report in the JSON array `file` against the vendored BoAmps schemas
+/// (their `$ref`s to Boavizta's URLs resolved to the files), with the Python `jsonschema`
+/// that `make test` installs into target/pyenv.
+fn validate_boamps(file: &Path) {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
+            "target/pyenv is missing: run scripts/python-env.sh"
+        );
+        eprintln!("skipped the schema check: run `make test` (it installs jsonschema)");
+        return;
+    }
+    let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("../llem-records/assets/boamps");
+    let script = r#"
+import json, sys, pathlib
+from jsonschema import Draft4Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT4
+d = pathlib.Path(sys.argv[2])
+base = "https://raw.githubusercontent.com/Boavizta/BoAmps/main/model/"
+schemas = {p.name: json.loads(p.read_text()) for p in d.glob("*_schema.json")}
+registry = Registry().with_resources(
+    [(base + n, Resource.from_contents(s, default_specification=DRAFT4)) for n, s in schemas.items()])
+validator = Draft4Validator(schemas["report_schema.json"], registry=registry)
+reports = json.loads(pathlib.Path(sys.argv[1]).read_text())
+assert isinstance(reports, list) and reports, "no reports"
+for r in reports:
+    errors = sorted(validator.iter_errors(r), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors)
+    # The $refs were followed: a bad measure must fail.
+    bad = json.loads(json.dumps(r)); bad["measures"][0].pop("powerConsumption")
+    assert list(validator.iter_errors(bad)), "the measure schema was not applied"
+print(len(reports), "valid")
+"#;
+    let o = Command::new(&python)
+        .args(["-c", script])
+        .arg(file)
+        .arg(&schemas)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", text(&o.stdout), text(&o.stderr));
+}
+
+/// BoAmps reports of a llem run (a RAPL package at 20 W, a configured grid intensity) and of
+/// ML.ENERGY runs validate against the BoAmps 1.1.0 schema, and hold the run's figures.
+#[test]
+fn boamps_reports_of_llem_and_mlenergy_runs_validate_against_the_schema() {
+    let _machine = common::shared();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("sys")).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.join("powercap"), 20.0);
+    let yaml = home.join("b.yaml");
+    std::fs::write(
+        &yaml,
+        "name: boamps\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 16, output_tokens: 8}}\n\
+         warmup: {enabled: false}\nbaseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let out = home.join("results");
+    let o = common::llem_in(home)
+        .env("LLEM_CARBON_INTENSITY", "300")
+        .args([
+            "run",
+            yaml.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let file = home.join("boamps.json");
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            out.to_str().unwrap(),
+            "--format",
+            "boamps",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    validate_boamps(&file);
+    let reports: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let b = &reports[0];
+    let r: llem_results::ExperimentResult =
+        serde_json::from_str(&std::fs::read_to_string(common::result_file(&out)).unwrap()).unwrap();
+    // The measure is the headline energy of the window, in kWh, over its duration.
+    let m = &b["measures"][0];
+    assert_eq!(m["measurementMethod"], "llem");
+    assert_eq!(m["cpuTrackingMode"], "rapl");
+    let kwh = m["powerConsumption"].as_f64().unwrap();
+    assert!((kwh - r.total_energy_j / 3.6e6).abs() < 1e-15, "{kwh}");
+    assert_eq!(
+        m["measurementDuration"].as_f64().unwrap(),
+        r.total_inference_time_sec
+    );
+    let t = &b["task"];
+    assert_eq!(t["taskStage"], "inference");
+    assert_eq!(t["nbRequest"], 4);
+    assert_eq!(t["dataset"][0]["dataQuantity"], r.total_input_tokens);
+    assert_eq!(t["dataset"][1]["dataQuantity"], r.total_output_tokens);
+    assert_eq!(t["algorithms"][0]["framework"], "llamacpp");
+    assert_eq!(b["environment"]["powerSourceCarbonIntensity"], 300.0);
+    assert_eq!(b["header"]["formatVersion"], "1.1.0");
+    assert!(
+        b["quality"].is_string(),
+        "a counter-measured window has a quality class: {b}"
+    );
+
+    // ML.ENERGY runs: what their records hold, and valid all the same.
+    let ml = home.join("mlenergy");
+    tree::write_parity_tree(&ml);
+    let file = home.join("ml.json");
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            ml.to_str().unwrap(),
+            "--format",
+            "boamps",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    validate_boamps(&file);
+    let reports: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let runs = Runs::from_directory(&ml).unwrap();
+    assert_eq!(reports.as_array().unwrap().len(), runs.len());
+    for (b, run) in reports.as_array().unwrap().iter().zip(runs.iter()) {
+        assert_eq!(
+            b["measures"][0]["measurementMethod"],
+            "ML.ENERGY benchmark (Zeus)"
+        );
+        let kwh = b["measures"][0]["powerConsumption"].as_f64().unwrap();
+        assert!((kwh - run.steady_state_energy_joules / 3.6e6).abs() < 1e-15);
+        assert_eq!(b["infrastructure"]["components"][0]["componentType"], "gpu");
+    }
+}

@@ -1,12 +1,16 @@
 //! Exporters of a run collection ([`Runs`], [`DiffusionRuns`]) behind one trait, one file per
 //! format: CSV, JSON and Parquet carry every field; Markdown carries the headline columns a
-//! reader compares.
+//! reader compares; BoAmps writes Boavizta's energy report per run.
 
+mod boamps;
 pub(crate) mod csv;
 mod json;
 mod markdown;
 mod parquet;
 
+pub use boamps::{
+    BoampsExporter, FORMAT_VERSION as BOAMPS_FORMAT_VERSION, report as boamps_report,
+};
 pub use csv::CsvExporter;
 pub use json::{JsonExporter, to_json};
 pub use markdown::{HEADLINE_FIELDS, MarkdownExporter};
@@ -129,6 +133,8 @@ pub enum Format {
     Markdown,
     /// `runs/llm.parquet`-style Parquet, every field.
     Parquet,
+    /// Boavizta's BoAmps energy report (1.1.0), one per run, as a JSON array.
+    Boamps,
 }
 
 impl Format {
@@ -139,6 +145,7 @@ impl Format {
             Format::Json => Box::new(JsonExporter),
             Format::Markdown => Box::new(MarkdownExporter),
             Format::Parquet => Box::new(ParquetExporter),
+            Format::Boamps => Box::new(BoampsExporter),
         }
     }
 }

@@ -625,6 +625,7 @@ fn export_runs(
         ExportFormat::Json => export::Format::Json,
         ExportFormat::Markdown => export::Format::Markdown,
         ExportFormat::Parquet => export::Format::Parquet,
+        ExportFormat::Boamps => export::Format::Boamps,
     }
     .exporter();
     if exporter.is_binary() && output.is_none() {
