@@ -79,6 +79,15 @@ fn language(engine: Option<&str>) -> &'static str {
     }
 }
 
+/// A count as an integer when it is whole (records keep counts as floats).
+fn count(v: f64) -> Value {
+    if v >= 0.0 && v.fract() == 0.0 && v < 9.0e15 {
+        json!(v as u64)
+    } else {
+        json!(v)
+    }
+}
+
 fn put(m: &mut Map<String, Value>, k: &str, v: Option<Value>) {
     if let Some(v) = v {
         m.insert(k.into(), v);
@@ -136,7 +145,7 @@ pub fn report(r: &dyn Record, result: Option<&Value>) -> Option<Value> {
         let mut d = Map::new();
         d.insert("dataUsage".into(), json!(usage));
         d.insert("dataType".into(), json!("token"));
-        put(&mut d, "dataQuantity", n.map(Value::from));
+        put(&mut d, "dataQuantity", n.map(count));
         Value::Object(d)
     };
     let mut task = Map::new();
@@ -148,7 +157,7 @@ pub fn report(r: &dyn Record, result: Option<&Value>) -> Option<Value> {
     put(
         &mut task,
         "nbRequest",
-        num(r, "completed_requests").map(Value::from),
+        num(r, "completed_requests").map(count),
     );
     task.insert("algorithms".into(), json!([algorithm]));
     task.insert(
