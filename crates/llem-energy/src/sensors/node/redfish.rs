@@ -51,6 +51,18 @@ fn quoted(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
+/// `url` without credentials written into it (`https://user:pw@bmc` -> `https://bmc`), for
+/// anything shown or stored.
+fn shown(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+            format!("{scheme}://{host}")
+        }
+        None => url.rsplit_once('@').map_or(url, |(_, h)| h).to_string(),
+    }
+}
+
 fn odata_id(v: &Value) -> Option<String> {
     v.get("@odata.id")?.as_str().map(String::from)
 }
@@ -112,7 +124,7 @@ impl Redfish {
         Err(NodeUnavailable::Sensor(node_error(format!(
             "{}: no chassis reports power (EnvironmentMetrics.PowerWatts or \
              Power.PowerControl[0].PowerConsumedWatts) among {}",
-            r.base,
+            shown(&r.base),
             if chassis.is_empty() {
                 "no chassis".to_string()
             } else {
@@ -124,6 +136,7 @@ impl Redfish {
     /// GETs `path` and parses the JSON.
     fn get(&self, path: &str) -> Result<Value, SensorError> {
         let url = format!("{}{path}", self.base);
+        let said = format!("{}{path}", shown(&self.base));
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "--fail", "-K", "-", "--max-time"])
             .arg(CALL_TIMEOUT_S.to_string())
@@ -144,10 +157,13 @@ impl Redfish {
             ("redfish", "install curl (Debian: apt-get install curl)"),
         )?;
         if !out.status.success() {
-            return Err(node_error(format!("GET {url}: {}", out.stderr.trim())));
+            return Err(node_error(format!(
+                "GET {said}: {}",
+                out.stderr.trim().replace(&url, &said)
+            )));
         }
         serde_json::from_str(&out.stdout)
-            .map_err(|e| node_error(format!("GET {url}: not JSON ({e})")))
+            .map_err(|e| node_error(format!("GET {said}: not JSON ({e})")))
     }
 }
 
@@ -173,7 +189,7 @@ fn reading(resource: Resource, doc: &Value) -> Option<NodeReading> {
 
 impl NodeSource for Redfish {
     fn describe(&self) -> String {
-        format!("redfish {}{}", self.base, self.path)
+        format!("redfish {}{}", shown(&self.base), self.path)
     }
     fn kind(&self) -> SensorKind {
         SensorKind::Redfish
@@ -186,7 +202,8 @@ impl NodeSource for Redfish {
         reading(self.resource, &doc).ok_or_else(|| {
             node_error(format!(
                 "{}{}: no power reading in the resource",
-                self.base, self.path
+                shown(&self.base),
+                self.path
             ))
         })
     }
@@ -210,5 +227,10 @@ mod tests {
         assert_eq!(r.power_w, Some(377.5));
         assert!(reading(Resource::Power, &serde_json::json!({"PowerControl": []})).is_none());
         assert_eq!(quoted(r#"a"b\c"#), r#""a\"b\\c""#);
+        assert_eq!(
+            shown("https://admin:pw@10.0.0.5:443"),
+            "https://10.0.0.5:443"
+        );
+        assert_eq!(shown("https://10.0.0.5"), "https://10.0.0.5");
     }
 }
