@@ -46,6 +46,9 @@ const USER_SECTIONS: &[(&str, &str)] = &[
     ("measurement", "UserMeasurement"),
     ("execution", "UserExecution"),
     ("ui", "UserUi"),
+    ("measurement.node_power", "NodePowerConfig"),
+    ("measurement.node_power.ipmi", "IpmiConfig"),
+    ("measurement.node_power.redfish", "RedfishConfig"),
 ];
 
 fn cell(s: &str) -> String {
