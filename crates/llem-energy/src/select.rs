@@ -57,7 +57,7 @@ impl SensorEnv {
             cuda_visible_devices: std::env::var("CUDA_VISIBLE_DEVICES").ok(),
             cpu_tdp_w,
             nvml: true,
-            hwmon_root: crate::sensors::node::hwmon_root(),
+            hwmon_root: var("LLEM_HWMON_ROOT").unwrap_or_else(|| "/sys/class/hwmon".into()),
             node: NodePowerConfig::default(),
         }
     }
@@ -126,7 +126,7 @@ pub fn select(sampler: EnergySampler, env: &SensorEnv) -> Result<Selection, Unav
         reason: reason.to_string(),
     };
     let mut notes = Vec::new();
-    let sensors = match sampler {
+    let mut sensors = match sampler {
         EnergySampler::Nvml => nvml_sensors(env, NvmlMode::PowerOnly).map_err(fail)?,
         EnergySampler::Zeus => nvml_sensors(env, NvmlMode::CounterOnly).map_err(fail)?,
         EnergySampler::Amdgpu => amd_sensors(env).map_err(fail)?,
@@ -169,7 +169,6 @@ pub fn select(sampler: EnergySampler, env: &SensorEnv) -> Result<Selection, Unav
             sensors
         }
     };
-    let mut sensors = sensors;
     match crate::sensors::node::open(&env.node, &env.hwmon_root) {
         Ok((node, note)) => {
             sensors.extend(node);

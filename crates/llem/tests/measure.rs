@@ -541,21 +541,6 @@ fn a_cached_baseline_is_reused() {
     }
 }
 
-/// The Python with pandas and polars that `make test` installs; without it a test is skipped
-/// here, but `make test` (LLEM_REQUIRE_PYTHON_CHECKS) makes its absence a failure.
-fn pandas_python() -> Option<PathBuf> {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
-    if python.exists() {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
-        "target/pyenv is missing: run scripts/python-env.sh"
-    );
-    eprintln!("skipped: run `make test` (it installs pandas and polars into target/pyenv)");
-    None
-}
-
 /// Runs `script` with `python`, the file as its argument; the script's asserts are the test's.
 fn run_python(python: &Path, script: &str, file: &Path) {
     let r = Command::new(python)
@@ -574,7 +559,7 @@ fn run_python(python: &Path, script: &str, file: &Path) {
 #[test]
 fn timeseries_is_readable_by_pandas_and_polars() {
     let _machine = common::shared();
-    let Some(python) = pandas_python() else {
+    let Some(python) = common::checks_python() else {
         return;
     };
     let s = Sandbox::new();
@@ -618,7 +603,7 @@ print("ok", df.shape)
 #[test]
 fn a_seed_notebook_reads_the_gpu_timeseries() {
     let _machine = common::shared();
-    let Some(python) = pandas_python() else {
+    let Some(python) = common::checks_python() else {
         return;
     };
     let standin = nvml_standin::StandIn::new(Some(

@@ -940,19 +940,34 @@ fn bad_files_are_reported_one_by_one_and_the_rest_load() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
 
+/// `llem results export DIR --format boamps` into `home/name`, checked against the schema:
+/// the reports.
+fn exported_boamps(home: &Path, dir: &Path, name: &str) -> serde_json::Value {
+    let file = home.join(name);
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            dir.to_str().unwrap(),
+            "--format",
+            "boamps",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    validate_boamps(&file);
+    serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap()
+}
+
 /// Validates each report in the JSON array `file` against the vendored BoAmps schemas
 /// (their `$ref`s to Boavizta's URLs resolved to the files), with the Python `jsonschema`
 /// that `make test` installs into target/pyenv.
 fn validate_boamps(file: &Path) {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
-            "target/pyenv is missing: run scripts/python-env.sh"
-        );
-        eprintln!("skipped the schema check: run `make test` (it installs jsonschema)");
+    let Some(python) = common::checks_python() else {
         return;
-    }
+    };
     let schemas = Path::new(env!("CARGO_MANIFEST_DIR")).join("../llem-records/assets/boamps");
     let script = r#"
 import json, sys, pathlib
@@ -1016,23 +1031,7 @@ fn boamps_reports_of_llem_and_mlenergy_runs_validate_against_the_schema() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     writer.join().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let file = home.join("boamps.json");
-    let o = llem(
-        home,
-        &[
-            "results",
-            "export",
-            out.to_str().unwrap(),
-            "--format",
-            "boamps",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    validate_boamps(&file);
-    let reports: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let reports = exported_boamps(home, &out, "boamps.json");
     let b = &reports[0];
     let r: llem_results::ExperimentResult =
         serde_json::from_str(&std::fs::read_to_string(common::result_file(&out)).unwrap()).unwrap();
@@ -1062,23 +1061,7 @@ fn boamps_reports_of_llem_and_mlenergy_runs_validate_against_the_schema() {
     // ML.ENERGY runs: what their records hold, and valid all the same.
     let ml = home.join("mlenergy");
     tree::write_parity_tree(&ml);
-    let file = home.join("ml.json");
-    let o = llem(
-        home,
-        &[
-            "results",
-            "export",
-            ml.to_str().unwrap(),
-            "--format",
-            "boamps",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    validate_boamps(&file);
-    let reports: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let reports = exported_boamps(home, &ml, "ml.json");
     let runs = Runs::from_directory(&ml).unwrap();
     assert_eq!(reports.as_array().unwrap().len(), runs.len());
     for (b, run) in reports.as_array().unwrap().iter().zip(runs.iter()) {

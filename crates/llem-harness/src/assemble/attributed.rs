@@ -40,14 +40,19 @@ pub(super) fn attribute(
     warnings: &mut Vec<String>,
 ) -> Option<Attribution> {
     let window_j = energies.head.energy_j?;
-    let curve = curve?;
-    let a = if m.steps.is_empty() {
+    let a = split(m, curve?);
+    warnings.extend(a.sum_warning(window_j));
+    Some(a)
+}
+
+/// The window cut along `curve`: by the engine's own passes when it logged them, else by
+/// each request's share of the time it was in flight.
+fn split(m: &Measured<'_>, curve: &EnergyCurve) -> Attribution {
+    if m.steps.is_empty() {
         attribution::by_concurrency(curve, m.window, m.records)
     } else {
         attribution::by_steps(curve, m.window, m.steps)
-    };
-    warnings.extend(a.sum_warning(window_j));
-    Some(a)
+    }
 }
 
 /// `energy_breakdown` with the phase splits `measurement.phase_split` asks for.
@@ -181,19 +186,8 @@ pub(super) fn timeline(
 /// own curve (its polls interpolated between them); `None` without a node sensor or when its
 /// readings give no curve.
 pub(super) fn node_attribution(m: &Measured<'_>) -> Option<Attribution> {
-    let node: Vec<String> = m
-        .telemetry
-        .series
-        .iter()
-        .filter(|s| s.domain.kind == llem_energy::DomainKind::Node)
-        .map(|s| s.domain.name.clone())
-        .collect();
-    let curve = EnergyCurve::of(m.telemetry, &node)?;
-    Some(if m.steps.is_empty() {
-        attribution::by_concurrency(&curve, m.window, m.records)
-    } else {
-        attribution::by_steps(&curve, m.window, m.steps)
-    })
+    let curve = EnergyCurve::of(m.telemetry, &super::energy::node_domains(m.telemetry))?;
+    Some(split(m, &curve))
 }
 
 /// `energy_breakdown.node` with its phase split.

@@ -137,13 +137,7 @@ pub(super) fn phase_energies(
             .collect();
         powers.filter(|v| !v.is_empty()).map(|v| v.iter().sum())
     };
-    let node_name: Vec<String> = m
-        .telemetry
-        .series
-        .iter()
-        .filter(|s| s.domain.kind == DomainKind::Node)
-        .map(|s| s.domain.name.clone())
-        .collect();
+    let node_name = node_domains(m.telemetry);
     let phases: Vec<PhaseSpan> = m
         .phases
         .iter()
@@ -473,6 +467,15 @@ pub(super) fn throttle_info(
     info
 }
 
+/// The recording's node domains (at most one: `node`).
+pub(super) fn node_domains(t: &Telemetry) -> Vec<String> {
+    t.series
+        .iter()
+        .filter(|s| s.domain.kind == DomainKind::Node)
+        .map(|s| s.domain.name.clone())
+        .collect()
+}
+
 /// How many node update periods a window must span before its node energy is more than its
 /// edges: below it the edge bound (a period of node power at each edge) dominates.
 const NODE_PERIODS_PER_WINDOW: f64 = 10.0;
@@ -498,12 +501,12 @@ pub(super) fn node_record(
     // Nothing measured beside the node leaves nothing to reconcile: its bound is the node's.
     let components_bound_j = if comps.is_empty() { Some(0.0) } else { comp_u };
     let unattributed_bound_j = node_u.bound_j.zip(components_bound_j).map(|(a, b)| a + b);
-    let period = m
+    let series = m
         .telemetry
         .series
         .iter()
-        .find(|s| s.domain.name == node.name)
-        .and_then(|s| s.update_period_s);
+        .find(|s| s.domain.name == node.name);
+    let period = series.and_then(|s| s.update_period_s);
     let duration = window.duration_s().max(0.0);
     let coarse = period.is_some_and(|p| duration < NODE_PERIODS_PER_WINDOW * p);
     if let Some(p) = period.filter(|_| coarse) {
@@ -550,13 +553,7 @@ pub(super) fn node_record(
         energy_j: node.energy_j,
         energy_source: node.energy_source.as_str().into(),
         sensor: name_of(&node.sensor),
-        device: m
-            .telemetry
-            .series
-            .iter()
-            .find(|s| s.domain.name == node.name)
-            .map(|s| s.domain.device.clone())
-            .unwrap_or_default(),
+        device: series.map(|s| s.domain.device.clone()).unwrap_or_default(),
         update_period_s: period,
         avg_power_w: node.avg_power_w,
         n_samples: node.n_samples,

@@ -82,6 +82,24 @@ pub fn cut_tolerance_j(r: &llem_results::ExperimentResult, watts: f64, lag_s: f6
     0.005 * r.total_energy_j + edges + 2.0 * watts * lag_s
 }
 
+/// The Python with pandas, polars and jsonschema that `make test` installs
+/// (scripts/python-env.sh); without it a check is skipped here, but `make test`
+/// (LLEM_REQUIRE_PYTHON_CHECKS) makes its absence a failure.
+pub fn checks_python() -> Option<PathBuf> {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("LLEM_REQUIRE_PYTHON_CHECKS").is_none(),
+        "target/pyenv is missing: run scripts/python-env.sh"
+    );
+    eprintln!(
+        "skipped: run `make test` (it installs pandas, polars and jsonschema into target/pyenv)"
+    );
+    None
+}
+
 /// The asset cache holding SmolLM2 and ShareGPT (scripts/fetch-assets.sh); fails the test
 /// with the command to run when they are missing.
 pub fn assets() -> PathBuf {

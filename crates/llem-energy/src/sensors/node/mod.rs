@@ -12,7 +12,6 @@ mod ipmi;
 mod polled;
 mod redfish;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use llem_config::user_config::{NodePowerConfig, NodePowerSource};
@@ -52,13 +51,6 @@ pub trait NodeSource: Send + 'static {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
-}
-
-/// Where the hwmon tree is (`LLEM_HWMON_ROOT`, default `/sys/class/hwmon`).
-pub fn hwmon_root() -> PathBuf {
-    std::env::var_os("LLEM_HWMON_ROOT")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from("/sys/class/hwmon"), PathBuf::from)
 }
 
 /// The poll interval the config asks for.

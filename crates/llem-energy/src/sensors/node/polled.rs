@@ -31,7 +31,6 @@ pub struct Polled {
     notes: Vec<String>,
     /// The period the source reported at the first poll, s.
     reported_period_s: Option<f64>,
-    source_name: &'static str,
 }
 
 impl Polled {
@@ -86,7 +85,6 @@ impl Polled {
             seen: 0,
             notes,
             reported_period_s: reported.filter(|p| *p > 0.0),
-            source_name: kind.as_str(),
         })
     }
 
@@ -171,7 +169,7 @@ impl Sensor for Polled {
             return Ok(Reading::default());
         };
         let v = r.as_ref().map_err(|m| SensorError::Node {
-            source_name: self.source_name,
+            source_name: self.kind.as_str(),
             message: m.clone(),
         })?;
         let averaged = self.use_average() && v.average_w.is_some();
