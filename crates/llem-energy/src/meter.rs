@@ -188,6 +188,9 @@ impl Ticker<'_> {
         {
             let t = self.epoch.elapsed().as_secs_f64();
             match sensor.read(detail) {
+                // A tick that brought nothing new (a polled BMC between polls) is no sample;
+                // an empty row would also hold back the next reading's stamp below.
+                Ok(r) if r == crate::sensor::Reading::default() => {}
                 Ok(r) => {
                     // A polled source hands back an older value: stamp it when it held, but
                     // never before the series' last sample.

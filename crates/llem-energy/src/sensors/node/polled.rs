@@ -14,7 +14,7 @@ struct Shared {
     seq: u64,
     /// The newest poll: when it finished and what it gave.
     latest: Option<(Instant, Result<NodeReading, String>)>,
-    /// When the power (or energy) value changed, for the observed update period.
+    /// When the value that gets integrated changed, for the observed update period.
     changes: Vec<Instant>,
     last_value: Option<f64>,
 }
@@ -31,6 +31,18 @@ pub struct Polled {
     notes: Vec<String>,
     /// The period the source reported at the first poll, s.
     reported_period_s: Option<f64>,
+    /// Whether its average is what gets integrated: only when it averages over no more
+    /// than about two polls (a longer average would smear the window's edges).
+    use_average: bool,
+}
+
+/// The power of a reading that gets integrated: the source's average when `use_average`
+/// and it has one, else its instantaneous power.
+fn integrated_w(v: &NodeReading, use_average: bool) -> Option<f64> {
+    match v.average_w {
+        Some(a) if use_average => Some(a),
+        _ => v.power_w.or(v.average_w),
+    }
 }
 
 impl Polled {
@@ -64,13 +76,23 @@ impl Polled {
             device: source.describe(),
         };
         let has_counter = source.has_counter();
+        let reported_period_s = reported.filter(|p| *p > 0.0);
+        let use_average = reported_period_s.is_some_and(|p| p <= 2.0 * interval.as_secs_f64());
+        // What the update period is judged on: the value that gets integrated.
+        let value = move |v: &NodeReading| {
+            if has_counter {
+                v.energy_j
+            } else {
+                integrated_w(v, use_average)
+            }
+        };
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let (sh, st) = (shared.clone(), stop.clone());
-        record(&shared, Instant::now(), Ok(first));
+        record(&shared, Instant::now(), Ok(first), value);
         std::thread::Builder::new()
             .name("llem-node-poll".into())
-            .spawn(move || poll_loop(source, interval, &sh, &st))
+            .spawn(move || poll_loop(source, interval, (&sh, &st), value))
             .map_err(|e| SensorError::Node {
                 source_name: kind.as_str(),
                 message: format!("cannot start the poller thread: {e}"),
@@ -84,22 +106,21 @@ impl Polled {
             stop,
             seen: 0,
             notes,
-            reported_period_s: reported.filter(|p| *p > 0.0),
+            reported_period_s,
+            use_average,
         })
-    }
-
-    /// Whether the source's average is what gets integrated: only when it averages over
-    /// no more than about one poll (a longer average would smear the window's edges).
-    fn use_average(&self) -> bool {
-        self.reported_period_s
-            .is_some_and(|p| p <= 2.0 * self.interval.as_secs_f64())
     }
 }
 
-fn record(shared: &Mutex<Shared>, at: Instant, r: Result<NodeReading, String>) {
+fn record(
+    shared: &Mutex<Shared>,
+    at: Instant,
+    r: Result<NodeReading, String>,
+    value: impl Fn(&NodeReading) -> Option<f64>,
+) {
     let Ok(mut s) = shared.lock() else { return };
     if let Ok(v) = &r {
-        let value = v.energy_j.or(v.average_w).or(v.power_w);
+        let value = value(v);
         if value.is_some() && value != s.last_value {
             if s.last_value.is_some() {
                 s.changes.push(at);
@@ -114,8 +135,8 @@ fn record(shared: &Mutex<Shared>, at: Instant, r: Result<NodeReading, String>) {
 fn poll_loop(
     mut source: Box<dyn NodeSource>,
     interval: Duration,
-    shared: &Mutex<Shared>,
-    stop: &AtomicBool,
+    (shared, stop): (&Mutex<Shared>, &AtomicBool),
+    value: impl Fn(&NodeReading) -> Option<f64>,
 ) {
     let mut next = Instant::now() + interval;
     while !stop.load(Ordering::Acquire) {
@@ -128,7 +149,7 @@ fn poll_loop(
         }
         next += interval;
         let r = source.poll().map_err(|e| e.to_string());
-        record(shared, Instant::now(), r);
+        record(shared, Instant::now(), r, &value);
         // A source slower than its interval is polled back to back, never in a burst.
         next = next.max(Instant::now());
     }
@@ -172,12 +193,8 @@ impl Sensor for Polled {
             source_name: self.kind.as_str(),
             message: m.clone(),
         })?;
-        let averaged = self.use_average() && v.average_w.is_some();
-        let power = if averaged {
-            v.average_w
-        } else {
-            v.power_w.or(v.average_w)
-        };
+        let averaged = self.use_average && v.average_w.is_some();
+        let power = integrated_w(v, self.use_average);
         // An average over a period is the power of the period's middle; a counter's value
         // is the poll's own (it is what gets used then).
         let centre = if averaged && !self.has_counter {
@@ -213,7 +230,7 @@ impl Sensor for Polled {
         gaps.sort_by(f64::total_cmp);
         let median = gaps.get(gaps.len() / 2).copied();
         // Never finer than the polls or than what the source says it resolves.
-        let averaged_over = self.reported_period_s.filter(|_| self.use_average());
+        let averaged_over = self.reported_period_s.filter(|_| self.use_average);
         [Some(self.interval.as_secs_f64()), averaged_over, median]
             .into_iter()
             .flatten()
