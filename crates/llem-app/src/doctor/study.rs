@@ -32,14 +32,14 @@ pub fn checks(plan: &StudyPlan, f: &Facts, docker: &Docker, python: Option<&str>
             .or_default()
             .push(i);
     };
+    // The device-settings check reads the sensor roots only; node power plays no part in it.
+    let senv = llem_energy::SensorEnv::from_process(plan.user.measurement.cpu_tdp_w);
     for (i, pc) in plan.configs.iter().enumerate() {
         let cfg = &pc.config;
         let mut lines = Vec::new();
         if let Err(e) = llem_harness::lifecycle::check_runnable(cfg, &assets, python) {
             lines.push(Line::fail(e.to_string()));
         }
-        let senv = llem_energy::SensorEnv::from_process(plan.user.measurement.cpu_tdp_w)
-            .with_node(&plan.user.measurement.node_power);
         if let Err(problems) = llem_harness::device_settings::check(cfg, &senv) {
             lines.extend(problems.into_iter().map(Line::fail));
         }
