@@ -1273,3 +1273,23 @@ pub struct WindowResult {
     /// Average power of the headline scope, W.
     pub avg_power_w: Option<f64>,
 }
+
+#[cfg(test)]
+mod tests {
+    /// A result read back must hold the very numbers written: a window edge one ULP off moves
+    /// a request ending on it outside the window (serde_json's fast float parser did this to
+    /// about one value in eight until `float_roundtrip` was enabled).
+    #[test]
+    fn numbers_read_back_from_json_are_the_numbers_written() {
+        for v in [
+            26.568_719_780_054_394_f64,
+            25.072_122_290_393_406,
+            14.338_580_964_948_875,
+        ] {
+            let window = [0.5, v];
+            let text = serde_json::to_string(&window).unwrap();
+            let back: [f64; 2] = serde_json::from_str(&text).unwrap();
+            assert_eq!(back[1].to_bits(), v.to_bits(), "{text}");
+        }
+    }
+}
