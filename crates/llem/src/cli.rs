@@ -407,6 +407,9 @@ pub enum ExportFormat {
     Markdown,
     /// Boavizta's BoAmps energy report (format 1.1.0), one per run, as a JSON array.
     Boamps,
+    /// Hugging Face's AI Energy Score: GPU Wh per 1,000 queries per configuration (CPU and
+    /// RAM alongside) and, with --band-edges, its star rating.
+    AiEnergyScore,
 }
 
 /// `llem results ...`.
@@ -461,6 +464,22 @@ pub enum ResultsCommand {
         /// Export the diffusion runs (ML.ENERGY text-to-image / text-to-video) instead.
         #[arg(long)]
         diffusion: bool,
+        /// The AI Energy Score task the runs measured (ai-energy-score only).
+        #[arg(long, value_name = "TASK", default_value = "text_generation")]
+        task: String,
+        /// The task's published GPU Wh per 1,000 queries: MIN,MAX (five equal bands) or six
+        /// edges E0,...,E5; rates each configuration 1-5 stars (ai-energy-score only).
+        #[arg(
+            long,
+            value_name = "WH,...",
+            value_delimiter = ',',
+            allow_hyphen_values = true
+        )]
+        band_edges: Vec<f64>,
+        /// Also write the rated configuration's label as an SVG here (ai-energy-score with
+        /// --band-edges, one configuration).
+        #[arg(long, value_name = "FILE")]
+        label: Option<PathBuf>,
     },
     /// Filter and group runs: `--where 'engine=vllm' --where 'max_num_seqs>=8' --group-by model_id`.
     Query {

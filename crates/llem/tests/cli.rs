@@ -162,6 +162,32 @@ fn single_experiment_json_has_one_run() {
     );
 }
 
+/// The AI Energy Score preset plans the score's protocol: 10 runs of 1,000 of the task's
+/// queries, batch 1, 10 tokens each, FP16, over the whole inference (every phase summed).
+#[test]
+fn the_ai_energy_score_preset_plans_its_protocol() {
+    let o = Home::new().llem(
+        &[
+            "run",
+            "examples/ai-energy-score.yaml",
+            "--dry-run",
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["total_runs"], 10);
+    let c = &v["configurations"][0]["config"];
+    assert_eq!(c["dataset"]["source"], "aienergyscore");
+    assert_eq!(c["dataset"]["n_prompts"], 1000);
+    assert_eq!(c["transformers"]["batch_size"], 1);
+    assert_eq!(c["max_output_tokens"], 10);
+    assert_eq!(c["decoder"]["min_new_tokens"], 10);
+    assert_eq!(c["dtype"], "float16");
+    assert_eq!(c["measurement"]["methodology"], "total");
+}
+
 #[test]
 fn skipped_points_are_listed_in_json() {
     let h = Home::new();

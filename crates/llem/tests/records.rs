@@ -1074,3 +1074,194 @@ fn boamps_reports_of_llem_and_mlenergy_runs_validate_against_the_schema() {
         assert_eq!(b["infrastructure"]["components"][0]["componentType"], "gpu");
     }
 }
+
+/// AI Energy Score of a two-cycle study served by an external OpenAI server on a host whose
+/// GPU (the NVML stand-in) draws 350 W and whose CPU package (a powercap tree) draws 20 W:
+/// GPU Wh per 1,000 queries is the mean over the runs of 350 W x the window / the queries,
+/// as computed here by hand; the star rating follows the given range's five bands and the
+/// label shows it; a steady-state collection (ML.ENERGY's) is refused with the reason.
+#[test]
+fn ai_energy_score_of_a_study_matches_a_hand_computation_and_rates_it() {
+    let _machine = common::shared();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("sys")).unwrap();
+    const GPU_W: f64 = 350.0;
+    const CPU_W: f64 = 20.0;
+    const QUERIES: f64 = 5.0;
+    let standin = llem_testkit::nvml_standin::StandIn::new(Some(&format!(
+        "driver 550.54.15\ngpu uuid=GPU-aaaa-1111 name=NVIDIA_H100_80GB_HBM3 power_w={GPU_W}\n"
+    )));
+    let url = llem_testkit::fake_openai::spawn(llem_testkit::fake_openai::FakeConfig {
+        first_token_ms: 20,
+        gap_ms: 5,
+        ..llem_testkit::fake_openai::FakeConfig::default()
+    });
+    let (stop, writer) = common::rapl_zone(&home.join("powercap"), CPU_W);
+    let yaml = home.join("aies.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "name: aies\nmodel: fake-model\nengine: openai\n\
+             runners: {{openai: \"external:{url}\"}}\n\
+             dataset: {{source: synthetic, n_prompts: {QUERIES}, synthetic: {{input_tokens: 16, output_tokens: 10, distribution: fixed}}}}\n\
+             traffic: {{max_concurrency: 1}}\n\
+             measurement: {{methodology: total}}\n\
+             warmup: {{enabled: false}}\nbaseline: {{enabled: false}}\n\
+             study_execution: {{n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}}\n"
+        ),
+    )
+    .unwrap();
+    let out = home.join("results");
+    let o = common::llem_in(home)
+        .envs(standin.env())
+        .args([
+            "run",
+            yaml.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+
+    // By hand, from each run's window: the GPU and the package draw constant power.
+    let results: Vec<serde_json::Value> = common::walk(&out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(results.len(), 2);
+    let per_1000_wh = |j: f64| j / 3600.0 / QUERIES * 1000.0;
+    let window = |r: &serde_json::Value| {
+        let w = &r["measurement_window_s"];
+        w[1].as_f64().unwrap() - w[0].as_f64().unwrap()
+    };
+    let physical: Vec<f64> = results
+        .iter()
+        .map(|r| per_1000_wh(GPU_W * window(r)))
+        .collect();
+    let measured: Vec<f64> = results
+        .iter()
+        .map(|r| per_1000_wh(r["energy_breakdown"]["gpu"]["energy_j"].as_f64().unwrap()))
+        .collect();
+    let cpu_measured: Vec<f64> = results
+        .iter()
+        .map(|r| {
+            per_1000_wh(
+                r["energy_breakdown"]["cpu_package"]["energy_j"]
+                    .as_f64()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let hand = mean(&measured);
+    // The range puts the hand figure at 45 % of it: the third band, three stars.
+    let hi = hand / 0.45;
+    let file = home.join("aies.json");
+    let label = home.join("label.svg");
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            out.to_str().unwrap(),
+            "--format",
+            "ai-energy-score",
+            "--band-edges",
+            &format!("0,{hi}"),
+            "--label",
+            label.to_str().unwrap(),
+            "-o",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let entries: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let e = &entries[0];
+    assert_eq!(entries.as_array().unwrap().len(), 1, "one configuration");
+    assert_eq!(e["runs"], 2);
+    assert_eq!(e["task"], "text_generation");
+    let gpu = e["gpu_energy_wh_per_1000_queries"].as_f64().unwrap();
+    assert!((gpu - hand).abs() <= hand * 1e-12, "{gpu} vs {hand} Wh");
+    // The measured GPU energy is the stand-in's power over the window.
+    let truth = mean(&physical);
+    assert!((gpu - truth).abs() / truth < 0.02, "{gpu} vs {truth} Wh");
+    let cpu = e["cpu_energy_wh_per_1000_queries"].as_f64().unwrap();
+    assert!((cpu - mean(&cpu_measured)).abs() <= cpu * 1e-12);
+    let cpu_truth = mean(
+        &results
+            .iter()
+            .map(|r| per_1000_wh(CPU_W * window(r)))
+            .collect::<Vec<_>>(),
+    );
+    assert!(
+        (cpu - cpu_truth).abs() / cpu_truth < 0.05,
+        "{cpu} vs {cpu_truth}"
+    );
+    assert!(
+        e["ram_energy_wh_per_1000_queries"].is_null(),
+        "no DRAM zone"
+    );
+    assert_eq!(e["stars"], 3);
+    assert_eq!(
+        e["model_class"],
+        serde_json::Value::Null,
+        "no parameter count"
+    );
+    // Five queries and two runs are not the protocol's 1,000 and 10; batch 1 and an H100 are.
+    let deviations = e["protocol_deviations"].to_string();
+    assert_eq!(e["follows_protocol"], false);
+    assert_eq!(
+        e["protocol_deviations"].as_array().unwrap().len(),
+        2,
+        "{deviations}"
+    );
+    assert!(deviations.contains("1000") && deviations.contains("10"));
+    let svg = std::fs::read_to_string(&label).unwrap();
+    assert!(
+        svg.contains("data-stars=\"3\"") && svg.contains("fake-model"),
+        "{svg}"
+    );
+    assert!(svg.contains(&format!("{gpu:.4} Wh")));
+
+    // ML.ENERGY's runs measured a steady-state window: no score, and why.
+    let ml = home.join("mlenergy");
+    tree::write_parity_tree(&ml);
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            ml.to_str().unwrap(),
+            "--format",
+            "ai-energy-score",
+        ],
+    );
+    assert_ne!(o.status.code(), Some(0));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("steady-state window leaves the ramps out"),
+        "{err}"
+    );
+    // Band edges belong to this format only.
+    let o = llem(
+        home,
+        &[
+            "results",
+            "export",
+            out.to_str().unwrap(),
+            "--format",
+            "json",
+            "--band-edges",
+            "0,1",
+        ],
+    );
+    assert_ne!(o.status.code(), Some(0));
+    assert!(text(&o.stderr).contains("apply to --format ai-energy-score"));
+}

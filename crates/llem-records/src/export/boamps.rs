@@ -7,9 +7,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Exporter, Record, Table};
+use super::{Exporter, Record, Table, count, llem_result, num, text};
 use crate::RecordsError;
-use crate::run::FieldValue;
 
 /// The BoAmps format version written.
 pub const FORMAT_VERSION: &str = "1.1.0";
@@ -19,17 +18,6 @@ const SPEC_URI: &str = "https://github.com/Boavizta/BoAmps/tree/main/model";
 
 /// One BoAmps report per run, as a JSON array (one object each).
 pub struct BoampsExporter;
-
-fn text(r: &dyn Record, k: &str) -> Option<String> {
-    match r.value(k) {
-        FieldValue::Str(s) if !s.is_empty() => Some(s.to_string()),
-        _ => None,
-    }
-}
-
-fn num(r: &dyn Record, k: &str) -> Option<f64> {
-    r.value(k).as_f64().filter(|v| v.is_finite())
-}
 
 /// A UUID-shaped identifier derived from `key` (FNV-1a, two seeds): the same run exports
 /// under the same `reportId` every time.
@@ -76,15 +64,6 @@ fn language(engine: Option<&str>) -> &'static str {
         Some("tensorrt") => "c++",
         Some("tgi") => "rust",
         _ => "python",
-    }
-}
-
-/// A count as an integer when it is whole (records keep counts as floats).
-fn count(v: f64) -> Value {
-    if v >= 0.0 && v.fract() == 0.0 && v < 9.0e15 {
-        json!(v as u64)
-    } else {
-        json!(v)
     }
 }
 
@@ -295,16 +274,6 @@ pub fn report(r: &dyn Record, result: Option<&Value>) -> Option<Value> {
         out.insert("quality".into(), json!(q));
     }
     Some(Value::Object(out))
-}
-
-/// A llem run's `result.json`, parsed; `None` for other sources or an unreadable file.
-fn llem_result(r: &dyn Record) -> Option<Value> {
-    if text(r, "source").as_deref() != Some("llem") {
-        return None;
-    }
-    let path = text(r, "results_path")?;
-    let bytes = llem_config::files::read_record(std::path::Path::new(&path)).ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 impl Exporter for BoampsExporter {

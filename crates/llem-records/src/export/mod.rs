@@ -1,13 +1,19 @@
 //! Exporters of a run collection ([`Runs`], [`DiffusionRuns`]) behind one trait, one file per
 //! format: CSV, JSON and Parquet carry every field; Markdown carries the headline columns a
-//! reader compares; BoAmps writes Boavizta's energy report per run.
+//! reader compares; BoAmps writes Boavizta's energy report per run; AI Energy Score gives
+//! Hugging Face's GPU Wh per 1,000 queries and its star rating per configuration.
 
+mod ai_energy_score;
 mod boamps;
 pub(crate) mod csv;
 mod json;
 mod markdown;
 mod parquet;
 
+pub use ai_energy_score::{
+    AiEnergyScoreExporter, Bands, label_svg as ai_energy_score_label,
+    to_bytes as ai_energy_score_bytes,
+};
 pub use boamps::{
     BoampsExporter, FORMAT_VERSION as BOAMPS_FORMAT_VERSION, report as boamps_report,
 };
@@ -26,6 +32,38 @@ use super::runs::Runs;
 pub trait Record {
     /// The value of `column` (null when the row has none).
     fn value(&self, column: &str) -> FieldValue<'_>;
+}
+
+/// A text field of a row, `None` when null or empty.
+fn text(r: &dyn Record, k: &str) -> Option<String> {
+    match r.value(k) {
+        FieldValue::Str(s) if !s.is_empty() => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+/// A finite number of a row.
+fn num(r: &dyn Record, k: &str) -> Option<f64> {
+    r.value(k).as_f64().filter(|v| v.is_finite())
+}
+
+/// A count as an integer when it is whole (records keep counts as floats).
+fn count(v: f64) -> serde_json::Value {
+    if v >= 0.0 && v.fract() == 0.0 && v < 9.0e15 {
+        serde_json::json!(v as u64)
+    } else {
+        serde_json::json!(v)
+    }
+}
+
+/// A llem run's `result.json`, parsed; `None` for other sources or an unreadable file.
+fn llem_result(r: &dyn Record) -> Option<serde_json::Value> {
+    if text(r, "source").as_deref() != Some("llem") {
+        return None;
+    }
+    let path = text(r, "results_path")?;
+    let bytes = llem_config::files::read_record(std::path::Path::new(&path)).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 impl Record for LlmRun {

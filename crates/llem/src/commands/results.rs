@@ -55,7 +55,17 @@ pub fn run(args: &ResultsArgs) -> i32 {
             format,
             output,
             diffusion,
-        } => export_runs(dir, *format, output.as_deref(), *diffusion),
+            task,
+            band_edges,
+            label,
+        } => {
+            let score = ScoreOptions {
+                task,
+                band_edges,
+                label: label.as_deref(),
+            };
+            export_runs(dir, *format, output.as_deref(), *diffusion, &score)
+        }
         ResultsCommand::Query {
             dir,
             conditions,
@@ -614,18 +624,87 @@ fn compare_sets(
     Ok(())
 }
 
+/// The AI Energy Score options of `llem results export`.
+struct ScoreOptions<'a> {
+    task: &'a str,
+    band_edges: &'a [f64],
+    label: Option<&'a Path>,
+}
+
+/// `--format ai-energy-score`: the figures, and the label when asked for.
+fn export_ai_energy_score(
+    dir: &Path,
+    output: Option<&Path>,
+    o: &ScoreOptions<'_>,
+) -> Result<(), RecordsError> {
+    let bands = (!o.band_edges.is_empty())
+        .then(|| export::Bands::new(o.band_edges))
+        .transpose()?;
+    let exporter = export::AiEnergyScoreExporter {
+        task: o.task.to_string(),
+        bands,
+    };
+    let runs = load(dir)?;
+    let entries = exporter.entries(&runs)?;
+    if let Some(path) = o.label {
+        let [entry] = entries.as_slice() else {
+            return Err(RecordsError::Usage(format!(
+                "--label draws one configuration's label; {} holds {} (export them without                  --label, or point at one study's directory)",
+                dir.display(),
+                entries.len()
+            )));
+        };
+        let svg = export::ai_energy_score_label(entry)?;
+        llem_results::write_atomic(path, svg.as_bytes())?;
+        eprintln!("wrote the label to {}", path.display());
+    }
+    for e in &entries {
+        for w in e["warnings"].as_array().into_iter().flatten() {
+            eprintln!("warning: {}", w.as_str().unwrap_or_default());
+        }
+    }
+    let bytes = export::ai_energy_score_bytes(&entries)?;
+    match output {
+        Some(p) => {
+            llem_results::write_atomic(p, &bytes)?;
+            eprintln!(
+                "wrote {} configuration(s) from {} runs to {}",
+                entries.len(),
+                runs.len(),
+                p.display()
+            );
+        }
+        None => out!("{}", String::from_utf8_lossy(&bytes)),
+    }
+    Ok(())
+}
+
 fn export_runs(
     dir: &Path,
     format: ExportFormat,
     output: Option<&Path>,
     diffusion: bool,
+    score: &ScoreOptions<'_>,
 ) -> Result<(), RecordsError> {
+    if format != ExportFormat::AiEnergyScore
+        && (!score.band_edges.is_empty() || score.label.is_some())
+    {
+        return Err(RecordsError::Usage(
+            "--band-edges and --label apply to --format ai-energy-score".into(),
+        ));
+    }
     let exporter: Box<dyn Exporter> = match format {
         ExportFormat::Csv => export::Format::Csv,
         ExportFormat::Json => export::Format::Json,
         ExportFormat::Markdown => export::Format::Markdown,
         ExportFormat::Parquet => export::Format::Parquet,
         ExportFormat::Boamps => export::Format::Boamps,
+        ExportFormat::AiEnergyScore if diffusion => {
+            return Err(RecordsError::Usage(
+                "--format ai-energy-score scores LLM runs; --diffusion is not supported".into(),
+            ));
+        }
+        ExportFormat::AiEnergyScore => return export_ai_energy_score(dir, output, score),
     }
     .exporter();
     if exporter.is_binary() && output.is_none() {
