@@ -33,6 +33,15 @@ pub fn run_cell(
     for r in crate::device::restore_leftovers() {
         progress.event(llem_harness::Event::Note(crate::device::describe(&r)));
     }
+    // Live metrics: the sampler's figures go to the study's parent, which serves them.
+    let board = spec.live_interval_ms.map(|_| llem_energy::LiveBoard::new());
+    let _relay = board.clone().zip(spec.live_interval_ms).map(|(b, ms)| {
+        crate::live::relay::Relay::start(
+            b,
+            Duration::from_secs_f64((ms / 1000.0).clamp(0.05, 60.0)),
+            llem_study::child::emit,
+        )
+    });
     let request = experiment_request(
         CellTarget {
             config: &spec.config,
@@ -47,6 +56,7 @@ pub fn run_cell(
         cancel,
         // `run_study` checked every configuration before its first cell.
         true,
+        board,
     );
     Ok(llem_harness::run_experiment(&request, progress)?)
 }

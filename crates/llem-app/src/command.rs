@@ -23,6 +23,8 @@ pub struct CommandOptions {
     pub baseline_strategy: BaselineStrategy,
     /// Write `measurement.json` and `timeseries.parquet` here.
     pub output: Option<PathBuf>,
+    /// Where the sampler publishes its running figures for live metrics.
+    pub live: Option<llem_energy::LiveBoard>,
 }
 
 /// Measures `opts.command` with the sensors of this machine. `on_baseline` is told how long
@@ -50,6 +52,7 @@ pub fn measure_command(
         cache_dir: crate::host::cache_dir(),
         output: opts.output.clone(),
         llem_version: crate::host::VERSION.to_string(),
+        live: opts.live.clone(),
     };
     llem_harness::command::measure_command(&req, on_baseline)
 }

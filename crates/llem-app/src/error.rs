@@ -62,9 +62,41 @@ pub enum AppError {
     /// The study could not run, resume or submit.
     #[error(transparent)]
     Study(#[from] StudyError),
+    /// Live metrics could not be set up (`--metrics-listen`, `--otlp-endpoint`).
+    #[error(transparent)]
+    Live(#[from] LiveError),
     /// Stopped by the caller's flag; what had started was cleaned up.
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Why live metrics could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The listen address is not one.
+    #[error("--metrics-listen {addr}: {message}")]
+    BadAddress {
+        /// As given.
+        addr: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Nothing could listen there.
+    #[error("cannot serve metrics on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The OTLP endpoint is not a URL llem can send to.
+    #[error("--otlp-endpoint {url}: {message}")]
+    BadEndpoint {
+        /// As given.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// The class of an [`AppError`], for a front end's one mapping.
@@ -96,9 +128,14 @@ impl AppError {
             Self::Study(StudyError::Drift { .. } | StudyError::NothingToResume { .. }) => {
                 ErrorKind::Config
             }
-            Self::Locked(_) | Self::Io { .. } | Self::Harness(_) | Self::Study(_) => {
-                ErrorKind::Failed
+            Self::Live(LiveError::BadAddress { .. } | LiveError::BadEndpoint { .. }) => {
+                ErrorKind::Option
             }
+            Self::Locked(_)
+            | Self::Io { .. }
+            | Self::Harness(_)
+            | Self::Study(_)
+            | Self::Live(LiveError::Listen { .. }) => ErrorKind::Failed,
         }
     }
 

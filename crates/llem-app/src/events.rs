@@ -31,6 +31,19 @@ pub fn cell_message(e: Event) -> CellMessage {
             phase: phase.as_str().to_string(),
             summary,
         },
+        Event::Request {
+            success,
+            input_tokens,
+            output_tokens,
+            ttft_s,
+            tpot_s,
+        } => CellMessage::Request {
+            success,
+            input_tokens,
+            output_tokens,
+            ttft_s,
+            tpot_s,
+        },
         Event::Note(message) => CellMessage::Note { message },
         Event::ServerStarted { pgid, container } => CellMessage::Server { pgid, container },
     }

@@ -11,6 +11,7 @@ pub mod doctor;
 mod error;
 pub mod events;
 pub mod host;
+pub mod live;
 pub mod logging;
 pub mod memory;
 pub mod options;
@@ -21,7 +22,7 @@ pub mod slurm;
 pub mod status;
 pub mod study;
 
-pub use error::{AppError, ErrorKind, ProbeError};
+pub use error::{AppError, ErrorKind, LiveError, ProbeError};
 pub use llem_harness::{Event, ExperimentOutcome, Phase, Progress, Silent};
 pub use llem_study::{CellMessage, Execution, Observer, StudyEvent, StudyOutcome};
 pub use options::{

@@ -34,6 +34,8 @@ pub struct RunOptions {
     pub wait_for_devices: bool,
     /// The energy sampler's interval.
     pub sampling_interval: Duration,
+    /// Where the sampler publishes its running figures for live metrics (none: nowhere).
+    pub live: Option<llem_energy::LiveBoard>,
 }
 
 impl Default for RunOptions {
@@ -42,6 +44,7 @@ impl Default for RunOptions {
             lock: true,
             wait_for_devices: false,
             sampling_interval: DEFAULT_SAMPLING_INTERVAL,
+            live: None,
         }
     }
 }
@@ -91,6 +94,8 @@ pub struct StudyOptions {
     pub slurm: SlurmOverrides,
     /// How a cell is started: this program with these arguments, then the cell's spec file.
     pub launcher: Launcher,
+    /// Have each local cell report its sampler's running figures, for live metrics.
+    pub live_reports: bool,
 }
 
 impl StudyOptions {
@@ -108,6 +113,7 @@ impl StudyOptions {
             executor: ExecutorChoice::AsPlanned,
             slurm: SlurmOverrides::default(),
             launcher,
+            live_reports: false,
         }
     }
 }

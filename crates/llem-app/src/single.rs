@@ -37,6 +37,7 @@ pub fn experiment_request<'a>(
     sampling_interval: Duration,
     cancel: Arc<AtomicBool>,
     runnable_checked: bool,
+    live: Option<llem_energy::LiveBoard>,
 ) -> ExperimentRequest<'a> {
     ExperimentRequest {
         config: cell.config,
@@ -58,6 +59,7 @@ pub fn experiment_request<'a>(
         carbon_intensity_gco2_kwh: user.measurement.carbon_intensity_gco2_kwh,
         datacenter_pue: user.measurement.datacenter_pue,
         plan_warnings: cell.plan_warnings,
+        live,
     }
 }
 
@@ -162,6 +164,7 @@ pub fn run_one(
         opts.sampling_interval,
         cancel,
         false,
+        opts.live.clone(),
     );
     llem_harness::run_experiment(&request, progress).map_err(|e| {
         remove_if_empty(&[&cell_dir, &study_dir]);

@@ -108,6 +108,9 @@ fn runner_options(
         no_gaps: !opts.gaps,
         kill_grace: KILL_GRACE,
         sampling_interval: opts.sampling_interval,
+        live_interval: opts
+            .live_reports
+            .then_some(crate::live::CELL_REPORT_INTERVAL),
         llem_version: host::VERSION.to_string(),
         interrupts,
     }

@@ -11,6 +11,7 @@ pub mod binding;
 pub mod curve;
 mod error;
 pub mod host_load;
+pub mod live;
 mod meter;
 mod quality;
 pub mod scope;
@@ -29,6 +30,7 @@ pub use curve::EnergyCurve;
 pub use error::{
     Absent, BaselineError, GpuError, MeterError, NodeUnavailable, SensorError, Unavailable,
 };
+pub use live::{LiveBoard, LiveDomain, LiveSnapshot};
 pub use meter::{Meter, MeterConfig, TickSummary};
 pub use scope::{EnergyScope, ScopedEnergy, node_scoped, scoped};
 pub use select::{SensorEnv, select};

@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::error::MeterError;
+use crate::live::{LiveBoard, LiveDomain, Running};
 use crate::sensor::{DomainKind, Sensor};
 use crate::telemetry::{SamplerStats, Series, Telemetry};
 
@@ -77,6 +78,16 @@ impl Meter {
         config: MeterConfig,
         epoch: Instant,
     ) -> Result<Meter, MeterError> {
+        Meter::start_live(sensors, config, epoch, None)
+    }
+
+    /// [`Meter::start`], publishing each tick's running figures on `live` for exporters.
+    pub fn start_live(
+        sensors: Vec<Box<dyn Sensor>>,
+        config: MeterConfig,
+        epoch: Instant,
+        live: Option<LiveBoard>,
+    ) -> Result<Meter, MeterError> {
         if config.interval.is_zero() {
             return Err(MeterError::ZeroInterval);
         }
@@ -93,13 +104,26 @@ impl Meter {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let live_power = Arc::new(AtomicU64::new(f64::NAN.to_bits()));
-        let (live, flag) = (live_power.clone(), stop.clone());
+        let (live, flag, board) = (live_power.clone(), stop.clone(), live);
         let trail: Trail = Arc::default();
         let keep = trail.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name("llem-sampler".into())
-            .spawn(move || run(sensors, config, epoch, &flag, (&live, &keep), &ready_tx))
+            .spawn(move || {
+                let board = board.map(|b| {
+                    let meter = b.begin();
+                    (b, meter)
+                });
+                run(
+                    sensors,
+                    config,
+                    epoch,
+                    &flag,
+                    (&live, &keep, board),
+                    &ready_tx,
+                )
+            })
             .map_err(MeterError::Spawn)?;
         // Return only once the first sample is taken, so a window opened after start() is
         // covered by samples from its first instant.
@@ -170,9 +194,23 @@ struct Ticker<'a> {
     epoch: Instant,
     live: &'a AtomicU64,
     trail: &'a Mutex<VecDeque<TickSummary>>,
+    /// The board, this meter's number on it, each domain's running figures and a buffer
+    /// to publish them from.
+    board: Option<(LiveBoard, u64, Vec<Running>, Vec<LiveDomain>)>,
+    /// The last tick's time, s since the epoch.
+    last_t_s: f64,
 }
 
 impl Ticker<'_> {
+    /// Puts the running figures on the board; `wait`: even if a reader holds it.
+    fn publish(&mut self, wait: bool) {
+        if let Some((board, meter, running, buffer)) = self.board.as_mut() {
+            buffer.clear();
+            buffer.extend(running.iter().map(|r| r.figure().clone()));
+            board.publish(*meter, self.last_t_s, buffer, wait);
+        }
+    }
+
     fn sample(&mut self, detail: bool) {
         let mut total = 0.0;
         let mut any = false;
@@ -180,11 +218,12 @@ impl Ticker<'_> {
             t_s: self.epoch.elapsed().as_secs_f64(),
             ..TickSummary::default()
         };
-        for ((sensor, series), last) in self
+        for (i, ((sensor, series), last)) in self
             .sensors
             .iter_mut()
             .zip(self.series.iter_mut())
             .zip(self.last_energy.iter_mut())
+            .enumerate()
         {
             let t = self.epoch.elapsed().as_secs_f64();
             match sensor.read(detail) {
@@ -201,6 +240,9 @@ impl Ticker<'_> {
                     series.push(at, &r);
                     if sensor.domain().kind == DomainKind::Node {
                         // The node encloses the other domains: never added to their total.
+                        if let Some(run) = self.board.as_mut().and_then(|b| b.2.get_mut(i)) {
+                            run.add(at, &r, r.power_w);
+                        }
                         continue;
                     }
                     if let Some(c) = r.temperature_c {
@@ -214,6 +256,9 @@ impl Ticker<'_> {
                         let (t0, e0) = last.replace((t, e))?;
                         (t > t0).then(|| (e - e0) / (t - t0))
                     });
+                    if let Some(run) = self.board.as_mut().and_then(|b| b.2.get_mut(i)) {
+                        run.add(at, &r, power);
+                    }
                     if let Some(p) = power {
                         total += p;
                         any = true;
@@ -231,6 +276,8 @@ impl Ticker<'_> {
             self.live.store(total.to_bits(), Ordering::Relaxed);
             tick.power_w = Some(total);
         }
+        self.last_t_s = tick.t_s;
+        self.publish(false);
         if let Ok(mut trail) = self.trail.lock() {
             while trail.front().is_some_and(|x| x.t_s < tick.t_s - TRAIL_S) {
                 trail.pop_front();
@@ -240,12 +287,19 @@ impl Ticker<'_> {
     }
 }
 
+/// What the sampler shares: live power, the trail, and the board with the meter's number.
+type Shared<'a> = (
+    &'a AtomicU64,
+    &'a Mutex<VecDeque<TickSummary>>,
+    Option<(LiveBoard, u64)>,
+);
+
 fn run(
     sensors: Vec<Box<dyn Sensor>>,
     config: MeterConfig,
     epoch: Instant,
     stop: &AtomicBool,
-    (live, trail): (&AtomicU64, &Mutex<VecDeque<TickSummary>>),
+    (live, trail, board): Shared<'_>,
     ready: &std::sync::mpsc::SyncSender<()>,
 ) -> Recording {
     let mut sensors = sensors;
@@ -264,6 +318,13 @@ fn run(
         })
         .collect();
     let n = sensors.len();
+    let board = board.map(|(b, meter)| {
+        let running: Vec<Running> = sensors
+            .iter()
+            .map(|s| Running::new(&s.domain().name, s.domain().kind))
+            .collect();
+        (b, meter, running, Vec::with_capacity(n))
+    });
     let mut ticker = Ticker {
         sensors,
         series,
@@ -271,6 +332,8 @@ fn run(
         epoch,
         live,
         trail,
+        board,
+        last_t_s: 0.0,
     };
     let interval = tick_interval(config.interval, &ticker.sensors);
     let detail_every = (config.detail_interval.as_secs_f64() / interval.as_secs_f64())
@@ -323,6 +386,8 @@ fn run(
         if stop.load(Ordering::Acquire) {
             ticker.sample(true);
             stats.ticks += 1;
+            // The final figures must reach the board even if a reader held it just now.
+            ticker.publish(true);
             break;
         }
     }
@@ -500,6 +565,42 @@ mod tests {
             "{} vs {want}",
             w.domains[0].energy_j
         );
+    }
+
+    /// The running figures on the board follow the recording: the counter's rise since the
+    /// meter started, and the power read, tick by tick.
+    #[test]
+    fn a_live_board_carries_the_running_energy_of_each_domain() {
+        let epoch = Instant::now();
+        let cfg = MeterConfig {
+            interval: Duration::from_millis(10),
+            ..MeterConfig::default()
+        };
+        let board = LiveBoard::new();
+        let m =
+            Meter::start_live(vec![clocked(epoch, 0)], cfg, epoch, Some(board.clone())).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let mid = board.snapshot().unwrap();
+        let t = m.stop().unwrap();
+        let last = board.snapshot().unwrap();
+        assert_eq!((mid.meter, mid.domains.len()), (1, 1));
+        let d = &last.domains[0];
+        assert_eq!((d.name.as_str(), d.power_w), ("gpu0", Some(50.0)));
+        assert!(mid.domains[0].energy_j > 0.0 && mid.domains[0].energy_j <= d.energy_j);
+        // The final tick is published: the running figure is the recording's energy.
+        let recorded = t.total_energy().domains[0].energy_j;
+        assert!(
+            (d.energy_j - recorded).abs() < 1e-9,
+            "{} vs {recorded}",
+            d.energy_j
+        );
+        // A second meter on the board starts again from zero, under its own number.
+        let m =
+            Meter::start_live(vec![clocked(epoch, 0)], cfg, epoch, Some(board.clone())).unwrap();
+        let s = board.snapshot().unwrap();
+        drop(m);
+        assert_eq!(s.meter, 2);
+        assert!(s.domains[0].energy_j < d.energy_j);
     }
 
     /// A sensor whose reading moves no faster than every 100 ms (as the CPU estimate).

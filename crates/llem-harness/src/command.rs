@@ -40,6 +40,8 @@ pub struct CommandRequest {
     pub output: Option<PathBuf>,
     /// llem's version, for the record.
     pub llem_version: String,
+    /// Where the sampler publishes its running figures for live exports (none: nowhere).
+    pub live: Option<llem_energy::LiveBoard>,
 }
 
 /// `measurement.json`: the command, how it ended, and the energy report of its run.
@@ -260,8 +262,8 @@ pub fn measure_command(
         )?),
         None => None,
     };
-    let meter =
-        Meter::start(sensors, meter_cfg, epoch).map_err(|e| CommandError::Config(e.to_string()))?;
+    let meter = Meter::start_live(sensors, meter_cfg, epoch, req.live.clone())
+        .map_err(|e| CommandError::Config(e.to_string()))?;
     let (code, telemetry, (t0, t1)) = run_metered(&req.command, meter, epoch, &mut notes)?;
     let sampler = req.sampler.as_str();
     let report = llem_energy::summarise(&telemetry, t0, t1, sampler, base, carbon);

@@ -39,6 +39,8 @@ struct Collector<'a> {
     progress: &'a mut dyn Progress,
     meter: Option<&'a Meter>,
     cancel: &'a AtomicBool,
+    /// Report each finished request (the measurement window; not a run beside it).
+    per_request: bool,
 }
 
 impl Collector<'_> {
@@ -66,6 +68,19 @@ impl RequestSink for Collector<'_> {
         self.report(false);
     }
     fn on_done(&mut self, r: RequestRecord) {
+        if self.per_request {
+            let tpot_s = match (r.ttft_s(), r.output_tokens) {
+                (Some(ttft), n) if n > 1 => Some((r.e2e_s() - ttft) / f64::from(n - 1)),
+                _ => None,
+            };
+            self.progress.event(Event::Request {
+                success: r.success,
+                input_tokens: r.input_tokens,
+                output_tokens: r.output_tokens,
+                ttft_s: r.ttft_s(),
+                tpot_s,
+            });
+        }
         self.records.push(r);
         self.report(true);
     }
@@ -272,7 +287,7 @@ fn baseline_and_meter(
     let baseline = baseline_phase(req, set, meter_cfg, epoch, progress)?;
     let baseline_end = epoch.elapsed().as_secs_f64();
     check_cancel(&req.cancel)?;
-    let meter = start_meter(&mut set.sensors, meter_cfg, epoch)?;
+    let meter = start_meter(&mut set.sensors, meter_cfg, epoch, req.live.clone())?;
     // A cached baseline took no time and spent nothing on this run.
     if baseline
         .as_ref()
@@ -451,6 +466,7 @@ fn measure_phase(
         progress,
         meter,
         cancel,
+        per_request: what.is_none(),
     };
     let t0 = sink.now_s();
     let summary: RunSummary = session.run(workload, &mut sink)?;
@@ -681,11 +697,12 @@ fn start_meter(
     sensors: &mut Vec<Box<dyn llem_energy::Sensor>>,
     cfg: MeterConfig,
     epoch: Instant,
+    live: Option<llem_energy::LiveBoard>,
 ) -> Result<Option<Meter>, HarnessError> {
     if sensors.is_empty() {
         return Ok(None);
     }
-    Meter::start(std::mem::take(sensors), cfg, epoch)
+    Meter::start_live(std::mem::take(sensors), cfg, epoch, live)
         .map(Some)
         .map_err(|e| HarnessError::Energy(e.to_string()))
 }

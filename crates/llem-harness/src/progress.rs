@@ -64,6 +64,19 @@ pub enum Event {
         /// Summary line.
         summary: String,
     },
+    /// A request of the measurement window finished.
+    Request {
+        /// Whether it succeeded.
+        success: bool,
+        /// Prompt tokens.
+        input_tokens: u32,
+        /// Generated tokens.
+        output_tokens: u32,
+        /// Time to first token, s.
+        ttft_s: Option<f64>,
+        /// Time per output token after the first, s.
+        tpot_s: Option<f64>,
+    },
     /// Something the user should know (a warning).
     Note(String),
     /// A serving engine's server was started: its process group and container, which

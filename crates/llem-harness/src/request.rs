@@ -50,6 +50,8 @@ pub struct ExperimentRequest<'a> {
     /// The plan's warnings about this configuration (settings that will not act as
     /// written): recorded in the result, whose numbers they concern.
     pub plan_warnings: Vec<String>,
+    /// Where the sampler publishes its running figures for live exports (none: nowhere).
+    pub live: Option<llem_energy::LiveBoard>,
 }
 
 /// What a finished experiment left behind.

@@ -224,6 +224,7 @@ fn measure(
         lock: opt::flag("lock", lock.as_ref(), true)?,
         wait_for_devices: false,
         sampling_interval: opt::interval("sampling_interval", sampling_interval.as_ref())?,
+        live: None,
     };
     let verbose = opt::level("verbose", verbose.as_ref())?;
     let p = planned(py, config, config_dir, llem_config::Overrides::default())?;

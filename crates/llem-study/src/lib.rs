@@ -29,7 +29,7 @@ pub use executor::{Execution, Executor, Local, Slurm};
 pub use locks::{
     DeviceLocks, LockError, OnHeld, lock_for_experiment, study_runner_alive, waiting_note,
 };
-pub use protocol::{CellMessage, CellSpec, PARENT_PID_ENV};
+pub use protocol::{CellMessage, CellSpec, LiveFigure, PARENT_PID_ENV};
 pub use resume::{find_resumable, load_manifest, resume_target};
 pub use runner::{Observer, ResumeFrom, StudyEvent, StudyOptions, StudyOutcome, run_study};
 pub use supervise::{Launcher, StopCause};

@@ -33,6 +33,23 @@ pub struct CellSpec {
     /// written before they were carried).
     #[serde(default)]
     pub plan_warnings: Vec<String>,
+    /// Report the sampler's running figures (`live` lines) this often, ms; absent: never
+    /// (the study exports no live metrics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_interval_ms: Option<f64>,
+}
+
+/// One energy domain's running figures in a [`CellMessage::Live`] line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiveFigure {
+    /// `gpu0`, `package-0`, `dram-0`, `node`.
+    pub name: String,
+    /// `gpu`, `cpu_package`, `dram` or `node`.
+    pub kind: String,
+    /// Energy since the meter started, J.
+    pub energy_j: f64,
+    /// Latest power, W.
+    pub power_w: Option<f64>,
 }
 
 /// One line of a cell's stdout.
@@ -65,6 +82,26 @@ pub enum CellMessage {
         phase: String,
         /// One-line summary.
         summary: String,
+    },
+    /// The sampler's running figures (for live metrics).
+    Live {
+        /// Which meter of the cell (totals restart at 0 with each).
+        meter: u64,
+        /// Every domain.
+        domains: Vec<LiveFigure>,
+    },
+    /// A request of the measurement window finished.
+    Request {
+        /// Whether it succeeded.
+        success: bool,
+        /// Prompt tokens.
+        input_tokens: u32,
+        /// Generated tokens.
+        output_tokens: u32,
+        /// Time to first token, s.
+        ttft_s: Option<f64>,
+        /// Time per output token after the first, s.
+        tpot_s: Option<f64>,
     },
     /// A warning.
     Note {

@@ -139,6 +139,9 @@ pub struct MeasureArgs {
     /// Print the report as JSON on stdout (the text report goes to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Live metrics while it runs.
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// The command to measure, after `--`.
     #[arg(
         required = true,
@@ -251,6 +254,38 @@ pub struct RunArgs {
     /// Slurm settings (with `--executor slurm`).
     #[command(flatten)]
     pub slurm: SlurmArgs,
+    /// Live metrics while it runs.
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Live metrics (`llem run`, `llem measure`): see docs/energy.md, "Live metrics".
+#[derive(Debug, Args, Clone, Default)]
+pub struct LiveArgs {
+    /// Serve live metrics for Prometheus at http://ADDR/metrics while llem runs: PORT and
+    /// :PORT listen on the loopback only, HOST:PORT where named (e.g. 0.0.0.0:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
+    /// Push live metrics over OTLP/HTTP (JSON) to this receiver, e.g.
+    /// http://127.0.0.1:4318 (/v1/metrics is added when the URL has no path).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// Time between OTLP pushes (default 10s; the final figures are pushed at the end).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "otlp_endpoint")]
+    pub otlp_interval: Option<std::time::Duration>,
+}
+
+impl LiveArgs {
+    /// As the application's options.
+    pub fn options(&self) -> llem_app::live::LiveOptions {
+        llem_app::live::LiveOptions {
+            listen: self.metrics_listen.clone(),
+            otlp_endpoint: self.otlp_endpoint.clone(),
+            otlp_interval: self
+                .otlp_interval
+                .unwrap_or(llem_app::live::DEFAULT_OTLP_INTERVAL),
+        }
+    }
 }
 
 /// `--executor`.

@@ -27,6 +27,7 @@ pub fn run(args: &RunArgs) -> RunOptions {
         lock: !args.no_lock,
         wait_for_devices: args.wait,
         sampling_interval: args.interval,
+        live: None,
     }
 }
 
@@ -77,5 +78,6 @@ pub fn study(args: &RunArgs, resume: ResumeFrom, launcher: Launcher) -> llem_app
         executor: executor(args),
         slurm: slurm(args),
         launcher,
+        live_reports: false,
     }
 }

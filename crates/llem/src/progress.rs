@@ -56,6 +56,8 @@ impl Bars {
 impl Progress for Bars {
     fn event(&mut self, e: Event) {
         match e {
+            // Per-request figures are for live metrics; the bar counts requests already.
+            Event::Request { .. } => {}
             Event::Start {
                 phase,
                 total,

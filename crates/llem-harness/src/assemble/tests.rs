@@ -131,6 +131,7 @@ fn request(cfg: &ExperimentConfig) -> ExperimentRequest<'_> {
         carbon_intensity_gco2_kwh: None,
         datacenter_pue: None,
         plan_warnings: Vec::new(),
+        live: None,
     }
 }
 

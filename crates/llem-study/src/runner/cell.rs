@@ -47,6 +47,7 @@ pub(crate) fn stage_cell(
     entry: &ManifestEntry,
     pc: &PlannedConfig,
     sampling_interval: std::time::Duration,
+    live_interval: Option<std::time::Duration>,
 ) -> Result<(PathBuf, PathBuf), StudyError> {
     let cell = study_dir.join(&entry.cell_dir);
     set_aside(&cell, entry.attempts)?;
@@ -61,6 +62,7 @@ pub(crate) fn stage_cell(
         index: entry.index,
         cycle: entry.cycle,
         plan_warnings: pc.warnings.clone(),
+        live_interval_ms: live_interval.map(|d| d.as_secs_f64() * 1000.0),
     };
     let spec_path = cell.join(layout::CELL_SPEC);
     llem_results::write_json_atomic(&spec_path, &spec)?;
@@ -75,7 +77,13 @@ fn prepare_cell(
     pc: &PlannedConfig,
     run: &StudyRun<'_>,
 ) -> Result<(PathBuf, PathBuf), StudyError> {
-    let (cell, spec_path) = stage_cell(&run.dir, entry, pc, run.opts.sampling_interval)?;
+    let (cell, spec_path) = stage_cell(
+        &run.dir,
+        entry,
+        pc,
+        run.opts.sampling_interval,
+        run.opts.live_interval,
+    )?;
     if let Some(e) = cp.entry_mut(i) {
         e.status = CellStatus::Running;
         e.attempts += 1;

@@ -64,6 +64,9 @@ pub struct StudyOptions {
     pub kill_grace: Duration,
     /// Telemetry sampling interval handed to each cell.
     pub sampling_interval: Duration,
+    /// How often each cell reports its sampler's running figures (`live` lines), for live
+    /// metrics; `None`: never.
+    pub live_interval: Option<Duration>,
     /// llem version for the manifest.
     pub llem_version: String,
     /// Environment snapshot for `_study-artefacts/`.

@@ -219,7 +219,8 @@ pub(crate) fn stage_cells(
         let Some(pc) = by_hash.get(&e.config_hash) else {
             continue;
         };
-        stage_cell(dir, e, pc, sampling_interval)?;
+        // Slurm tasks report to no parent that could serve their live figures.
+        stage_cell(dir, e, pc, sampling_interval, None)?;
         e.status = CellStatus::Pending;
         e.attempts += 1;
         e.error_type = None;
@@ -498,6 +499,7 @@ fn control_cell(
         index: 0,
         cycle: 0,
         plan_warnings: pc.warnings.clone(),
+        live_interval_ms: None,
     };
     let rel = format!("{}/sub-{number:03}/control_spec.json", record::SLURM_DIR);
     llem_results::write_json_atomic(&dir.join(&rel), &spec)?;

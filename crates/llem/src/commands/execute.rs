@@ -303,13 +303,35 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         }
     }
     let cancel = cancel_on_signals();
-    let opts = crate::options::run(args);
-    let outcome = if args.quiet {
-        llem_app::run_one(plan, &opts, &mut llem_app::Silent, cancel)
-    } else {
-        let mut bars = crate::progress::Bars::new();
-        llem_app::run_one(plan, &opts, &mut bars, cancel)
+    let mut opts = crate::options::run(args);
+    let live = match super::live::start(&args.live, "experiment", &plan.study_name) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
+    if let (Some(l), Some(pc)) = (&live, plan.configs.first()) {
+        l.metrics
+            .configuration(&plan.study_name, &pc.digest.short(), &pc.config.model);
+        opts.live = Some(l.metrics.board());
+    }
+    let mut silent = llem_app::Silent;
+    let mut bars;
+    let display: &mut dyn llem_app::Progress = if args.quiet {
+        &mut silent
+    } else {
+        bars = crate::progress::Bars::new();
+        &mut bars
+    };
+    let outcome = match &live {
+        Some(l) => {
+            let mut tee = llem_app::live::ProgressTee {
+                inner: display,
+                metrics: &l.metrics,
+            };
+            llem_app::run_one(plan, &opts, &mut tee, cancel)
+        }
+        None => llem_app::run_one(plan, &opts, display, cancel),
+    };
+    super::live::finish(live);
     match outcome {
         Ok(o) => {
             if args.json {

@@ -19,6 +19,11 @@ pub fn run(args: &MeasureArgs) -> i32 {
         }
     };
     crate::commands::restore::leftovers_first();
+    let name = args.command.first().cloned().unwrap_or_default();
+    let live = match super::live::start(&args.live, "measure", &name) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
     let opts = llem_app::command::CommandOptions {
         command: args.command.clone(),
         sampler: args.sampler,
@@ -26,6 +31,7 @@ pub fn run(args: &MeasureArgs) -> i32 {
         baseline: args.baseline,
         baseline_strategy: args.baseline_strategy,
         output: args.output.clone(),
+        live: live.as_ref().map(|l| l.metrics.board()),
     };
     let outcome = llem_app::command::measure_command(&opts, &user.config, &mut |d| {
         eprintln!(
@@ -33,6 +39,7 @@ pub fn run(args: &MeasureArgs) -> i32 {
             d.as_secs_f64()
         )
     });
+    super::live::finish(live);
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => {

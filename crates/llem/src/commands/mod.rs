@@ -4,6 +4,7 @@ pub mod cell;
 pub mod config;
 pub mod docs;
 pub mod execute;
+pub mod live;
 pub mod measure;
 pub mod report;
 pub mod restore;

@@ -68,7 +68,27 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         args: vec!["__cell".into()],
         env: Vec::new(),
     };
-    let opts = crate::options::study(args, resume, launcher);
+    let mut opts = crate::options::study(args, resume, launcher);
+    let on_slurm = args.executor == Some(crate::cli::ExecutorArg::Slurm)
+        || matches!(
+            plan.execution.executor,
+            llem_config::ExecutorConfig::Slurm(_)
+        );
+    if on_slurm && args.live.options().enabled() {
+        eprintln!(
+            "llem: --metrics-listen and --otlp-endpoint serve a study run here; a Slurm \
+             study's cells run on other nodes and report to no endpoint (not supported yet)"
+        );
+        return exit::CONFIG;
+    }
+    let live = match super::live::start(&args.live, "study", &plan.study_name) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    if let Some(l) = &live {
+        l.metrics.plan(plan);
+        opts.live_reports = true;
+    }
     if !args.quiet {
         for line in llem_app::plan::warnings(plan) {
             eprintln!("llem: warning: {line}");
@@ -81,8 +101,18 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
     };
     let mut view = StudyView::new(args.quiet, gap)
         .searching(plan.search.as_ref().map(|s| s.budget.runs(plan.runs.len())));
-    let outcome = llem_app::run_study(plan, &opts, &mut view, interrupt_counter());
+    let outcome = match &live {
+        Some(l) => {
+            let mut tee = llem_app::live::ObserverTee {
+                inner: &mut view,
+                metrics: &l.metrics,
+            };
+            llem_app::run_study(plan, &opts, &mut tee, interrupt_counter())
+        }
+        None => llem_app::run_study(plan, &opts, &mut view, interrupt_counter()),
+    };
     drop(view);
+    super::live::finish(live);
     match outcome {
         Ok(Execution::Submitted(s)) => super::slurm::print_submission(&s, args),
         Ok(Execution::Finished(o)) => {
