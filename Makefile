@@ -33,7 +33,8 @@ python:
 # with llama.cpp's converter, kept beside llama-server. Then the Python package's pytest suite
 # against its wheel, installed in a clean venv (scripts/python-tests.sh). The Slurm tests
 # start a real one-node cluster per test (Debian's slurm-wlm; scripts/slurm-cluster.sh). The node
-# power tests read OpenIPMI's BMC simulator through ipmitool (scripts/install-ipmi.sh).
+# power tests read OpenIPMI's BMC simulator through ipmitool (scripts/install-ipmi.sh). The
+# live metrics test has a real Prometheus scrape a study (scripts/install-prometheus.sh).
 test:
 	scripts/build-deps.sh
 	scripts/fetch-assets.sh
@@ -42,8 +43,9 @@ test:
 	scripts/install-chromium.sh
 	scripts/install-slurm.sh
 	scripts/install-ipmi.sh
+	scripts/install-prometheus.sh
 	LLEM_LLAMA_SERVER=$$(scripts/build-llama-server.sh | tail -n 1) \
-	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 LLEM_REQUIRE_IPMI=1 \
+	  LLEM_REQUIRE_PYTHON_CHECKS=1 LLEM_REQUIRE_SLURM=1 LLEM_REQUIRE_IPMI=1 LLEM_REQUIRE_PROMETHEUS=1 \
 	  $(CARGO) test --workspace --no-fail-fast
 	scripts/python-tests.sh
 

@@ -4,12 +4,14 @@
 //! floor), a RAPL tree of two zones as regular files (reopened per read, as in tests) and as
 //! sysfs files (kept open, one `pread`, as on real machines), and the CPU/DRAM estimate,
 //! at 100 Hz and 10 Hz, for SECONDS (default 20) each, while the main thread sleeps; the
-//! process's CPU time (getrusage) over the run is the sampler's.
+//! process's CPU time (getrusage) over the run is the sampler's. Then the sampler thread's
+//! own CPU time with and without a live board (what `--metrics-listen` adds), the board read
+//! four times a second as a scraping exporter does.
 
 use std::time::{Duration, Instant};
 
 use llem_energy::sensors::{estimate, rapl};
-use llem_energy::{Meter, MeterConfig, Sensor};
+use llem_energy::{LiveBoard, Meter, MeterConfig, Sensor};
 use nix::sys::resource::{UsageWho, getrusage};
 
 fn cpu_seconds() -> f64 {
@@ -106,6 +108,43 @@ fn main() {
                 cpu / t.stats.ticks.max(1) as f64 * 1e6,
                 t.stats.late_ticks
             );
+        }
+    }
+    println!("\nsampler thread CPU per tick, without and with a live board read at 4 Hz");
+    for kind in ["rapl-sysfs", "estimate"] {
+        let mut per_tick = Vec::new();
+        for live in [false, true] {
+            let cfg = MeterConfig {
+                interval: Duration::from_millis(10),
+                ..MeterConfig::default()
+            };
+            let board = live.then(LiveBoard::new);
+            let Ok(m) = Meter::start_live(sensors(kind, &root), cfg, Instant::now(), board.clone())
+            else {
+                println!("{kind:>10}: cannot start");
+                break;
+            };
+            let end = Instant::now() + Duration::from_secs_f64(seconds);
+            let mut reads = 0u64;
+            while Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(250));
+                if board.as_ref().and_then(LiveBoard::snapshot).is_some() {
+                    reads += 1;
+                }
+            }
+            let Ok(t) = m.stop() else {
+                break;
+            };
+            let us = t.stats.thread_cpu_s.unwrap_or(f64::NAN) / t.stats.ticks.max(1) as f64 * 1e6;
+            println!(
+                "{kind:>10} live {}: {us:.2} µs/tick over {} ticks ({reads} board reads)",
+                if live { "on " } else { "off" },
+                t.stats.ticks
+            );
+            per_tick.push(us);
+        }
+        if let [off, on] = per_tick[..] {
+            println!("{kind:>10} live on / off: {:.3}", on / off);
         }
     }
     let _ = std::fs::remove_dir_all(&root);

@@ -1275,6 +1275,7 @@ pub struct WindowResult {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     /// A result read back must hold the very numbers written: a window edge one ULP off moves
     /// a request ending on it outside the window (serde_json's fast float parser did this to

@@ -6,6 +6,7 @@ mod conversations;
 mod device;
 mod diffusion;
 mod doctor;
+mod live;
 mod measure;
 mod node;
 mod records;
