@@ -33,8 +33,16 @@ pub fn run_cell(
     for r in crate::device::restore_leftovers() {
         progress.event(llem_harness::Event::Note(crate::device::describe(&r)));
     }
-    // Live metrics: the sampler's figures go to the study's parent, which serves them.
-    let board = spec.live_interval_ms.map(|_| llem_energy::LiveBoard::new());
+    // Live metrics: the sampler's figures go to the study's parent, which serves them, and
+    // to a Pushgateway when asked (the only way out of a Slurm task).
+    let pushing = match &spec.metrics_push {
+        Some(url) => push_exports(&spec, url)?,
+        None => None,
+    };
+    let board = match &pushing {
+        Some(x) => Some(x.metrics.board()),
+        None => spec.live_interval_ms.map(|_| llem_energy::LiveBoard::new()),
+    };
     let _relay = board.clone().zip(spec.live_interval_ms).map(|(b, ms)| {
         crate::live::relay::Relay::start(
             b,
@@ -58,7 +66,52 @@ pub fn run_cell(
         true,
         board,
     );
-    Ok(llem_harness::run_experiment(&request, progress)?)
+    let outcome = match &pushing {
+        Some(x) => {
+            let mut tee = crate::live::ProgressTee {
+                inner: &mut *progress,
+                metrics: &x.metrics,
+            };
+            llem_harness::run_experiment(&request, &mut tee)
+        }
+        None => llem_harness::run_experiment(&request, progress),
+    };
+    drop(request);
+    // The final push carries the cell's whole figures; a gateway that refused is said.
+    for note in pushing
+        .map(crate::live::LiveExports::finish)
+        .unwrap_or_default()
+    {
+        progress.event(llem_harness::Event::Note(note));
+    }
+    Ok(outcome?)
+}
+
+/// The Pushgateway export of a cell: its group is the study, the cell and the node.
+fn push_exports(spec: &CellSpec, url: &str) -> Result<Option<crate::live::LiveExports>, AppError> {
+    let study = spec
+        .cell_dir
+        .parent()
+        .and_then(|d| d.file_name())
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let opts = crate::live::LiveOptions {
+        push_gateway: Some(url.to_string()),
+        ..crate::live::LiveOptions::default()
+    };
+    let grouping = [
+        ("study", study.clone()),
+        ("cell", spec.index.to_string()),
+        ("node", crate::host::hostname()),
+    ];
+    let exports = crate::live::LiveExports::start(&opts, "cell", &study, &grouping)?;
+    if let Some(x) = &exports {
+        x.metrics.configuration(
+            spec.label.as_deref().unwrap_or(&spec.config_hash),
+            &spec.config_hash,
+            &spec.config.model,
+        );
+    }
+    Ok(exports)
 }
 
 /// The `error_type` a failed cell reports to its study (the manifest's, as the Python llem

@@ -89,14 +89,19 @@ pub enum LiveError {
         /// Why.
         source: std::io::Error,
     },
-    /// The OTLP endpoint is not a URL llem can send to.
-    #[error("--otlp-endpoint {url}: {message}")]
+    /// A push URL is not one llem can send to.
+    #[error("{flag} {url}: {message}")]
     BadEndpoint {
+        /// The option (`--otlp-endpoint`, `--metrics-push`).
+        flag: String,
         /// As given.
         url: String,
         /// What is wrong.
         message: String,
     },
+    /// An exporter's thread could not start.
+    #[error("cannot start a live metrics thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// The class of an [`AppError`], for a front end's one mapping.
@@ -135,7 +140,7 @@ impl AppError {
             | Self::Io { .. }
             | Self::Harness(_)
             | Self::Study(_)
-            | Self::Live(LiveError::Listen { .. }) => ErrorKind::Failed,
+            | Self::Live(LiveError::Listen { .. } | LiveError::Thread(_)) => ErrorKind::Failed,
         }
     }
 

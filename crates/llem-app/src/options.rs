@@ -96,6 +96,8 @@ pub struct StudyOptions {
     pub launcher: Launcher,
     /// Have each local cell report its sampler's running figures, for live metrics.
     pub live_reports: bool,
+    /// Have each cell push its live metrics to this Prometheus Pushgateway.
+    pub metrics_push: Option<String>,
 }
 
 impl StudyOptions {
@@ -114,6 +116,7 @@ impl StudyOptions {
             slurm: SlurmOverrides::default(),
             launcher,
             live_reports: false,
+            metrics_push: None,
         }
     }
 }

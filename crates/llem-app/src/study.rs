@@ -111,6 +111,7 @@ fn runner_options(
         live_interval: opts
             .live_reports
             .then_some(crate::live::CELL_REPORT_INTERVAL),
+        metrics_push: opts.metrics_push.clone(),
         llem_version: host::VERSION.to_string(),
         interrupts,
     }

@@ -69,6 +69,8 @@ pub struct Meter {
     thread: Option<JoinHandle<Recording>>,
     live_power: Arc<AtomicU64>,
     trail: Trail,
+    /// Whether it publishes on a live board.
+    publishes: bool,
 }
 
 impl Meter {
@@ -104,6 +106,7 @@ impl Meter {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let live_power = Arc::new(AtomicU64::new(f64::NAN.to_bits()));
+        let publishes = live.is_some();
         let (live, flag, board) = (live_power.clone(), stop.clone(), live);
         let trail: Trail = Arc::default();
         let keep = trail.clone();
@@ -133,7 +136,13 @@ impl Meter {
             thread: Some(thread),
             live_power,
             trail,
+            publishes,
         })
+    }
+
+    /// Whether it publishes on a live board (live metrics are on).
+    pub fn is_live(&self) -> bool {
+        self.publishes
     }
 
     /// The ticks at or after `since_s` (s since the epoch), oldest first; the last

@@ -39,7 +39,8 @@ struct Collector<'a> {
     progress: &'a mut dyn Progress,
     meter: Option<&'a Meter>,
     cancel: &'a AtomicBool,
-    /// Report each finished request (the measurement window; not a run beside it).
+    /// Report each finished request (the measurement window, not a run beside it, with live
+    /// metrics on).
     per_request: bool,
 }
 
@@ -466,7 +467,8 @@ fn measure_phase(
         progress,
         meter,
         cancel,
-        per_request: what.is_none(),
+        // Live metrics only: nothing else reads per-request lines while the run goes on.
+        per_request: what.is_none() && meter.is_some_and(Meter::is_live),
     };
     let t0 = sink.now_s();
     let summary: RunSummary = session.run(workload, &mut sink)?;

@@ -37,6 +37,12 @@ pub struct CellSpec {
     /// (the study exports no live metrics).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live_interval_ms: Option<f64>,
+    /// Push the cell's live metrics to this Prometheus Pushgateway (`--metrics-push`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_push: Option<String>,
+    /// The configuration's label in its study (for the metrics' `llem_config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// One energy domain's running figures in a [`CellMessage::Live`] line.

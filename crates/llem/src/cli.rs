@@ -273,6 +273,11 @@ pub struct LiveArgs {
     /// Time between OTLP pushes (default 10s; the final figures are pushed at the end).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "otlp_endpoint")]
     pub otlp_interval: Option<std::time::Duration>,
+    /// Push live metrics to this Prometheus Pushgateway every second and at the end, e.g.
+    /// http://gateway:9091 (a study's cells each push their own group: the way out of Slurm
+    /// tasks).
+    #[arg(long, value_name = "URL")]
+    pub metrics_push: Option<String>,
 }
 
 impl LiveArgs {
@@ -284,6 +289,7 @@ impl LiveArgs {
             otlp_interval: self
                 .otlp_interval
                 .unwrap_or(llem_app::live::DEFAULT_OTLP_INTERVAL),
+            push_gateway: self.metrics_push.clone(),
         }
     }
 }

@@ -79,5 +79,6 @@ pub fn study(args: &RunArgs, resume: ResumeFrom, launcher: Launcher) -> llem_app
         slurm: slurm(args),
         launcher,
         live_reports: false,
+        metrics_push: None,
     }
 }

@@ -23,7 +23,7 @@ use crate::common;
 const PACKAGE_W: f64 = 20.0;
 
 /// Kills a child when dropped.
-struct Killed(Child);
+pub(crate) struct Killed(Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -33,7 +33,7 @@ impl Drop for Killed {
 }
 
 /// `GET path` on 127.0.0.1:`port`: status and body.
-fn get(port: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) fn get(port: u16, path: &str) -> Option<(u16, String)> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(
@@ -410,4 +410,206 @@ fn a_bad_listen_address_is_refused_up_front() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("plain http://"));
+}
+
+/// One experiment, measured in llem's own process: its sampler publishes on the board the
+/// exporters read, and the final OTLP push holds the run's energy and requests.
+#[test]
+fn one_experiment_pushes_its_final_figures_over_otlp() {
+    let _machine = common::shared();
+    let Some(python) = common::checks_python() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("sys")).unwrap();
+    let pushed = home.join("otlp.jsonl");
+    let (_receiver, otlp) = receiver(&python, &pushed);
+    let (stop, writer) = common::rapl_zone(&home.join("powercap"), PACKAGE_W);
+    let yaml = home.join("one.yaml");
+    std::fs::write(
+        &yaml,
+        "name: one\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         dataset: {source: synthetic, n_prompts: 3, synthetic: {input_tokens: 16, output_tokens: 8}}\n\
+         max_output_tokens: 8\nwarmup: {enabled: false}\nbaseline: {enabled: false}\n",
+    )
+    .unwrap();
+    let out = home.join("results");
+    let o = common::llem_in(home)
+        .args([
+            "run",
+            yaml.to_str().unwrap(),
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .args([
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{otlp}/v1/metrics"),
+        ])
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(common::result_file(&out)).unwrap()).unwrap();
+    let measured_j: f64 = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["energy_j"].as_f64())
+        .sum();
+    // The last push is the one sent once the run ended.
+    let text = std::fs::read_to_string(&pushed).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert!(last.get("error").is_none(), "{last}");
+    let package = data_points(&last, "hw.energy")
+        .into_iter()
+        .find(|p| attr(p, "hw.id") == Some("package-0"))
+        .unwrap();
+    let j = package["asDouble"].as_f64().unwrap();
+    assert!(
+        (j - measured_j).abs() <= PACKAGE_W * 0.25,
+        "pushed {j} J, measured {measured_j} J"
+    );
+    let ttft = data_points(&last, "gen_ai.server.time_to_first_token");
+    assert_eq!(ttft[0]["count"], "3", "{ttft:?}");
+    assert_eq!(attr(ttft[0], "llem.config"), Some("one"));
+    let run = &data_points(&last, "llem.run")[0];
+    assert_eq!(attr(run, "llem.kind"), Some("experiment"));
+}
+
+/// A Pushgateway (Debian's) on a free port; `None` when not installed and not required.
+pub(crate) fn pushgateway(dir: &Path) -> Option<(Killed, u16)> {
+    if Command::new("prometheus-pushgateway")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("LLEM_REQUIRE_PROMETHEUS").is_none(),
+            "prometheus-pushgateway is not installed: run scripts/install-prometheus.sh"
+        );
+        eprintln!("skipped: prometheus-pushgateway is not installed");
+        return None;
+    }
+    let port = common::free_port();
+    let child = Command::new("prometheus-pushgateway")
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("pushgateway.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(port, "/-/ready").map(|r| r.0) != Some(200) {
+        assert!(Instant::now() < deadline, "the pushgateway never got ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some((child, port))
+}
+
+/// The value of the exposition line of `name` whose labels include every one of `labels`.
+pub(crate) fn exposed(text: &str, name: &str, labels: &[&str]) -> Vec<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter(|l| labels.iter().all(|want| l.contains(want)))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+        .collect()
+}
+
+/// `--metrics-push`: each cell of a study pushes its own group (study, cell, node) to a real
+/// Pushgateway, which keeps it after the cell ended: each group's energy is its cell's, and
+/// its requests are counted.
+#[test]
+fn each_cell_of_a_study_pushes_its_figures_to_a_pushgateway() {
+    let _machine = common::shared();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    std::fs::create_dir_all(home.join("sys")).unwrap();
+    let Some((_gateway, gw)) = pushgateway(home) else {
+        return;
+    };
+    let (stop, writer) = common::rapl_zone(&home.join("powercap"), PACKAGE_W);
+    let yaml = home.join("pushed.yaml");
+    std::fs::write(
+        &yaml,
+        "name: pushed\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
+         dataset: {source: synthetic, n_prompts: 3, synthetic: {input_tokens: 16, output_tokens: 8}}\n\
+         max_output_tokens: 8\nwarmup: {enabled: false}\nbaseline: {enabled: false}\n\
+         study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
+    )
+    .unwrap();
+    let out = home.join("results");
+    let o = common::llem_in(home)
+        .args([
+            "run",
+            yaml.to_str().unwrap(),
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .args(["--metrics-push", &format!("http://127.0.0.1:{gw}")])
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("pushes failed"), "{stderr}");
+    let (status, text) = get(gw, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    for dir in common::walk(&out)
+        .into_iter()
+        .filter(|p| p.ends_with("result.json"))
+    {
+        let r: Value = serde_json::from_slice(&std::fs::read(&dir).unwrap()).unwrap();
+        let measured_j: f64 = r["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["energy_j"].as_f64())
+            .sum();
+        // `001_c0_...`: the cell's index is its directory's number.
+        let cell_dir = dir.parent().unwrap().file_name().unwrap().to_string_lossy();
+        let index: u32 = cell_dir[..3].parse().unwrap();
+        let cell = format!("cell=\"{index}\"");
+        let energy = exposed(
+            &text,
+            "hw_energy_joules_total",
+            &[
+                &cell,
+                "hw_id=\"package-0\"",
+                "job=\"llem\"",
+                "study=\"pushed_",
+            ],
+        );
+        assert_eq!(energy.len(), 1, "cell {index}: {text}");
+        assert!(
+            (energy[0] - measured_j).abs() <= PACKAGE_W * 0.25,
+            "cell {index} pushed {} J, measured {measured_j} J",
+            energy[0]
+        );
+        let requests = exposed(
+            &text,
+            "llem_requests_total",
+            &[&cell, "outcome=\"success\""],
+        );
+        assert_eq!(requests, [3.0], "cell {index}");
+        assert_eq!(
+            exposed(
+                &text,
+                "llem_run_info",
+                &[&cell, "kind=\"cell\"", "llem_config=\""]
+            )
+            .len(),
+            1
+        );
+    }
 }

@@ -924,3 +924,63 @@ fn a_search_runs_its_batches_as_arrays_each_picked_by_the_job_after_the_last() {
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("a completed study is not resumed"), "{err}");
 }
+
+/// Live metrics of a Slurm study: its tasks run where nothing scrapes them, so each cell
+/// pushes its figures to a Pushgateway (`--metrics-push`), which keeps one group per cell;
+/// the endpoint of a local study (`--metrics-listen`) is refused with the way that works.
+#[test]
+fn slurm_tasks_push_their_live_metrics_to_a_pushgateway() {
+    let _machine = common::shared();
+    let Some(c) = Cluster::start() else { return };
+    let Some((_gateway, gw)) = crate::live::pushgateway(c.root()) else {
+        return;
+    };
+    let yaml = c.yaml(
+        "pushed.yaml",
+        &study_yaml(
+            "pushed",
+            2,
+            4,
+            "study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0, \
+             executor: {slurm: {time: \"00:10:00\"}}}\n",
+        ),
+    );
+    let o = c.run_into(&yaml, &c.results(), &["--metrics-listen", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("use --metrics-push"));
+    c.submit(
+        &yaml,
+        &[
+            "--quiet",
+            "--metrics-push",
+            &format!("http://127.0.0.1:{gw}"),
+        ],
+    );
+    c.wait_idle(Duration::from_secs(240));
+    let dir = c.only_study();
+    let m = manifest(&dir);
+    assert_eq!(m.status, StudyStatus::Completed, "{:#?}", m.experiments);
+    let (status, text) = crate::live::get(gw, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let study = format!("study=\"{}\"", dir.file_name().unwrap().to_string_lossy());
+    for e in &m.experiments {
+        let r: llem_results::ExperimentResult =
+            read(&dir.join(&e.cell_dir).join(llem_results::layout::RESULT));
+        let measured_j: f64 = r.phases.iter().filter_map(|p| p.energy_j).sum();
+        let cell = format!("cell=\"{}\"", e.index);
+        let pushed: f64 = crate::live::exposed(&text, "hw_energy_joules_total", &[&study, &cell])
+            .iter()
+            .sum();
+        assert!(
+            (pushed - measured_j).abs() <= 0.1 * measured_j + 0.5,
+            "cell {}: pushed {pushed} J, measured {measured_j} J\n{text}",
+            e.index
+        );
+        let requests = crate::live::exposed(
+            &text,
+            "llem_requests_total",
+            &[&cell, "outcome=\"success\""],
+        );
+        assert_eq!(requests, [2.0], "cell {}", e.index);
+    }
+}

@@ -10,9 +10,11 @@
 //! `hw.power`, `hw.host.*`, `gen_ai.*`); llem's own carry `llem_`. Every series is
 //! documented in docs/energy.md.
 
+pub mod gateway;
 mod histogram;
 mod otlp;
 mod prometheus;
+mod push;
 pub mod relay;
 mod server;
 
@@ -25,7 +27,7 @@ use llem_harness::Event;
 use llem_study::{CellMessage, LiveFigure, StudyEvent};
 
 pub use histogram::Histogram;
-pub use otlp::Pusher;
+pub use push::Pusher;
 pub use server::Server;
 
 use crate::LiveError;
@@ -40,6 +42,9 @@ pub struct LiveOptions {
     pub otlp_endpoint: Option<String>,
     /// Time between OTLP pushes (the SDKs' `OTEL_METRIC_EXPORT_INTERVAL`).
     pub otlp_interval: Duration,
+    /// `--metrics-push`: an `http://` URL of a Prometheus Pushgateway the measuring process
+    /// pushes to (a study's cells each push their own figures).
+    pub push_gateway: Option<String>,
 }
 
 /// The OTLP push interval when none is given: 10 s, shorter than the SDKs' 60 s because a
@@ -49,7 +54,7 @@ pub const DEFAULT_OTLP_INTERVAL: Duration = Duration::from_secs(10);
 impl LiveOptions {
     /// Whether any export is asked for.
     pub fn enabled(&self) -> bool {
-        self.listen.is_some() || self.otlp_endpoint.is_some()
+        self.listen.is_some() || self.otlp_endpoint.is_some() || self.push_gateway.is_some()
     }
 }
 
@@ -460,14 +465,18 @@ pub struct LiveExports {
     pub server: Option<Server>,
     /// The OTLP pusher, when asked for.
     pub pusher: Option<Pusher>,
+    /// The Pushgateway pusher, when asked for.
+    pub gateway: Option<Pusher>,
 }
 
 impl LiveExports {
-    /// Starts what `opts` asks for; `None` when it asks for nothing.
+    /// Starts what `opts` asks for; `None` when it asks for nothing. `grouping` labels this
+    /// process's group on a Pushgateway.
     pub fn start(
         opts: &LiveOptions,
         kind: &'static str,
         name: &str,
+        grouping: &[(&str, String)],
     ) -> Result<Option<LiveExports>, LiveError> {
         if !opts.enabled() {
             return Ok(None);
@@ -481,19 +490,25 @@ impl LiveExports {
         let pusher = opts
             .otlp_endpoint
             .as_deref()
-            .map(|u| Pusher::start(u, opts.otlp_interval, metrics.clone()))
+            .map(|u| otlp::start(u, opts.otlp_interval, metrics.clone()))
+            .transpose()?;
+        let gateway = opts
+            .push_gateway
+            .as_deref()
+            .map(|u| gateway::start(u, gateway::PUSH_INTERVAL, metrics.clone(), grouping))
             .transpose()?;
         Ok(Some(LiveExports {
             metrics,
             server,
             pusher,
+            gateway,
         }))
     }
 
     /// Sends the final figures (OTLP) and stops the exporters.
     pub fn finish(self) -> Vec<String> {
         let mut notes = Vec::new();
-        if let Some(p) = self.pusher {
+        for p in [self.pusher, self.gateway].into_iter().flatten() {
             notes.extend(p.finish());
         }
         drop(self.server);

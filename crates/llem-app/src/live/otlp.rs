@@ -3,70 +3,18 @@
 //! the receiver every interval and once more at the end. Sums are cumulative from the
 //! moment the metrics started.
 
-use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::histogram::Histogram;
+use super::push::{Pusher, endpoint, send};
 use super::{LiveMetrics, State};
 use crate::LiveError;
 
 /// OTLP's `AGGREGATION_TEMPORALITY_CUMULATIVE`.
 const CUMULATIVE: u8 = 2;
-
-/// Where to POST: host, port, path.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Endpoint {
-    host: String,
-    port: u16,
-    path: String,
-}
-
-/// An `http://HOST[:PORT][/PATH]` URL; the port defaults to OTLP/HTTP's 4318 and an empty
-/// path to `/v1/metrics`.
-pub(crate) fn endpoint(url: &str) -> Result<Endpoint, LiveError> {
-    let bad = |message: &str| LiveError::BadEndpoint {
-        url: url.to_string(),
-        message: message.to_string(),
-    };
-    let rest = url.strip_prefix("http://").ok_or_else(|| {
-        bad(
-            "llem sends OTLP over plain http:// (point it at a local collector, which may \
-             forward over TLS)",
-        )
-    })?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (rest.get(..i).unwrap_or(""), rest.get(i..).unwrap_or("/")),
-        None => (rest, ""),
-    };
-    if authority.contains('@') {
-        return Err(bad(
-            "credentials in the URL are not sent; use a local collector",
-        ));
-    }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (
-            h.to_string(),
-            p.parse::<u16>()
-                .map_err(|_| bad("the port is not a number"))?,
-        ),
-        _ => (authority.to_string(), 4318),
-    };
-    if host.is_empty() {
-        return Err(bad("no host"));
-    }
-    let path = if path.is_empty() || path == "/" {
-        "/v1/metrics".to_string()
-    } else {
-        path.to_string()
-    };
-    Ok(Endpoint { host, port, path })
-}
 
 fn attr(key: &str, value: &str) -> Value {
     json!({"key": key, "value": {"stringValue": value}})
@@ -268,163 +216,26 @@ pub(crate) fn request(s: &State, start_ns: u128, now_ns: u128) -> Value {
     }]})
 }
 
-/// POSTs `body` as JSON; the status line's code.
-fn post(e: &Endpoint, body: &[u8]) -> Result<u16, String> {
-    let addr = (e.host.as_str(), e.port)
-        .to_socket_addrs()
-        .map_err(|err| format!("{}:{}: {err}", e.host, e.port))?
-        .next()
-        .ok_or_else(|| format!("{} resolves to no address", e.host))?;
-    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|err| format!("{addr}: {err}"))?;
-    let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-    let _ = c.set_write_timeout(Some(Duration::from_secs(10)));
-    let head = format!(
-        "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        e.path,
-        e.host,
-        e.port,
-        body.len()
-    );
-    c.write_all(head.as_bytes())
-        .and_then(|()| c.write_all(body))
-        .map_err(|err| format!("{addr}: {err}"))?;
-    let mut answer = Vec::new();
-    let _ = c.take(64 * 1024).read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer);
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse::<u16>().ok())
-        .ok_or_else(|| format!("{addr}: no HTTP answer"))?;
-    Ok(code)
-}
-
-/// What went wrong with pushes so far.
-#[derive(Debug, Default)]
-struct Failures {
-    pushes: u64,
-    failed: u64,
-    first: Option<String>,
-}
-
-/// Pushes every interval from its own thread until finished.
-pub struct Pusher {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-    failures: Arc<Mutex<Failures>>,
-    push: Arc<dyn Fn() + Send + Sync>,
-}
-
-impl Pusher {
-    /// Starts pushing `metrics` to `url` every `interval`.
-    pub fn start(
-        url: &str,
-        interval: Duration,
-        metrics: Arc<LiveMetrics>,
-    ) -> Result<Pusher, LiveError> {
-        let e = endpoint(url)?;
-        let failures: Arc<Mutex<Failures>> = Arc::default();
-        let record = failures.clone();
-        let push: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
-            let body = request(
-                &metrics.current(),
-                metrics.started_unix_ns(),
-                super::unix_ns(),
-            );
-            let outcome = match post(&e, body.to_string().as_bytes()) {
-                Ok(code) if (200..300).contains(&code) => Ok(()),
-                Ok(code) => Err(format!("the receiver answered HTTP {code}")),
-                Err(err) => Err(err),
-            };
-            if let Ok(mut f) = record.lock() {
-                f.pushes += 1;
-                if let Err(err) = outcome {
-                    f.failed += 1;
-                    f.first.get_or_insert(err);
-                }
-            }
-        });
-        let stop = Arc::new(AtomicBool::new(false));
-        let (flag, each) = (stop.clone(), push.clone());
-        let interval = interval.max(Duration::from_millis(100));
-        let thread = std::thread::Builder::new()
-            .name("llem-otlp".into())
-            .spawn(move || {
-                let mut next = Instant::now() + interval;
-                while !flag.load(Ordering::Acquire) {
-                    let left = next.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        each();
-                        next += interval;
-                    } else {
-                        std::thread::park_timeout(left);
-                    }
-                }
-            })
-            .map_err(|source| LiveError::Listen {
-                addr: url.to_string(),
-                source,
-            })?;
-        Ok(Pusher {
-            stop,
-            thread: Some(thread),
-            failures,
-            push,
-        })
-    }
-
-    /// Stops the thread, pushes the final figures; a note when pushes failed.
-    pub fn finish(mut self) -> Option<String> {
-        self.stop_thread();
-        (self.push)();
-        let f = self.failures.lock().ok()?;
-        (f.failed > 0).then(|| {
-            format!(
-                "OTLP export: {} of {} pushes failed ({})",
-                f.failed,
-                f.pushes,
-                f.first.as_deref().unwrap_or("unknown")
-            )
-        })
-    }
-
-    fn stop_thread(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            t.thread().unpark();
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Pusher {
-    fn drop(&mut self) {
-        self.stop_thread();
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn endpoints_default_to_the_otlp_port_and_path() {
-        let e = endpoint("http://127.0.0.1").unwrap();
-        assert_eq!(
-            (e.host.as_str(), e.port, e.path.as_str()),
-            ("127.0.0.1", 4318, "/v1/metrics")
+/// Pushes `metrics` to the OTLP/HTTP receiver at `url` every `interval`.
+pub fn start(
+    url: &str,
+    interval: Duration,
+    metrics: Arc<LiveMetrics>,
+) -> Result<Pusher, LiveError> {
+    let e = endpoint("--otlp-endpoint", url, 4318, "/v1/metrics")?;
+    Pusher::start("OTLP export", interval, move || {
+        let body = request(
+            &metrics.current(),
+            metrics.started_unix_ns(),
+            super::unix_ns(),
         );
-        let e = endpoint("http://collector:9000/otlp/v1/metrics").unwrap();
-        assert_eq!((e.port, e.path.as_str()), (9000, "/otlp/v1/metrics"));
-        assert!(
-            endpoint("https://x")
-                .unwrap_err()
-                .to_string()
-                .contains("plain http://")
-        );
-        assert!(endpoint("http://u:p@x").is_err());
-        assert!(endpoint("http://x:port").is_err());
-    }
+        send(
+            &e,
+            "POST",
+            &e.path,
+            "application/json",
+            body.to_string().as_bytes(),
+        )
+        .map(|_| ())
+    })
 }

@@ -40,6 +40,14 @@ fn set_aside(cell: &Path, attempts: u32) -> Result<(), StudyError> {
     }
 }
 
+/// How a cell reports its live figures: `live` lines to the runner every interval, and
+/// pushes to a Pushgateway.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Reporting {
+    pub(crate) live_interval: Option<std::time::Duration>,
+    pub(crate) metrics_push: Option<String>,
+}
+
 /// What any process that runs a cell (here, or a Slurm task) needs first: the cell's directory
 /// made fresh (an earlier attempt's set aside) and its spec written. Returns both paths.
 pub(crate) fn stage_cell(
@@ -47,7 +55,7 @@ pub(crate) fn stage_cell(
     entry: &ManifestEntry,
     pc: &PlannedConfig,
     sampling_interval: std::time::Duration,
-    live_interval: Option<std::time::Duration>,
+    reporting: &Reporting,
 ) -> Result<(PathBuf, PathBuf), StudyError> {
     let cell = study_dir.join(&entry.cell_dir);
     set_aside(&cell, entry.attempts)?;
@@ -62,7 +70,9 @@ pub(crate) fn stage_cell(
         index: entry.index,
         cycle: entry.cycle,
         plan_warnings: pc.warnings.clone(),
-        live_interval_ms: live_interval.map(|d| d.as_secs_f64() * 1000.0),
+        live_interval_ms: reporting.live_interval.map(|d| d.as_secs_f64() * 1000.0),
+        metrics_push: reporting.metrics_push.clone(),
+        label: Some(crate::runner::label_of(pc)),
     };
     let spec_path = cell.join(layout::CELL_SPEC);
     llem_results::write_json_atomic(&spec_path, &spec)?;
@@ -82,7 +92,10 @@ fn prepare_cell(
         entry,
         pc,
         run.opts.sampling_interval,
-        run.opts.live_interval,
+        &Reporting {
+            live_interval: run.opts.live_interval,
+            metrics_push: run.opts.metrics_push.clone(),
+        },
     )?;
     if let Some(e) = cp.entry_mut(i) {
         e.status = CellStatus::Running;

@@ -67,6 +67,8 @@ pub struct StudyOptions {
     /// How often each cell reports its sampler's running figures (`live` lines), for live
     /// metrics; `None`: never.
     pub live_interval: Option<Duration>,
+    /// The Prometheus Pushgateway each cell pushes its live metrics to (`--metrics-push`).
+    pub metrics_push: Option<String>,
     /// llem version for the manifest.
     pub llem_version: String,
     /// Environment snapshot for `_study-artefacts/`.

@@ -333,6 +333,7 @@ mod tests {
             locks: Default::default(),
             no_gaps: true,
             sampling_interval_ms: 100.0,
+            metrics_push: None,
             kill_grace_s: 1.0,
             experiment_timeout_s: 60.0,
             gaps_s: (0.0, 0.0),

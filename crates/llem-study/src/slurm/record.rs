@@ -78,6 +78,9 @@ pub struct SubmissionRecord {
     pub no_gaps: bool,
     /// Telemetry interval handed to the cells, ms.
     pub sampling_interval_ms: f64,
+    /// The Pushgateway the cells push their live metrics to (`--metrics-push`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_push: Option<String>,
     /// Between SIGTERM and SIGKILL when a cell is stopped, s.
     pub kill_grace_s: f64,
     /// `experiment_timeout_seconds`.

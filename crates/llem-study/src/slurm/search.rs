@@ -75,7 +75,14 @@ pub fn step(dir: &Path) -> Result<SearchStep, StudyError> {
         return settle(dir);
     }
     let interval = std::time::Duration::from_secs_f64(sub.sampling_interval_ms / 1000.0);
-    stage_cells(planner.configs(), interval, true, dir, &mut manifest)?;
+    stage_cells(
+        planner.configs(),
+        interval,
+        sub.metrics_push.as_deref(),
+        true,
+        dir,
+        &mut manifest,
+    )?;
     let batch = sub.arrays.iter().map(|a| a.cycle).max().unwrap_or(0) + 1;
     let Some(array) = plan_search_array(&manifest, batch).pop() else {
         return settle(dir);

@@ -206,6 +206,7 @@ pub(crate) fn job_name(study: &str) -> String {
 pub(crate) fn stage_cells(
     configs: &[PlannedConfig],
     sampling_interval: std::time::Duration,
+    metrics_push: Option<&str>,
     search: bool,
     dir: &Path,
     manifest: &mut Manifest,
@@ -219,8 +220,12 @@ pub(crate) fn stage_cells(
         let Some(pc) = by_hash.get(&e.config_hash) else {
             continue;
         };
-        // Slurm tasks report to no parent that could serve their live figures.
-        stage_cell(dir, e, pc, sampling_interval, None)?;
+        // Slurm tasks report to no parent that could serve their live figures: they push.
+        let reporting = crate::runner::cell::Reporting {
+            live_interval: None,
+            metrics_push: metrics_push.map(str::to_string),
+        };
+        stage_cell(dir, e, pc, sampling_interval, &reporting)?;
         e.status = CellStatus::Pending;
         e.attempts += 1;
         e.error_type = None;
@@ -328,6 +333,7 @@ pub fn submit(
     stage_cells(
         &plan.configs,
         opts.sampling_interval,
+        opts.metrics_push.as_deref(),
         search.is_some(),
         &dir,
         &mut manifest,
@@ -464,6 +470,7 @@ fn submission_record(
         },
         no_gaps: opts.no_gaps,
         sampling_interval_ms: opts.sampling_interval.as_secs_f64() * 1000.0,
+        metrics_push: opts.metrics_push.clone(),
         kill_grace_s: opts.kill_grace.as_secs_f64(),
         experiment_timeout_s: exec.experiment_timeout_seconds,
         gaps_s: (exec.experiment_gap_seconds, exec.cycle_gap_seconds),
@@ -500,6 +507,8 @@ fn control_cell(
         cycle: 0,
         plan_warnings: pc.warnings.clone(),
         live_interval_ms: None,
+        metrics_push: opts.metrics_push.clone(),
+        label: Some(crate::runner::label_of(pc)),
     };
     let rel = format!("{}/sub-{number:03}/control_spec.json", record::SLURM_DIR);
     llem_results::write_json_atomic(&dir.join(&rel), &spec)?;

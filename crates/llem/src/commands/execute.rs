@@ -304,7 +304,12 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
     }
     let cancel = cancel_on_signals();
     let mut opts = crate::options::run(args);
-    let live = match super::live::start(&args.live, "experiment", &plan.study_name) {
+    let live = match super::live::start(
+        &args.live.options(),
+        "experiment",
+        &plan.study_name,
+        &[("experiment", plan.study_name.clone())],
+    ) {
         Ok(l) => l,
         Err(code) => return code,
     };

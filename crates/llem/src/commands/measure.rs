@@ -20,7 +20,12 @@ pub fn run(args: &MeasureArgs) -> i32 {
     };
     crate::commands::restore::leftovers_first();
     let name = args.command.first().cloned().unwrap_or_default();
-    let live = match super::live::start(&args.live, "measure", &name) {
+    let live = match super::live::start(
+        &args.live.options(),
+        "measure",
+        &name,
+        &[("measure", name.clone())],
+    ) {
         Ok(l) => l,
         Err(code) => return code,
     };

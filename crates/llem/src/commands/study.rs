@@ -74,14 +74,23 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
             plan.execution.executor,
             llem_config::ExecutorConfig::Slurm(_)
         );
-    if on_slurm && args.live.options().enabled() {
+    // The cells push to a gateway themselves; the endpoint and OTLP belong to this process.
+    let mut live_opts = args.live.options();
+    opts.metrics_push = live_opts.push_gateway.take();
+    if let Some(url) = &opts.metrics_push
+        && let Err(e) = llem_app::live::gateway::check(url)
+    {
+        return super::live::refuse(e);
+    }
+    if on_slurm && live_opts.enabled() {
         eprintln!(
-            "llem: --metrics-listen and --otlp-endpoint serve a study run here; a Slurm \
-             study's cells run on other nodes and report to no endpoint (not supported yet)"
+            "llem: --metrics-listen and --otlp-endpoint serve a study from this process, which \
+             a Slurm study's cells (on other nodes) cannot report to: use --metrics-push URL of \
+             a Pushgateway the nodes reach"
         );
         return exit::CONFIG;
     }
-    let live = match super::live::start(&args.live, "study", &plan.study_name) {
+    let live = match super::live::start(&live_opts, "study", &plan.study_name, &[]) {
         Ok(l) => l,
         Err(code) => return code,
     };
