@@ -70,21 +70,41 @@ fn dechunk(mut body: &str) -> String {
     out
 }
 
+/// `program ARGS` on 127.0.0.1:`port`, its log in `dir`, once its `/-/ready` answers 200;
+/// `None` (the test skipped, saying so) when it is not installed and not required.
+fn serve_ready(dir: &Path, program: &str, args: &[String], port: u16) -> Option<Killed> {
+    if Command::new(program).arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("LLEM_REQUIRE_PROMETHEUS").is_none(),
+            "{program} is not installed: run scripts/install-prometheus.sh"
+        );
+        eprintln!("skipped: {program} is not installed (scripts/install-prometheus.sh)");
+        return None;
+    }
+    let log = dir.join(format!("{program}.log"));
+    let child = Command::new(program)
+        .args(args)
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while get(port, "/-/ready").map(|r| r.0) != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "{program} not ready: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(child)
+}
+
 /// Prometheus on a free port, scraping 127.0.0.1:`target` every 250 ms; `None` (the test
 /// skipped, saying so) when Prometheus is not installed and not required.
 fn prometheus(dir: &Path, target: u16) -> Option<(Killed, u16)> {
-    if Command::new("prometheus")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("LLEM_REQUIRE_PROMETHEUS").is_none(),
-            "prometheus is not installed: run scripts/install-prometheus.sh"
-        );
-        eprintln!("skipped: prometheus is not installed (scripts/install-prometheus.sh)");
-        return None;
-    }
     let port = common::free_port();
     let config = dir.join("prometheus.yml");
     std::fs::write(
@@ -95,27 +115,12 @@ fn prometheus(dir: &Path, target: u16) -> Option<(Killed, u16)> {
         ),
     )
     .unwrap();
-    let child = Command::new("prometheus")
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let child = Killed(child);
+    let args = [
+        format!("--config.file={}", config.display()),
+        format!("--storage.tsdb.path={}", dir.join("tsdb").display()),
+    ];
+    let child = serve_ready(dir, "prometheus", &args, port)?;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while get(port, "/-/ready").map(|r| r.0) != Some(200) {
-        assert!(
-            Instant::now() < deadline,
-            "prometheus not ready: {}",
-            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
     // Targets are picked up a few seconds after start: wait for the first scrape (of nothing
     // yet, `up` 0) so that the study is scraped from its start.
     while samples(port, "up{job=\"llem\"}").is_empty() {
@@ -487,32 +492,8 @@ fn one_experiment_pushes_its_final_figures_over_otlp() {
 
 /// A Pushgateway (Debian's) on a free port; `None` when not installed and not required.
 pub(crate) fn pushgateway(dir: &Path) -> Option<(Killed, u16)> {
-    if Command::new("prometheus-pushgateway")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("LLEM_REQUIRE_PROMETHEUS").is_none(),
-            "prometheus-pushgateway is not installed: run scripts/install-prometheus.sh"
-        );
-        eprintln!("skipped: prometheus-pushgateway is not installed");
-        return None;
-    }
     let port = common::free_port();
-    let child = Command::new("prometheus-pushgateway")
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("pushgateway.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let child = Killed(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while get(port, "/-/ready").map(|r| r.0) != Some(200) {
-        assert!(Instant::now() < deadline, "the pushgateway never got ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some((child, port))
+    Some((serve_ready(dir, "prometheus-pushgateway", &[], port)?, port))
 }
 
 /// The value of the exposition line of `name` whose labels include every one of `labels`.
