@@ -105,6 +105,9 @@ fn push_exports(spec: &CellSpec, url: &str) -> Result<Option<crate::live::LiveEx
     ];
     let exports = crate::live::LiveExports::start(&opts, "cell", &study, &grouping)?;
     if let Some(x) = &exports {
+        x.metrics.staleness(Duration::from_secs_f64(
+            (spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0),
+        ));
         x.metrics.configuration(
             spec.label.as_deref().unwrap_or(&spec.config_hash),
             &spec.config_hash,

@@ -390,6 +390,28 @@ fn a_study_is_scraped_by_prometheus_and_pushed_over_otlp_while_it_runs() {
         .map(|p| p["asDouble"].as_f64().unwrap())
         .sum();
     assert_eq!(ok, 8.0);
+    // The running J/token the exports kept is the last window's (both cells share the
+    // label): within its bound of what that cell's result says.
+    let last_cell = results
+        .iter()
+        .max_by(|a, b| {
+            let t = |r: &Value| r["start_time"].as_str().unwrap_or_default().to_string();
+            t(a).cmp(&t(b))
+        })
+        .unwrap();
+    let result_jpt = last_cell["total_energy_j"].as_f64().unwrap()
+        / last_cell["total_output_tokens"].as_f64().unwrap();
+    let live_jpt = data_points(last, "llem.energy_per_output_token")[0]["asDouble"]
+        .as_f64()
+        .unwrap();
+    let bound = data_points(last, "llem.energy_per_output_token.bound")[0]["asDouble"]
+        .as_f64()
+        .unwrap();
+    assert!(bound > 0.0);
+    assert!(
+        (live_jpt - result_jpt).abs() <= bound,
+        "live {live_jpt} J/token ± {bound}, result {result_jpt}"
+    );
 }
 
 /// A listen address that is not one is refused before anything runs.

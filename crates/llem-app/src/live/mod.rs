@@ -105,10 +105,28 @@ impl RequestStats {
 struct Window {
     /// Components' energy when the window opened, J.
     start_j: f64,
+    /// Their power then, W.
+    start_w: f64,
     /// Output tokens so far.
     tokens: u64,
     /// Components' energy now, J.
     now_j: f64,
+    /// Their power now, W.
+    now_w: f64,
+}
+
+impl Window {
+    /// J/token and its bound: each end's energy may be read up to `staleness_s` late, so
+    /// each may be off by its power over that time.
+    fn per_token(&self, staleness_s: f64) -> Option<(f64, f64)> {
+        (self.tokens > 0).then(|| {
+            let n = self.tokens as f64;
+            (
+                (self.now_j - self.start_j) / n,
+                (self.start_w + self.now_w) * staleness_s / n,
+            )
+        })
+    }
 }
 
 /// Everything the exports show, as of the last update.
@@ -129,8 +147,11 @@ pub(crate) struct State {
     source: u64,
     pub(crate) requests: BTreeMap<String, RequestStats>,
     window: Option<Window>,
-    /// The last window's J/token by configuration label, kept after it closed.
-    pub(crate) joules_per_token: BTreeMap<String, f64>,
+    /// The last window's J/token and its bound by configuration label, kept after it closed.
+    pub(crate) joules_per_token: BTreeMap<String, (f64, f64)>,
+    /// How late an energy reading may be when an event arrives, s: one sampler tick in the
+    /// process that samples, plus a report interval when it comes from a cell.
+    staleness_s: f64,
     /// The model of each configuration hash of the plan.
     models: BTreeMap<String, String>,
 }
@@ -159,13 +180,14 @@ impl State {
             .collect()
     }
 
-    /// The components' (not the node's) energy so far, J.
-    fn components_j(&self) -> f64 {
+    /// The components' (not the node's) energy so far, J, and their latest power, W.
+    fn components(&self) -> (f64, f64) {
         self.domains
             .values()
             .filter(|d| d.kind != "node")
-            .map(|d| d.base_j + d.last_j)
-            .sum()
+            .fold((0.0, 0.0), |(j, w), d| {
+                (j + d.base_j + d.last_j, w + d.power_w.unwrap_or(0.0))
+            })
     }
 
     /// The label of the configuration being measured (`-` before one is known).
@@ -175,13 +197,16 @@ impl State {
             .map_or_else(|| "-".to_string(), |c| c.0.clone())
     }
 
-    /// The running J/token of the open window, else the last closed one's, by label.
-    pub(crate) fn energy_per_token(&self) -> BTreeMap<String, f64> {
+    /// The running J/token of the open window, else the last closed one's, and its bound,
+    /// by label.
+    pub(crate) fn energy_per_token(&self) -> BTreeMap<String, (f64, f64)> {
         let mut out = self.joules_per_token.clone();
-        if let Some(w) = &self.window
-            && w.tokens > 0
+        if let Some(figure) = self
+            .window
+            .as_ref()
+            .and_then(|w| w.per_token(self.staleness_s))
         {
-            out.insert(self.label(), (w.now_j - w.start_j) / w.tokens as f64);
+            out.insert(self.label(), figure);
         }
         out
     }
@@ -209,31 +234,35 @@ impl State {
             d.last_j = energy_j.max(d.last_j);
             d.power_w = power_w;
         }
-        let now = self.components_j();
+        let (now_j, now_w) = self.components();
         if let Some(w) = self.window.as_mut() {
-            w.now_j = now;
+            w.now_j = now_j;
+            w.now_w = now_w;
         }
     }
 
     fn phase_started(&mut self, phase: &str) {
         self.phase = Some(phase.to_string());
         if phase == "measure" {
-            let now = self.components_j();
+            let (j, w) = self.components();
             self.window = Some(Window {
-                start_j: now,
+                start_j: j,
+                start_w: w,
                 tokens: 0,
-                now_j: now,
+                now_j: j,
+                now_w: w,
             });
         }
     }
 
     fn phase_done(&mut self, phase: &str) {
         if phase == "measure"
-            && let Some(w) = self.window.take()
-            && w.tokens > 0
+            && let Some(figure) = self
+                .window
+                .take()
+                .and_then(|w| w.per_token(self.staleness_s))
         {
-            self.joules_per_token
-                .insert(self.label(), (w.now_j - w.start_j) / w.tokens as f64);
+            self.joules_per_token.insert(self.label(), figure);
         }
     }
 
@@ -313,6 +342,7 @@ impl LiveMetrics {
             state: Mutex::new(State {
                 run_kind: kind,
                 name: name.to_string(),
+                staleness_s: crate::options::DEFAULT_SAMPLING_INTERVAL.as_secs_f64(),
                 ..State::default()
             }),
             board: LiveBoard::new(),
@@ -341,6 +371,12 @@ impl LiveMetrics {
 
     pub(crate) fn started_unix_ns(&self) -> u128 {
         self.started_unix_ns
+    }
+
+    /// How late the energy it is told may be: the sampler's interval, plus the cells' report
+    /// interval for a study.
+    pub fn staleness(&self, late: Duration) {
+        self.lock().staleness_s = late.as_secs_f64();
     }
 
     /// The plan a study runs: the model of each configuration.
@@ -585,7 +621,9 @@ mod tests {
         let gpu = &s.devices()[0];
         assert_eq!((gpu.id.as_str(), gpu.energy_j), ("gpu0", 10.0));
         assert_eq!(s.devices()[1].hw_type, None);
-        assert_eq!(s.energy_per_token()["a"], 0.5);
+        // 2 J over 4 tokens; both ends read up to 0.5 s late at 100 W: 25 J/token either way.
+        s.staleness_s = 0.5;
+        assert_eq!(s.energy_per_token()["a"], (0.5, 25.0));
         s.phase_done("measure");
         // The next cell's first meter is a new source: its 1 J adds to the 10 J.
         s.source = 2;
@@ -593,7 +631,7 @@ mod tests {
         assert_eq!(s.devices()[0].energy_j, 11.0);
         assert_eq!(
             s.energy_per_token()["a"],
-            0.5,
+            (0.5, 25.0),
             "kept after the window closed"
         );
     }

@@ -159,17 +159,26 @@ pub(crate) fn request(s: &State, start_ns: u128, now_ns: u128) -> Value {
         "Measured requests by outcome.",
         requests,
     ));
-    let jpt: Vec<Value> = s
-        .energy_per_token()
-        .iter()
-        .map(|(label, j)| point(vec![attr("llem.config", label)], start_ns, now_ns, *j))
-        .collect();
+    let per_token = s.energy_per_token();
+    let figure = |pick: fn(&(f64, f64)) -> f64| -> Vec<Value> {
+        per_token
+            .iter()
+            .map(|(label, f)| point(vec![attr("llem.config", label)], start_ns, now_ns, pick(f)))
+            .collect()
+    };
     metrics.push(gauge(
         "llem.energy_per_output_token",
         "J",
         "Running energy of the measured devices (the node excepted) per output token of the \
          measurement window.",
-        jpt,
+        figure(|f| f.0),
+    ));
+    metrics.push(gauge(
+        "llem.energy_per_output_token.bound",
+        "J",
+        "How far the running J/token may be off: the power at each end of the window over how \
+         late its energy was read, per output token.",
+        figure(|f| f.1),
     ));
     let (label, hash) = s
         .config

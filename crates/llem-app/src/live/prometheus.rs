@@ -176,9 +176,26 @@ pub(crate) fn render(s: &State) -> String {
          far, per output token, J: the running figure, not the result's (which has its scope, \
          baseline and bound).",
     );
-    for (label, j) in s.energy_per_token() {
-        let l = labels(&[("llem_config", &label)]);
-        let _ = writeln!(out, "llem_energy_per_output_token_joules{l} {}", num(j));
+    let per_token = s.energy_per_token();
+    for (label, (j, _)) in &per_token {
+        let l = labels(&[("llem_config", label)]);
+        let _ = writeln!(out, "llem_energy_per_output_token_joules{l} {}", num(*j));
+    }
+    header(
+        &mut out,
+        "llem_energy_per_output_token_bound_joules",
+        "gauge",
+        "How far the running J/token may be off because the energy at each end of the window \
+         was read up to one sampler tick (plus a cell's report interval) late: the power then \
+         over that time, per output token, J.",
+    );
+    for (label, (_, bound)) in &per_token {
+        let l = labels(&[("llem_config", label)]);
+        let _ = writeln!(
+            out,
+            "llem_energy_per_output_token_bound_joules{l} {}",
+            num(*bound)
+        );
     }
     header(
         &mut out,

@@ -317,6 +317,7 @@ pub fn execute(plan: &StudyPlan, args: &RunArgs) -> i32 {
         l.metrics
             .configuration(&plan.study_name, &pc.digest.short(), &pc.config.model);
         opts.live = Some(l.metrics.board());
+        l.metrics.staleness(opts.sampling_interval);
     }
     let mut silent = llem_app::Silent;
     let mut bars;

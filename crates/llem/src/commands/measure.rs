@@ -36,7 +36,10 @@ pub fn run(args: &MeasureArgs) -> i32 {
         baseline: args.baseline,
         baseline_strategy: args.baseline_strategy,
         output: args.output.clone(),
-        live: live.as_ref().map(|l| l.metrics.board()),
+        live: live.as_ref().map(|l| {
+            l.metrics.staleness(args.interval);
+            l.metrics.board()
+        }),
     };
     let outcome = llem_app::command::measure_command(&opts, &user.config, &mut |d| {
         eprintln!(

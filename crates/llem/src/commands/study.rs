@@ -96,6 +96,8 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
     };
     if let Some(l) = &live {
         l.metrics.plan(plan);
+        l.metrics
+            .staleness(args.interval + llem_app::live::CELL_REPORT_INTERVAL);
         opts.live_reports = true;
     }
     if !args.quiet {
