@@ -35,8 +35,9 @@ pub fn run_cell(
     }
     // Live metrics: the sampler's figures go to the study's parent, which serves them, and
     // to a Pushgateway when asked (the only way out of a Slurm task).
+    let sampling = Duration::from_secs_f64((spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0));
     let pushing = match &spec.metrics_push {
-        Some(url) => push_exports(&spec, url)?,
+        Some(url) => push_exports(&spec, url, sampling)?,
         None => None,
     };
     let board = match &pushing {
@@ -60,7 +61,7 @@ pub fn run_cell(
         },
         &user,
         spec.baseline_cache_dir.clone(),
-        Duration::from_secs_f64((spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0)),
+        sampling,
         cancel,
         // `run_study` checked every configuration before its first cell.
         true,
@@ -88,7 +89,11 @@ pub fn run_cell(
 }
 
 /// The Pushgateway export of a cell: its group is the study, the cell and the node.
-fn push_exports(spec: &CellSpec, url: &str) -> Result<Option<crate::live::LiveExports>, AppError> {
+fn push_exports(
+    spec: &CellSpec,
+    url: &str,
+    sampling: Duration,
+) -> Result<Option<crate::live::LiveExports>, AppError> {
     let study = spec
         .cell_dir
         .parent()
@@ -105,9 +110,7 @@ fn push_exports(spec: &CellSpec, url: &str) -> Result<Option<crate::live::LiveEx
     ];
     let exports = crate::live::LiveExports::start(&opts, "cell", &study, &grouping)?;
     if let Some(x) = &exports {
-        x.metrics.staleness(Duration::from_secs_f64(
-            (spec.sampling_interval_ms / 1000.0).clamp(0.001, 60.0),
-        ));
+        x.metrics.staleness(sampling);
         x.metrics.configuration(
             spec.label.as_deref().unwrap_or(&spec.config_hash),
             &spec.config_hash,

@@ -64,7 +64,7 @@ impl LiveBoard {
 
     /// Publishes the figures of meter `meter`; unless `wait`, only when no reader holds the
     /// board (`false` then).
-    pub(crate) fn publish(&self, meter: u64, t_s: f64, domains: &[LiveDomain], wait: bool) -> bool {
+    pub(crate) fn publish(&self, meter: u64, t_s: f64, running: &[Running], wait: bool) -> bool {
         let guard = if wait {
             self.0.lock().ok()
         } else {
@@ -73,19 +73,55 @@ impl LiveBoard {
         match guard {
             Some(mut s) if s.meter == meter => {
                 s.t_s = t_s;
-                // Reuse the names' allocations: only the figures change between ticks.
-                if s.domains.len() == domains.len() {
-                    for (to, from) in s.domains.iter_mut().zip(domains) {
-                        to.energy_j = from.energy_j;
-                        to.power_w = from.power_w;
+                // Only the figures change between ticks: the names are copied once per meter.
+                if s.domains.len() == running.len() {
+                    for (to, from) in s.domains.iter_mut().zip(running) {
+                        to.energy_j = from.figure.energy_j;
+                        to.power_w = from.figure.power_w;
                     }
                 } else {
-                    s.domains = domains.to_vec();
+                    s.domains = running.iter().map(|r| r.figure.clone()).collect();
                 }
                 true
             }
             _ => false,
         }
+    }
+}
+
+/// A meter's side of a board: its number there and each domain's running figures.
+#[derive(Debug)]
+pub(crate) struct Publisher {
+    board: LiveBoard,
+    meter: u64,
+    running: Vec<Running>,
+}
+
+impl Publisher {
+    /// A new meter on `board` over `domains`, in the meter's order.
+    pub(crate) fn start<'a>(
+        board: LiveBoard,
+        domains: impl Iterator<Item = (&'a str, DomainKind)>,
+    ) -> Publisher {
+        Publisher {
+            meter: board.begin(),
+            board,
+            running: domains
+                .map(|(name, kind)| Running::new(name, kind))
+                .collect(),
+        }
+    }
+
+    /// Domain `i` sampled at `t_s` (see [`Running::add`]).
+    pub(crate) fn add(&mut self, i: usize, t_s: f64, r: &Reading, power_w: Option<f64>) {
+        if let Some(run) = self.running.get_mut(i) {
+            run.add(t_s, r, power_w);
+        }
+    }
+
+    /// Puts the figures on the board as of `t_s`; `wait`: even if a reader holds it.
+    pub(crate) fn publish(&self, t_s: f64, wait: bool) {
+        self.board.publish(self.meter, t_s, &self.running, wait);
     }
 }
 
@@ -129,11 +165,6 @@ impl Running {
             self.figure.power_w = Some(p);
         }
     }
-
-    /// The figures to publish.
-    pub(crate) fn figure(&self) -> &LiveDomain {
-        &self.figure
-    }
 }
 
 #[cfg(test)]
@@ -153,10 +184,10 @@ mod tests {
             counter.add(*t, &r, (i > 0).then_some(20.0));
             powered.add(*t, &Reading::default(), Some(100.0 + 100.0 * t));
         }
-        assert_eq!(counter.figure().energy_j, 30.0);
+        assert_eq!(counter.figure.energy_j, 30.0);
         // Trapezoids of a power ramp 100 -> 250 W over 1.5 s: the exact integral.
-        assert!((powered.figure().energy_j - 262.5).abs() < 1e-9);
-        assert_eq!(powered.figure().power_w, Some(250.0));
+        assert!((powered.figure.energy_j - 262.5).abs() < 1e-9);
+        assert_eq!(powered.figure.power_w, Some(250.0));
     }
 
     #[test]
@@ -164,11 +195,11 @@ mod tests {
         let board = LiveBoard::new();
         assert!(board.snapshot().is_none());
         let first = board.begin();
-        let d = Running::new("gpu0", DomainKind::Gpu).figure().clone();
-        assert!(board.publish(first, 1.0, std::slice::from_ref(&d), false));
+        let d = [Running::new("gpu0", DomainKind::Gpu)];
+        assert!(board.publish(first, 1.0, &d, false));
         let second = board.begin();
-        assert!(!board.publish(first, 2.0, std::slice::from_ref(&d), false));
-        assert!(board.publish(second, 0.5, &[d], true));
+        assert!(!board.publish(first, 2.0, &d, false));
+        assert!(board.publish(second, 0.5, &d, true));
         let s = board.snapshot().unwrap();
         assert_eq!((s.meter, s.t_s, s.domains.len()), (2, 0.5, 1));
     }

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use crate::error::MeterError;
-use crate::live::{LiveBoard, LiveDomain, Running};
+use crate::live::{LiveBoard, Publisher};
 use crate::sensor::{DomainKind, Sensor};
 use crate::telemetry::{SamplerStats, Series, Telemetry};
 
@@ -114,10 +114,6 @@ impl Meter {
         let thread = std::thread::Builder::new()
             .name("llem-sampler".into())
             .spawn(move || {
-                let board = board.map(|b| {
-                    let meter = b.begin();
-                    (b, meter)
-                });
                 run(
                     sensors,
                     config,
@@ -203,20 +199,17 @@ struct Ticker<'a> {
     epoch: Instant,
     live: &'a AtomicU64,
     trail: &'a Mutex<VecDeque<TickSummary>>,
-    /// The board, this meter's number on it, each domain's running figures and a buffer
-    /// to publish them from.
-    board: Option<(LiveBoard, u64, Vec<Running>, Vec<LiveDomain>)>,
+    /// Each domain's running figures, for a live board.
+    publisher: Option<Publisher>,
     /// The last tick's time, s since the epoch.
     last_t_s: f64,
 }
 
 impl Ticker<'_> {
     /// Puts the running figures on the board; `wait`: even if a reader holds it.
-    fn publish(&mut self, wait: bool) {
-        if let Some((board, meter, running, buffer)) = self.board.as_mut() {
-            buffer.clear();
-            buffer.extend(running.iter().map(|r| r.figure().clone()));
-            board.publish(*meter, self.last_t_s, buffer, wait);
+    fn publish(&self, wait: bool) {
+        if let Some(p) = &self.publisher {
+            p.publish(self.last_t_s, wait);
         }
     }
 
@@ -249,8 +242,8 @@ impl Ticker<'_> {
                     series.push(at, &r);
                     if sensor.domain().kind == DomainKind::Node {
                         // The node encloses the other domains: never added to their total.
-                        if let Some(run) = self.board.as_mut().and_then(|b| b.2.get_mut(i)) {
-                            run.add(at, &r, r.power_w);
+                        if let Some(p) = self.publisher.as_mut() {
+                            p.add(i, at, &r, r.power_w);
                         }
                         continue;
                     }
@@ -265,8 +258,8 @@ impl Ticker<'_> {
                         let (t0, e0) = last.replace((t, e))?;
                         (t > t0).then(|| (e - e0) / (t - t0))
                     });
-                    if let Some(run) = self.board.as_mut().and_then(|b| b.2.get_mut(i)) {
-                        run.add(at, &r, power);
+                    if let Some(p) = self.publisher.as_mut() {
+                        p.add(i, at, &r, power);
                     }
                     if let Some(p) = power {
                         total += p;
@@ -296,11 +289,11 @@ impl Ticker<'_> {
     }
 }
 
-/// What the sampler shares: live power, the trail, and the board with the meter's number.
+/// What the sampler shares: live power, the trail, and the live board.
 type Shared<'a> = (
     &'a AtomicU64,
     &'a Mutex<VecDeque<TickSummary>>,
-    Option<(LiveBoard, u64)>,
+    Option<LiveBoard>,
 );
 
 fn run(
@@ -327,12 +320,13 @@ fn run(
         })
         .collect();
     let n = sensors.len();
-    let board = board.map(|(b, meter)| {
-        let running: Vec<Running> = sensors
-            .iter()
-            .map(|s| Running::new(&s.domain().name, s.domain().kind))
-            .collect();
-        (b, meter, running, Vec::with_capacity(n))
+    let publisher = board.map(|b| {
+        Publisher::start(
+            b,
+            sensors
+                .iter()
+                .map(|s| (s.domain().name.as_str(), s.domain().kind)),
+        )
     });
     let mut ticker = Ticker {
         sensors,
@@ -341,7 +335,7 @@ fn run(
         epoch,
         live,
         trail,
-        board,
+        publisher,
         last_t_s: 0.0,
     };
     let interval = tick_interval(config.interval, &ticker.sensors);

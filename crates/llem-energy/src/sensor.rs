@@ -20,6 +20,18 @@ pub enum DomainKind {
     Node,
 }
 
+impl DomainKind {
+    /// Its name in results (`gpu`, `cpu_package`, `dram`, `node`), as it serialises.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DomainKind::Gpu => "gpu",
+            DomainKind::CpuPackage => "cpu_package",
+            DomainKind::Dram => "dram",
+            DomainKind::Node => "node",
+        }
+    }
+}
+
 /// One energy domain: `gpu0`, `package-0`, `dram-0`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Domain {
@@ -179,4 +191,22 @@ pub(crate) fn io_error(path: &std::path::Path, hint: &str, source: std::io::Erro
 /// Reads a sysfs-style file holding one unsigned integer, once.
 pub(crate) fn read_u64(path: &std::path::Path, hint: &'static str) -> Result<u64, SensorError> {
     crate::value_file::ValueFile::open(path.to_path_buf(), hint).read_u64()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::DomainKind;
+
+    #[test]
+    fn a_kind_is_named_as_it_serialises() {
+        for k in [
+            DomainKind::Gpu,
+            DomainKind::CpuPackage,
+            DomainKind::Dram,
+            DomainKind::Node,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+    }
 }

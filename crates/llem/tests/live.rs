@@ -12,7 +12,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -238,6 +238,46 @@ fn attr<'a>(point: &'a Value, key: &str) -> Option<&'a str> {
         .as_str()
 }
 
+/// `llem run` of the study `yaml` in `home`, results in `out`, with `flags`, while its CPU
+/// package (a powercap tree) draws [`PACKAGE_W`]; its output, once it succeeded, and when it
+/// exited (Unix s).
+fn run_metered(home: &Path, yaml: &str, out: &Path, flags: &[&str]) -> (Output, f64) {
+    let file = home.join("live.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let (stop, writer) = common::rapl_zone(&home.join("powercap"), PACKAGE_W);
+    let o = common::llem_in(home)
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "-q",
+            "-o",
+            out.to_str().unwrap(),
+        ])
+        .args(flags)
+        .output()
+        .unwrap();
+    let exited = unix_now();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o, exited)
+}
+
+/// What a cell's meter measured, from model load to teardown: its phases' energy, J.
+fn phases_j(r: &Value) -> f64 {
+    r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["energy_j"].as_f64())
+        .sum()
+}
+
 /// A two-cell study with live metrics on: Prometheus's copy of the package's energy counter
 /// rises monotonically and ends at the energy the cells measured, within what the package
 /// drew between the last scrape and llem's exit; the final OTLP push holds exactly the
@@ -257,36 +297,25 @@ fn a_study_is_scraped_by_prometheus_and_pushed_over_otlp_while_it_runs() {
     };
     let pushed = home.join("otlp.jsonl");
     let (_receiver, otlp) = receiver(&python, &pushed);
-    let (stop, writer) = common::rapl_zone(&home.join("powercap"), PACKAGE_W);
-    let yaml = home.join("live.yaml");
-    std::fs::write(
-        &yaml,
+    let out = home.join("results");
+    let (o, exited) = run_metered(
+        home,
         "name: live\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
          dataset: {source: synthetic, n_prompts: 4, synthetic: {input_tokens: 16, output_tokens: 8}}\n\
          max_output_tokens: 8\n\
          warmup: {enabled: false}\nbaseline: {enabled: false}\n\
          study_execution: {n_cycles: 2, experiment_gap_seconds: 1, cycle_gap_seconds: 0}\n",
-    )
-    .unwrap();
-    let out = home.join("results");
-    let o = common::llem_in(home)
-        .args([
-            "run",
-            yaml.to_str().unwrap(),
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ])
-        .args(["--metrics-listen", &format!("127.0.0.1:{listen}")])
-        .args(["--otlp-endpoint", &format!("http://127.0.0.1:{otlp}")])
-        .args(["--otlp-interval", "300ms"])
-        .output()
-        .unwrap();
-    let exited = unix_now();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+        &out,
+        &[
+            "--metrics-listen",
+            &format!("127.0.0.1:{listen}"),
+            "--otlp-endpoint",
+            &format!("http://127.0.0.1:{otlp}"),
+            "--otlp-interval",
+            "300ms",
+        ],
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(
         stderr.contains(&format!(
             "live metrics at http://127.0.0.1:{listen}/metrics"
@@ -301,11 +330,7 @@ fn a_study_is_scraped_by_prometheus_and_pushed_over_otlp_while_it_runs() {
         .map(|p: PathBuf| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
         .collect();
     assert_eq!(results.len(), 2);
-    let measured_j: f64 = results
-        .iter()
-        .flat_map(|r| r["phases"].as_array().unwrap().iter())
-        .filter_map(|p| p["energy_j"].as_f64())
-        .sum();
+    let measured_j: f64 = results.iter().map(phases_j).sum();
     let output_tokens: f64 = results
         .iter()
         .map(|r| r["total_output_tokens"].as_f64().unwrap())
@@ -452,46 +477,21 @@ fn one_experiment_pushes_its_final_figures_over_otlp() {
     std::fs::create_dir_all(home.join("sys")).unwrap();
     let pushed = home.join("otlp.jsonl");
     let (_receiver, otlp) = receiver(&python, &pushed);
-    let (stop, writer) = common::rapl_zone(&home.join("powercap"), PACKAGE_W);
-    let yaml = home.join("one.yaml");
-    std::fs::write(
-        &yaml,
+    let out = home.join("results");
+    run_metered(
+        home,
         "name: one\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
          dataset: {source: synthetic, n_prompts: 3, synthetic: {input_tokens: 16, output_tokens: 8}}\n\
          max_output_tokens: 8\nwarmup: {enabled: false}\nbaseline: {enabled: false}\n",
-    )
-    .unwrap();
-    let out = home.join("results");
-    let o = common::llem_in(home)
-        .args([
-            "run",
-            yaml.to_str().unwrap(),
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ])
-        .args([
+        &out,
+        &[
             "--otlp-endpoint",
             &format!("http://127.0.0.1:{otlp}/v1/metrics"),
-        ])
-        .output()
-        .unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+        ],
     );
     let r: Value =
         serde_json::from_slice(&std::fs::read(common::result_file(&out)).unwrap()).unwrap();
-    let measured_j: f64 = r["phases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["energy_j"].as_f64())
-        .sum();
+    let measured_j = phases_j(&r);
     // The last push is the one sent once the run ended.
     let text = std::fs::read_to_string(&pushed).unwrap();
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
@@ -539,32 +539,17 @@ fn each_cell_of_a_study_pushes_its_figures_to_a_pushgateway() {
     let Some((_gateway, gw)) = pushgateway(home) else {
         return;
     };
-    let (stop, writer) = common::rapl_zone(&home.join("powercap"), PACKAGE_W);
-    let yaml = home.join("pushed.yaml");
-    std::fs::write(
-        &yaml,
+    let out = home.join("results");
+    let (o, _) = run_metered(
+        home,
         "name: pushed\nmodel: SmolLM2-135M-Instruct.Q4_1.gguf\nenergy_sampler: rapl\n\
          dataset: {source: synthetic, n_prompts: 3, synthetic: {input_tokens: 16, output_tokens: 8}}\n\
          max_output_tokens: 8\nwarmup: {enabled: false}\nbaseline: {enabled: false}\n\
          study_execution: {n_cycles: 2, experiment_gap_seconds: 0, cycle_gap_seconds: 0}\n",
-    )
-    .unwrap();
-    let out = home.join("results");
-    let o = common::llem_in(home)
-        .args([
-            "run",
-            yaml.to_str().unwrap(),
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ])
-        .args(["--metrics-push", &format!("http://127.0.0.1:{gw}")])
-        .output()
-        .unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    writer.join().unwrap();
+        &out,
+        &["--metrics-push", &format!("http://127.0.0.1:{gw}")],
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("pushes failed"), "{stderr}");
     let (status, text) = get(gw, "/metrics").unwrap();
     assert_eq!(status, 200);
@@ -573,12 +558,7 @@ fn each_cell_of_a_study_pushes_its_figures_to_a_pushgateway() {
         .filter(|p| p.ends_with("result.json"))
     {
         let r: Value = serde_json::from_slice(&std::fs::read(&dir).unwrap()).unwrap();
-        let measured_j: f64 = r["phases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|p| p["energy_j"].as_f64())
-            .sum();
+        let measured_j = phases_j(&r);
         // `001_c0_...`: the cell's index is its directory's number.
         let cell_dir = dir.parent().unwrap().file_name().unwrap().to_string_lossy();
         let index: u32 = cell_dir[..3].parse().unwrap();

@@ -1,6 +1,7 @@
 //! Live metrics while llem runs: the sampler's energy and power per device, the requests'
 //! tokens and latencies, the phase and the study's progress, served to Prometheus
-//! (`--metrics-listen`) and pushed over OTLP/HTTP (`--otlp-endpoint`).
+//! (`--metrics-listen`), pushed over OTLP/HTTP (`--otlp-endpoint`) and to a Pushgateway
+//! (`--metrics-push`, which a study's cells do each for themselves).
 //!
 //! One [`LiveMetrics`] lives in the process that owns the endpoint: `llem run` of one
 //! experiment and `llem measure` (their sampler publishes on the [`LiveBoard`] here), or a
@@ -22,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use llem_energy::{DomainKind, LiveBoard, LiveSnapshot};
+use llem_energy::{LiveBoard, LiveSnapshot};
 use llem_harness::Event;
 use llem_study::{CellMessage, LiveFigure, StudyEvent};
 
@@ -32,7 +33,7 @@ pub use server::Server;
 
 use crate::LiveError;
 
-/// Where live metrics go: a Prometheus endpoint, an OTLP receiver, or both.
+/// Where live metrics go: a Prometheus endpoint, an OTLP receiver, a Pushgateway.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LiveOptions {
     /// `--metrics-listen`: `PORT`, `:PORT`, `HOST:PORT` (loopback unless a host is named).
@@ -132,7 +133,7 @@ impl Window {
 /// Everything the exports show, as of the last update.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct State {
-    /// `study` or `experiment` or `measure`.
+    /// `study`, `experiment`, `measure`, or `cell` (a cell pushing its own figures).
     pub(crate) run_kind: &'static str,
     /// The study's or experiment's name.
     pub(crate) name: String,
@@ -315,16 +316,6 @@ fn hw_type(kind: &str) -> Option<&'static str> {
     }
 }
 
-/// A domain kind as results name it.
-fn kind_name(kind: DomainKind) -> &'static str {
-    match kind {
-        DomainKind::Gpu => "gpu",
-        DomainKind::CpuPackage => "cpu_package",
-        DomainKind::Dram => "dram",
-        DomainKind::Node => "node",
-    }
-}
-
 /// The live figures of this process, shared by whoever updates them and the exporters.
 #[derive(Debug)]
 pub struct LiveMetrics {
@@ -336,7 +327,7 @@ pub struct LiveMetrics {
 }
 
 impl LiveMetrics {
-    /// Metrics of a run of `kind` (`study`, `experiment`, `measure`) named `name`.
+    /// Metrics of a run of `kind` (`study`, `experiment`, `measure`, `cell`) named `name`.
     pub fn new(kind: &'static str, name: &str) -> Arc<LiveMetrics> {
         Arc::new(LiveMetrics {
             state: Mutex::new(State {
@@ -394,7 +385,11 @@ impl LiveMetrics {
 
     /// A harness progress event of this process's run.
     pub fn progress(&self, e: &Event) {
-        let snapshot = self.board.snapshot();
+        // A phase's ends need the energy at that moment (the window's J/token); every other
+        // figure is brought up to date when an exporter reads (`current`).
+        let snapshot = matches!(e, Event::Start { .. } | Event::Finish { .. })
+            .then(|| self.board.snapshot())
+            .flatten();
         let mut s = self.lock();
         if let Some(snap) = snapshot {
             apply_snapshot(&mut s, &snap);
@@ -469,7 +464,7 @@ fn apply_snapshot(s: &mut State, snap: &LiveSnapshot) {
         snap.domains.iter().map(|d| {
             (
                 d.name.clone(),
-                kind_name(d.kind).to_string(),
+                d.kind.as_str().to_string(),
                 d.energy_j,
                 d.power_w,
             )

@@ -19,7 +19,7 @@ pub fn message(s: &LiveSnapshot) -> CellMessage {
             .iter()
             .map(|d| LiveFigure {
                 name: d.name.clone(),
-                kind: super::kind_name(d.kind).to_string(),
+                kind: d.kind.as_str().to_string(),
                 energy_j: d.energy_j,
                 power_w: d.power_w,
             })

@@ -199,29 +199,28 @@ fn model_class(params_b: Option<f64>) -> Option<&'static str> {
     })
 }
 
-/// Per-kind means over the runs when every run has the kind; else `None` and a warning.
-fn kind_mean(
+/// A kind's Wh per 1,000 queries in each run, and their mean when every run has it.
+fn kind_figures(
     runs: &[RunFigures],
     pick: impl Fn(&RunFigures) -> Option<f64>,
-    what: &str,
-    warnings: &mut Vec<String>,
 ) -> (Option<f64>, Vec<Option<f64>>) {
     let per_run: Vec<Option<f64>> = runs
         .iter()
         .map(|f| pick(f).map(|j| per_1000_wh(j, f.queries)))
         .collect();
     let all: Option<Vec<f64>> = per_run.iter().copied().collect();
-    match all {
-        Some(v) => (Some(mean(&v)), per_run),
-        None => {
-            let missing = per_run.iter().filter(|x| x.is_none()).count();
-            warnings.push(format!(
-                "{what} energy not measured in {missing} of {} run(s): its figure is null",
-                runs.len()
-            ));
-            (None, per_run)
-        }
-    }
+    (all.map(|v| mean(&v)), per_run)
+}
+
+/// The warning for a kind some runs did not measure.
+fn unmeasured(what: &str, per_run: &[Option<f64>]) -> Option<String> {
+    let missing = per_run.iter().filter(|x| x.is_none()).count();
+    (missing > 0).then(|| {
+        format!(
+            "{what} energy not measured in {missing} of {} run(s): its figure is null",
+            per_run.len()
+        )
+    })
 }
 
 /// The entry of one configuration (`rows` are its runs).
@@ -232,18 +231,21 @@ fn entry(task: &str, bands: Option<&Bands>, rows: &[&dyn Record]) -> Result<Valu
         let where_ = text(*r, "results_path").unwrap_or_else(|| "a run".into());
         figures.push(run_figures(*r).map_err(|e| format!("{where_}: {e}"))?);
     }
+    let (gpu, gpu_runs) = kind_figures(&figures, |f| f.gpu_j);
+    let (cpu, cpu_runs) = kind_figures(&figures, |f| f.cpu_j);
+    let (ram, ram_runs) = kind_figures(&figures, |f| f.ram_j);
     let mut warnings = Vec::new();
-    let (gpu, gpu_runs) = kind_mean(&figures, |f| f.gpu_j, "GPU", &mut warnings);
-    if gpu.is_none() && figures.iter().all(|f| f.gpu_j.is_none()) {
-        warnings.clear();
+    if gpu_runs.iter().all(Option::is_none) {
         warnings.push(
             "the runs computed on the CPU: the score is GPU energy, so it is null (CPU and RAM \
              are given alongside)"
-                .into(),
+                .to_string(),
         );
+    } else {
+        warnings.extend(unmeasured("GPU", &gpu_runs));
     }
-    let (cpu, _) = kind_mean(&figures, |f| f.cpu_j, "CPU", &mut warnings);
-    let (ram, _) = kind_mean(&figures, |f| f.ram_j, "RAM", &mut warnings);
+    warnings.extend(unmeasured("CPU", &cpu_runs));
+    warnings.extend(unmeasured("RAM", &ram_runs));
     let gpu_values: Vec<f64> = gpu_runs.iter().flatten().copied().collect();
 
     let params_b = num(*first, "total_params_billions");

@@ -649,7 +649,8 @@ fn export_ai_energy_score(
     if let Some(path) = o.label {
         let [entry] = entries.as_slice() else {
             return Err(RecordsError::Usage(format!(
-                "--label draws one configuration's label; {} holds {} (export them without                  --label, or point at one study's directory)",
+                "--label draws one configuration's label; {} holds {} (export them without \
+                 --label, or point at one study's directory)",
                 dir.display(),
                 entries.len()
             )));
@@ -664,17 +665,22 @@ fn export_ai_energy_score(
         }
     }
     let bytes = export::ai_energy_score_bytes(&entries)?;
+    let what = format!(
+        "{} configuration(s) from {} runs",
+        entries.len(),
+        runs.len()
+    );
+    write_export(output, &bytes, &what)
+}
+
+/// An export's bytes to `output` (atomically, saying what went there), else to stdout.
+fn write_export(output: Option<&Path>, bytes: &[u8], what: &str) -> Result<(), RecordsError> {
     match output {
         Some(p) => {
-            llem_results::write_atomic(p, &bytes)?;
-            eprintln!(
-                "wrote {} configuration(s) from {} runs to {}",
-                entries.len(),
-                runs.len(),
-                p.display()
-            );
+            llem_results::write_atomic(p, bytes)?;
+            eprintln!("wrote {what} to {}", p.display());
         }
-        None => out!("{}", String::from_utf8_lossy(&bytes)),
+        None => out!("{}", String::from_utf8_lossy(bytes)),
     }
     Ok(())
 }
@@ -719,15 +725,8 @@ fn export_runs(
         let runs = load(dir)?;
         (exporter.serialize(&runs)?, runs.len())
     };
-    match output {
-        Some(p) => {
-            llem_results::write_atomic(p, &bytes)?;
-            let what = if diffusion { "diffusion runs" } else { "runs" };
-            eprintln!("wrote {n} {what} to {}", p.display());
-        }
-        None => out!("{}", String::from_utf8_lossy(&bytes)),
-    }
-    Ok(())
+    let what = if diffusion { "diffusion runs" } else { "runs" };
+    write_export(output, &bytes, &format!("{n} {what}"))
 }
 
 fn query(

@@ -69,11 +69,11 @@ pub fn run_study(plan: &StudyPlan, args: &RunArgs, resume: ResumeFrom) -> i32 {
         env: Vec::new(),
     };
     let mut opts = crate::options::study(args, resume, launcher);
-    let on_slurm = args.executor == Some(crate::cli::ExecutorArg::Slurm)
-        || matches!(
-            plan.execution.executor,
-            llem_config::ExecutorConfig::Slurm(_)
-        );
+    // The cells run on Slurm as run_study will decide (a conflict is its to report).
+    let on_slurm = matches!(
+        llem_app::slurm::resolve(plan, &opts.executor, &opts.slurm),
+        Ok(Some(_))
+    );
     // The cells push to a gateway themselves; the endpoint and OTLP belong to this process.
     let mut live_opts = args.live.options();
     opts.metrics_push = live_opts.push_gateway.take();
